@@ -1,0 +1,218 @@
+// normlab: the command line (MODEL.md section 10). CLI11 wiring only: every command is a call
+// into train/, with errors mapped to exit codes here (2 usage/config/input, 1 runtime failure).
+#include <malloc.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <random>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "config/load.h"
+#include "core/errors.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "data/corpus.h"
+#include "model/transformer.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/run_config.h"
+#include "train/trainer.h"
+
+namespace normlab {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+extern "C" void on_sigint(int) {
+  g_stop.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
+}
+
+// A model from a run directory's checkpoint, in eval mode, with its config.
+struct LoadedModel {
+  Config config;
+  Transformer model{nullptr};
+  std::string checkpoint;
+};
+
+LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step) {
+  LoadedModel lm;
+  lm.checkpoint = find_checkpoint(run, step);
+  lm.config = check_and_resolve(parse_config_text(checkpoint_config(lm.checkpoint),
+                                                  lm.checkpoint + "/model.safetensors"),
+                                /*check_data_files=*/false);
+  lm.model = Transformer(lm.config.model);
+  load_model_weights(lm.checkpoint, lm.model);
+  lm.model->eval();
+  return lm;
+}
+
+int cmd_eval(const std::string& run, std::optional<int64_t> step, std::string data) {
+  auto lm = load_run_model(run, step);
+  if (data.empty()) data = lm.config.data.val;
+  Corpus corpus = Corpus::load(data);
+  if (corpus.max_token() >= lm.config.model.vocab_size) {
+    throw UsageError(fmt::format("{}: holds token {} >= the model's vocab_size {}", data,
+                                 corpus.max_token(), lm.config.model.vocab_size));
+  }
+  auto r = evaluate(lm.model, corpus, lm.config.eval.max_windows, torch::kCPU);
+  std::cout << JsonObject().add("loss", r.loss).add("windows", r.windows).add("tokens", r.tokens).str()
+            << std::endl;
+  return 0;
+}
+
+int cmd_sample(const std::string& run, std::optional<int64_t> step, const std::string& prompt,
+               int64_t max_new, double temperature, int64_t top_k, uint64_t seed) {
+  if (temperature < 0) throw UsageError("--temperature must be >= 0");
+  if (top_k < 0) throw UsageError("--top-k must be >= 0");
+  auto lm = load_run_model(run, step);
+  const int64_t V = lm.config.model.vocab_size, ctx = lm.config.model.ctx;
+  std::vector<int64_t> tokens;
+  for (unsigned char c : prompt) {
+    if (c >= V) throw UsageError(fmt::format("--prompt: byte {} is outside the model's vocabulary of {}", c, V));
+    tokens.push_back(c);
+  }
+  if (tokens.empty()) throw UsageError("--prompt must not be empty");
+  std::mt19937_64 rng(seed);
+  torch::NoGradGuard ng;
+  std::string out;
+  for (int64_t i = 0; i < max_new; ++i) {
+    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - ctx);
+    auto input = torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end())).unsqueeze(0);
+    auto logits = lm.model->forward(input).select(1, input.size(1) - 1).squeeze(0).to(torch::kDouble);
+    int64_t next;
+    if (temperature == 0) {
+      next = logits.argmax().item<int64_t>();
+    } else {
+      auto l = logits / temperature;
+      if (top_k > 0 && top_k < V) {
+        auto kth = std::get<0>(l.topk(top_k)).min();
+        l = l.masked_fill(l < kth, -std::numeric_limits<double>::infinity());
+      }
+      auto p = torch::softmax(l, 0).contiguous();
+      const double* pp = p.data_ptr<double>();
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      double r = u(rng), acc = 0;
+      next = V - 1;
+      for (int64_t v = 0; v < V; ++v) {
+        acc += pp[v];
+        if (r < acc) {
+          next = v;
+          break;
+        }
+      }
+    }
+    tokens.push_back(next);
+    if (V <= 256) {
+      out += static_cast<char>(next);
+    } else {
+      out += fmt::format("<{}>", next);
+    }
+  }
+  std::cout << out << std::flush;
+  return 0;
+}
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"NormLab: train small GPT-style models and study their normalization layers"};
+  app.require_subcommand(1);
+
+  std::string config_path, out_dir;
+  std::vector<std::string> overrides;
+  bool resume = false;
+  auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
+  train_cmd->add_option("-c,--config", config_path, "YAML config file")->required();
+  train_cmd->add_option("--set", overrides, "override a key: --set model.n_layers=6 (value is YAML)");
+  train_cmd->add_option("--out", out_dir, "run directory (overrides out_dir)");
+  train_cmd->add_flag("--resume", resume, "continue the run in out_dir from its latest checkpoint");
+
+  std::string run_dir, data_file, prompt;
+  std::optional<int64_t> step;
+  auto* eval_cmd = app.add_subcommand("eval", "validation loss of a checkpoint (one JSON line on stdout)");
+  eval_cmd->add_option("--run", run_dir, "run directory")->required();
+  eval_cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
+  eval_cmd->add_option("--data", data_file, "data file (default: the run's data.val)");
+
+  int64_t max_new = 256, top_k = 0;
+  double temperature = 1.0;
+  uint64_t seed = 0;
+  auto* sample_cmd = app.add_subcommand("sample", "generate bytes from a checkpoint (stdout: the generated bytes only)");
+  sample_cmd->add_option("--run", run_dir, "run directory")->required();
+  sample_cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
+  sample_cmd->add_option("--prompt", prompt, "prompt text")->required();
+  sample_cmd->add_option("--max-new", max_new, "tokens to generate")->check(CLI::NonNegativeNumber);
+  sample_cmd->add_option("--temperature", temperature, "0 = greedy argmax");
+  sample_cmd->add_option("--top-k", top_k, "sample from the k most likely tokens; 0 = all");
+  sample_cmd->add_option("--seed", seed, "sampling seed");
+
+  auto* keys_cmd = app.add_subcommand("keys", "list every config key with its default and meaning");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help on stdout, errors on stderr
+    return code == 0 ? 0 : 2;
+  }
+
+  if (*train_cmd) {
+    if (!out_dir.empty()) overrides.push_back("out_dir=" + out_dir);
+    Config cfg = load_run_config(config_path, overrides);
+    std::signal(SIGINT, on_sigint);
+    TrainOptions opts;
+    opts.resume = resume;
+    opts.stop = &g_stop;
+    return train(cfg, opts);
+  }
+  if (*eval_cmd) return cmd_eval(run_dir, step, data_file);
+  if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed);
+  if (*keys_cmd) {
+    std::cout << describe_keys();
+    std::cout << "\nmodel.norm.type:";
+    for (const auto& n : norm_registry()) std::cout << fmt::format("\n  {:<12} {}", n.name, n.formula);
+    std::cout << "\nmodel.layout:";
+    for (const auto& l : layout_registry()) std::cout << fmt::format("\n  {:<12} {}", l.name, l.equation);
+    std::cout << std::endl;
+    return 0;
+  }
+  return 2;
+}
+
+// The thread policy measured on 2-core machines: OpenMP workers must sleep, not spin, while
+// OpenBLAS's own pool runs the GEMMs. The variable only works if set before the process starts,
+// so set it and re-exec once. NORMLAB_NO_REEXEC=1 disables this.
+void ensure_passive_omp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("NORMLAB_NO_REEXEC")) return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as is
+}
+
+}  // namespace
+}  // namespace normlab
+
+int main(int argc, char** argv) {
+  normlab::ensure_passive_omp(argv);
+  // Keep freed activation memory in the process instead of returning it to the OS every step.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  normlab::setup_logging();
+  try {
+    return normlab::run_cli(argc, argv);
+  } catch (const normlab::ConfigError& e) {
+    for (const auto& p : e.problems()) std::cerr << "error: " << p << "\n";
+    return 2;
+  } catch (const normlab::UsageError& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const normlab::RuntimeFailure& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

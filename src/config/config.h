@@ -1,0 +1,219 @@
+// The run config: typed structs with the contract's defaults (MODEL.md section 0). Each struct
+// lists its fields exactly once, in `describe()`; that one list drives YAML parsing (unknown keys
+// and wrong types rejected), dumping the resolved config, and `normlab keys`. Nothing outside
+// config/ reads YAML.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace normlab {
+
+struct DataConfig {
+  std::string train = "data/toy/train.txt";  // text (bytes) or .bin (uint16 LE tokens)
+  std::string val = "data/toy/val.txt";
+  bool shuffle = true;  // true: random window offsets from the seed; false: sequential
+};
+
+struct NormConfig {
+  std::string type = "layernorm";  // a name from the norm registry
+  std::optional<double> eps;       // auto (nullopt) = the type's default
+  bool bias = true;                // layernorm bias
+  double dyt_alpha = 0.5;          // DyT alpha init
+};
+
+struct DeepNormConfig {
+  std::optional<double> alpha;  // auto: (2L)^(1/4)
+  std::optional<double> beta;   // auto: (8L)^(-1/4)
+};
+
+struct MixConfig {
+  std::optional<int64_t> post_layers;  // auto: floor(L/4)
+};
+
+struct NormFormerConfig {
+  std::string resid_scale = "none";  // none | ffn | all
+};
+
+struct ModelConfig {
+  int64_t vocab_size = 256;
+  int64_t ctx = 128;
+  int64_t d_model = 128;
+  int64_t n_layers = 4;
+  int64_t n_heads = 4;
+  int64_t d_ff = 512;
+  std::string layout = "pre";  // a name from the layout registry
+  NormConfig norm;
+  bool qk_norm = false;
+  std::optional<std::string> qk_norm_type;  // null = model.norm.type
+  double attn_softcap = 0;
+  double logit_softcap = 0;
+  bool embed_norm = false;
+  std::string pos = "learned";  // learned | rope
+  std::string ffn = "gelu";     // gelu | swiglu
+  bool bias = false;
+  bool tie_embeddings = true;
+  DeepNormConfig deepnorm;
+  MixConfig mix;
+  NormFormerConfig normformer;
+};
+
+struct InitConfig {
+  std::string scheme = "normal";  // normal | xavier
+  double std = 0.02;
+  double embed_std = 0.02;
+  bool scaled_residual = true;  // out_proj, fc2: std / sqrt(2L)
+};
+
+struct OptimConfig {
+  double lr = 1.0e-3;
+  double min_lr = 1.0e-4;
+  std::array<double, 2> betas{0.9, 0.95};
+  double eps = 1.0e-8;
+  double weight_decay = 0.1;
+  int64_t warmup = 100;
+  std::string schedule = "cosine";  // cosine | linear | constant
+  double grad_clip = 1.0;           // 0 = off
+  double z_loss = 0;
+};
+
+struct TrainConfig {
+  int64_t steps = 2000;
+  int64_t batch_size = 16;
+  int64_t accum = 1;
+  int64_t log_every = 10;
+  int64_t checkpoint_every = 500;
+  bool save_init = false;
+  int64_t threads = 0;  // 0 = all cores
+  std::string device = "cpu";
+};
+
+struct EvalConfig {
+  int64_t every = 200;
+  int64_t max_windows = 64;
+};
+
+struct SpikeConfig {
+  int64_t window = 128;
+  double zscore = 6;
+  std::string action = "log";  // log | skip | stop
+};
+
+struct DiagConfig {
+  int64_t every = 10;
+  SpikeConfig spike;
+};
+
+struct Config {
+  int64_t seed = 1337;
+  std::string out_dir = "runs/example";
+  DataConfig data;
+  ModelConfig model;
+  InitConfig init;
+  OptimConfig optim;
+  TrainConfig train;
+  EvalConfig eval;
+  DiagConfig diag;
+};
+
+// The field lists. A visitor provides
+//   field(name, T& value, help)      for a leaf
+//   section(name, S& sub)            for a nested struct (calls describe(sub, visitor))
+template <class V> void describe(DataConfig& c, V& v) {
+  v.field("train", c.train, "training data: text file (bytes) or .bin (uint16 tokens)");
+  v.field("val", c.val, "validation data, same formats");
+  v.field("shuffle", c.shuffle, "random window offsets (true) or sequential (false)");
+}
+template <class V> void describe(NormConfig& c, V& v) {
+  v.field("type", c.type, "norm module, from the norm registry");
+  v.field("eps", c.eps, "epsilon; auto = the type's default");
+  v.field("bias", c.bias, "layernorm has a bias");
+  v.field("dyt_alpha", c.dyt_alpha, "initial alpha of dyt");
+}
+template <class V> void describe(DeepNormConfig& c, V& v) {
+  v.field("alpha", c.alpha, "residual scale; auto = (2L)^(1/4); 1 turns it off");
+  v.field("beta", c.beta, "init gain of v/out/fc1/fc2; auto = (8L)^(-1/4); 1 turns it off");
+}
+template <class V> void describe(MixConfig& c, V& v) {
+  v.field("post_layers", c.post_layers, "Mix-LN: blocks before this index are post; auto = L/4");
+}
+template <class V> void describe(NormFormerConfig& c, V& v) {
+  v.field("resid_scale", c.resid_scale, "learnable skip scales: none | ffn | all");
+}
+template <class V> void describe(ModelConfig& c, V& v) {
+  v.field("vocab_size", c.vocab_size, "vocabulary size (256 = bytes)");
+  v.field("ctx", c.ctx, "context length in tokens");
+  v.field("d_model", c.d_model, "residual width d");
+  v.field("n_layers", c.n_layers, "number of blocks L");
+  v.field("n_heads", c.n_heads, "attention heads H (must divide d_model)");
+  v.field("d_ff", c.d_ff, "FFN hidden width");
+  v.field("layout", c.layout, "block layout, from the layout registry");
+  v.section("norm", c.norm);
+  v.field("qk_norm", c.qk_norm, "normalise q and k per head before RoPE");
+  v.field("qk_norm_type", c.qk_norm_type, "norm type for q/k; null = model.norm.type");
+  v.field("attn_softcap", c.attn_softcap, "c*tanh(s/c) on attention scores; 0 = off");
+  v.field("logit_softcap", c.logit_softcap, "c*tanh(z/c) on output logits; 0 = off");
+  v.field("embed_norm", c.embed_norm, "extra norm after the embedding");
+  v.field("pos", c.pos, "positions: learned | rope");
+  v.field("ffn", c.ffn, "feed-forward: gelu | swiglu");
+  v.field("bias", c.bias, "biases in attention and FFN linears");
+  v.field("tie_embeddings", c.tie_embeddings, "output head shares tok_emb.weight");
+  v.section("deepnorm", c.deepnorm);
+  v.section("mix", c.mix);
+  v.section("normformer", c.normformer);
+}
+template <class V> void describe(InitConfig& c, V& v) {
+  v.field("scheme", c.scheme, "normal | xavier");
+  v.field("std", c.std, "std of Linear weights (scheme normal)");
+  v.field("embed_std", c.embed_std, "std of tok_emb and pos_emb");
+  v.field("scaled_residual", c.scaled_residual, "out_proj, fc2 std / sqrt(2L) (scheme normal)");
+}
+template <class V> void describe(OptimConfig& c, V& v) {
+  v.field("lr", c.lr, "peak learning rate");
+  v.field("min_lr", c.min_lr, "learning rate at the last step (cosine, linear)");
+  v.field("betas", c.betas, "AdamW betas [b1, b2]");
+  v.field("eps", c.eps, "AdamW epsilon");
+  v.field("weight_decay", c.weight_decay, "decoupled decay on >=2-D parameters");
+  v.field("warmup", c.warmup, "linear warmup steps");
+  v.field("schedule", c.schedule, "cosine | linear | constant");
+  v.field("grad_clip", c.grad_clip, "global gradient-norm clip; 0 = off");
+  v.field("z_loss", c.z_loss, "coefficient of mean(logsumexp(logits)^2)");
+}
+template <class V> void describe(TrainConfig& c, V& v) {
+  v.field("steps", c.steps, "optimizer updates");
+  v.field("batch_size", c.batch_size, "sequences per micro-batch");
+  v.field("accum", c.accum, "micro-batches per update");
+  v.field("log_every", c.log_every, "train record and progress line every N updates");
+  v.field("checkpoint_every", c.checkpoint_every, "checkpoint every N updates (and at the end)");
+  v.field("save_init", c.save_init, "save the initial weights as step_00000000");
+  v.field("threads", c.threads, "LibTorch threads; 0 = all cores");
+  v.field("device", c.device, "cpu | cuda");
+}
+template <class V> void describe(EvalConfig& c, V& v) {
+  v.field("every", c.every, "validation every N updates (and at the end); 0 = only at the end");
+  v.field("max_windows", c.max_windows, "at most this many ctx windows per evaluation");
+}
+template <class V> void describe(SpikeConfig& c, V& v) {
+  v.field("window", c.window, "rolling baseline length");
+  v.field("zscore", c.zscore, "spike threshold on the z-score");
+  v.field("action", c.action, "log | skip | stop");
+}
+template <class V> void describe(DiagConfig& c, V& v) {
+  v.field("every", c.every, "diagnostics every N updates");
+  v.section("spike", c.spike);
+}
+template <class V> void describe(Config& c, V& v) {
+  v.field("seed", c.seed, "seed of init and data order");
+  v.field("out_dir", c.out_dir, "run directory");
+  v.section("data", c.data);
+  v.section("model", c.model);
+  v.section("init", c.init);
+  v.section("optim", c.optim);
+  v.section("train", c.train);
+  v.section("eval", c.eval);
+  v.section("diag", c.diag);
+}
+
+}  // namespace normlab

@@ -1,0 +1,453 @@
+#include "config/load.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/fs.h"
+
+namespace normlab {
+
+std::string ConfigSource::where(const std::string& key) const {
+  for (const auto& o : overridden) {
+    if (key == o || key.rfind(o + ".", 0) == 0) return "--set";
+  }
+  auto it = lines.find(key);
+  if (it != lines.end()) return fmt::format("{}:{}", file, it->second);
+  return file;
+}
+
+void Problems::add(const std::string& key, const std::string& message) {
+  lines_.push_back(fmt::format("{}: {}: {}", src_.where(key), key, message));
+}
+
+void Problems::raise() const { throw ConfigError(lines_); }
+
+namespace {
+
+std::string scalar_text(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "null";
+}
+
+bool is_auto(const YAML::Node& n) { return n.IsNull() || (n.IsScalar() && n.Scalar() == "auto"); }
+
+// Converters: return false (and leave the value alone) when the node does not fit.
+bool convert(const YAML::Node& n, int64_t& out, std::string& expected) {
+  expected = "an integer";
+  if (!n.IsScalar()) return false;
+  try {
+    out = n.as<int64_t>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+bool convert(const YAML::Node& n, double& out, std::string& expected) {
+  expected = "a number";
+  if (!n.IsScalar()) return false;
+  try {
+    out = n.as<double>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+bool convert(const YAML::Node& n, bool& out, std::string& expected) {
+  expected = "true or false";
+  if (!n.IsScalar()) return false;
+  try {
+    out = n.as<bool>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+bool convert(const YAML::Node& n, std::string& out, std::string& expected) {
+  expected = "a string";
+  if (!n.IsScalar()) return false;
+  out = n.Scalar();
+  return true;
+}
+bool convert(const YAML::Node& n, std::optional<double>& out, std::string& expected) {
+  if (is_auto(n)) {
+    out.reset();
+    return true;
+  }
+  double v = 0;
+  bool ok = convert(n, v, expected);
+  expected = "a number or auto";
+  if (ok) out = v;
+  return ok;
+}
+bool convert(const YAML::Node& n, std::optional<int64_t>& out, std::string& expected) {
+  if (is_auto(n)) {
+    out.reset();
+    return true;
+  }
+  int64_t v = 0;
+  bool ok = convert(n, v, expected);
+  expected = "an integer or auto";
+  if (ok) out = v;
+  return ok;
+}
+bool convert(const YAML::Node& n, std::optional<std::string>& out, std::string& expected) {
+  if (n.IsNull()) {
+    out.reset();
+    return true;
+  }
+  std::string v;
+  bool ok = convert(n, v, expected);
+  expected = "a name or null";
+  if (ok) out = v;
+  return ok;
+}
+bool convert(const YAML::Node& n, std::array<double, 2>& out, std::string& expected) {
+  expected = "a list of two numbers";
+  if (!n.IsSequence() || n.size() != 2) return false;
+  std::array<double, 2> v{};
+  std::string unused;
+  for (size_t i = 0; i < 2; ++i) {
+    if (!convert(n[i], v[i], unused)) return false;
+  }
+  out = v;
+  return true;
+}
+
+class Parser {
+ public:
+  Parser(YAML::Node node, std::string prefix, Problems& problems, ConfigSource& src)
+      : node_(std::move(node)), prefix_(std::move(prefix)), problems_(problems), src_(src) {}
+
+  template <class T>
+  void field(const char* name, T& value, const char* /*help*/) {
+    known_.push_back(name);
+    const YAML::Node n = child(name);
+    if (!n) return;
+    const std::string key = prefix_ + name;
+    std::string expected;
+    if (!convert(n, value, expected)) {
+      problems_.add(key, fmt::format("expected {}, got {}", expected, scalar_text(n)));
+    }
+  }
+
+  template <class S>
+  void section(const char* name, S& sub) {
+    known_.push_back(name);
+    const YAML::Node n = child(name);
+    if (!n) return;
+    const std::string key = prefix_ + name;
+    if (n.IsNull()) return;  // "model:" with nothing under it keeps the defaults
+    if (!n.IsMap()) {
+      problems_.add(key, fmt::format("expected a mapping of keys, got {}", scalar_text(n)));
+      return;
+    }
+    Parser p(n, key + ".", problems_, src_);
+    describe(sub, p);
+    p.reject_unknown();
+  }
+
+  void reject_unknown() {
+    if (!node_ || !node_.IsMap()) return;
+    for (const auto& kv : node_) {
+      const std::string k = kv.first.Scalar();
+      if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
+      const std::string key = prefix_ + k;
+      src_.lines.emplace(key, kv.first.Mark().line + 1);
+      std::string expected;
+      for (const auto& name : known_) expected += (expected.empty() ? "" : ", ") + name;
+      problems_.add(key, fmt::format("unknown key; expected one of: {}", expected));
+    }
+  }
+
+ private:
+  YAML::Node child(const char* name) {
+    if (!node_ || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node& cn = node_;
+    YAML::Node n = cn[name];
+    if (!n.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
+    if (n.Mark().line >= 0) src_.lines.emplace(prefix_ + name, n.Mark().line + 1);
+    return n;
+  }
+
+  YAML::Node node_;
+  std::string prefix_;
+  Problems& problems_;
+  ConfigSource& src_;
+  std::vector<std::string> known_;
+};
+
+std::vector<std::string> split_key(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  std::string part;
+  while (std::getline(ss, part, '.')) parts.push_back(part);
+  return parts;
+}
+
+// Sets root[a][b][c] = value, creating mappings on the way.
+void set_path(YAML::Node node, const std::vector<std::string>& parts, size_t i,
+              const YAML::Node& value) {
+  if (i + 1 == parts.size()) {
+    node[parts[i]] = value;
+    return;
+  }
+  YAML::Node next = node[parts[i]];
+  if (!next.IsMap()) {
+    node[parts[i]] = YAML::Node(YAML::NodeType::Map);
+    next = node[parts[i]];
+  }
+  set_path(next, parts, i + 1, value);
+}
+
+LoadedConfig parse_node(YAML::Node root, ConfigSource src, const std::vector<std::string>& overrides) {
+  LoadedConfig out;
+  Problems problems(src);
+  if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    problems.add("(top level)", "expected a mapping of keys such as model:, train:");
+    problems.raise();
+  }
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    const std::string key = o.substr(0, eq);
+    if (eq == std::string::npos || key.empty()) {
+      throw UsageError(fmt::format("--set {}: expected key.path=value", o));
+    }
+    YAML::Node value;
+    try {
+      value = YAML::Load(o.substr(eq + 1));
+    } catch (const YAML::Exception& e) {
+      throw UsageError(fmt::format("--set {}: value is not valid YAML ({})", o, e.msg));
+    }
+    const auto parts = split_key(key);
+    for (const auto& p : parts) {
+      if (p.empty()) throw UsageError(fmt::format("--set {}: empty part in key path", o));
+    }
+    set_path(root, parts, 0, value);
+    src.overridden.insert(key);
+  }
+  Parser parser(root, "", problems, src);
+  describe(out.config, parser);
+  parser.reject_unknown();
+  out.source = src;
+  // Problems holds a reference to the local src; re-create against the copy for messages.
+  if (!problems.empty()) problems.raise();
+  return out;
+}
+
+template <class T>
+std::string repr(const T& v);
+template <>
+std::string repr(const int64_t& v) {
+  return std::to_string(v);
+}
+template <>
+std::string repr(const double& v) {
+  return fmt::format("{}", v);
+}
+template <>
+std::string repr(const bool& v) {
+  return v ? "true" : "false";
+}
+template <>
+std::string repr(const std::string& v) {
+  return v;
+}
+template <>
+std::string repr(const std::optional<double>& v) {
+  return v ? repr(*v) : "auto";
+}
+template <>
+std::string repr(const std::optional<int64_t>& v) {
+  return v ? repr(*v) : "auto";
+}
+template <>
+std::string repr(const std::optional<std::string>& v) {
+  return v ? *v : "null";
+}
+template <>
+std::string repr(const std::array<double, 2>& v) {
+  return fmt::format("[{}, {}]", repr(v[0]), repr(v[1]));
+}
+
+class Dumper {
+ public:
+  explicit Dumper(YAML::Emitter& out) : out_(out) {}
+  template <class T>
+  void field(const char* name, T& value, const char*) {
+    out_ << YAML::Key << name << YAML::Value;
+    emit(value);
+  }
+  template <class S>
+  void section(const char* name, S& sub) {
+    out_ << YAML::Key << name << YAML::Value << YAML::BeginMap;
+    describe(sub, *this);
+    out_ << YAML::EndMap;
+  }
+
+ private:
+  void emit(const std::string& s) { out_ << YAML::DoubleQuoted << s; }
+  void emit(const std::optional<std::string>& s) {
+    if (s) {
+      emit(*s);
+    } else {
+      out_ << YAML::Null;
+    }
+  }
+  void emit(const std::array<double, 2>& v) {
+    out_ << YAML::Flow << YAML::BeginSeq << repr(v[0]) << repr(v[1]) << YAML::EndSeq;
+  }
+  template <class T>
+  void emit(const T& v) {
+    out_ << repr(v);
+  }
+  YAML::Emitter& out_;
+};
+
+class KeyLister {
+ public:
+  template <class T>
+  void field(const char* name, T& value, const char* help) {
+    out_ += fmt::format("{:<32} {:<22} {}\n", prefix_ + name, repr(value), help);
+  }
+  template <class S>
+  void section(const char* name, S& sub) {
+    const std::string saved = prefix_;
+    prefix_ += std::string(name) + ".";
+    describe(sub, *this);
+    prefix_ = saved;
+  }
+  std::string out_;
+
+ private:
+  std::string prefix_;
+};
+
+}  // namespace
+
+LoadedConfig parse_config_text(const std::string& yaml, const std::string& name,
+                               const std::vector<std::string>& overrides) {
+  ConfigSource src;
+  src.file = name;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.msg)});
+  }
+  return parse_node(root, src, overrides);
+}
+
+LoadedConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+  if (!file_exists(path)) throw UsageError(path + ": config file not found");
+  return parse_config_text(read_file(path), path, overrides);
+}
+
+void validate_config(const Config& c, Problems& p) {
+  auto positive = [&](const std::string& key, int64_t v) {
+    if (v <= 0) p.add(key, fmt::format("{} must be a positive integer", v));
+  };
+  auto non_negative = [&](const std::string& key, double v) {
+    if (!(v >= 0)) p.add(key, fmt::format("{} must be >= 0", v));
+  };
+  auto one_of = [&](const std::string& key, const std::string& v,
+                    std::initializer_list<const char*> allowed) {
+    std::string list;
+    for (const char* a : allowed) {
+      if (v == a) return;
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    }
+    p.add(key, fmt::format("'{}' is not one of: {}", v, list));
+  };
+  const auto& m = c.model;
+  if (m.vocab_size < 2 || m.vocab_size > 65536) {
+    p.add("model.vocab_size", fmt::format("{} must be in [2, 65536] (tokens are uint16)", m.vocab_size));
+  }
+  positive("model.ctx", m.ctx);
+  positive("model.d_model", m.d_model);
+  positive("model.n_layers", m.n_layers);
+  positive("model.n_heads", m.n_heads);
+  positive("model.d_ff", m.d_ff);
+  if (m.n_heads > 0 && m.d_model > 0 && m.d_model % m.n_heads != 0) {
+    p.add("model.n_heads", fmt::format("{} does not divide d_model {}", m.n_heads, m.d_model));
+  } else if (m.pos == "rope" && m.n_heads > 0 && (m.d_model / m.n_heads) % 2 != 0) {
+    p.add("model.pos", fmt::format("rope needs an even head size, d_model/n_heads = {}",
+                                   m.d_model / m.n_heads));
+  }
+  if (m.norm.eps && !(*m.norm.eps > 0)) p.add("model.norm.eps", fmt::format("{} must be > 0", *m.norm.eps));
+  non_negative("model.attn_softcap", m.attn_softcap);
+  non_negative("model.logit_softcap", m.logit_softcap);
+  one_of("model.pos", m.pos, {"learned", "rope"});
+  one_of("model.ffn", m.ffn, {"gelu", "swiglu"});
+  if (m.deepnorm.alpha && !(*m.deepnorm.alpha > 0))
+    p.add("model.deepnorm.alpha", fmt::format("{} must be > 0", *m.deepnorm.alpha));
+  if (m.deepnorm.beta && !(*m.deepnorm.beta > 0))
+    p.add("model.deepnorm.beta", fmt::format("{} must be > 0", *m.deepnorm.beta));
+  if (m.mix.post_layers && (*m.mix.post_layers < 0 || *m.mix.post_layers > m.n_layers))
+    p.add("model.mix.post_layers",
+          fmt::format("{} must be in [0, n_layers {}]", *m.mix.post_layers, m.n_layers));
+  one_of("model.normformer.resid_scale", m.normformer.resid_scale, {"none", "ffn", "all"});
+
+  one_of("init.scheme", c.init.scheme, {"normal", "xavier"});
+  if (!(c.init.std > 0)) p.add("init.std", fmt::format("{} must be > 0", c.init.std));
+  if (!(c.init.embed_std > 0)) p.add("init.embed_std", fmt::format("{} must be > 0", c.init.embed_std));
+
+  const auto& o = c.optim;
+  if (!(o.lr > 0)) p.add("optim.lr", fmt::format("{} must be > 0", o.lr));
+  non_negative("optim.min_lr", o.min_lr);
+  for (double b : o.betas) {
+    if (!(b >= 0 && b < 1)) {
+      p.add("optim.betas", fmt::format("[{}, {}] must both be in [0, 1)", o.betas[0], o.betas[1]));
+      break;
+    }
+  }
+  if (!(o.eps > 0)) p.add("optim.eps", fmt::format("{} must be > 0", o.eps));
+  non_negative("optim.weight_decay", o.weight_decay);
+  if (o.warmup < 0) p.add("optim.warmup", fmt::format("{} must be >= 0", o.warmup));
+  one_of("optim.schedule", o.schedule, {"cosine", "linear", "constant"});
+  non_negative("optim.grad_clip", o.grad_clip);
+  non_negative("optim.z_loss", o.z_loss);
+
+  const auto& t = c.train;
+  positive("train.steps", t.steps);
+  positive("train.batch_size", t.batch_size);
+  positive("train.accum", t.accum);
+  positive("train.log_every", t.log_every);
+  positive("train.checkpoint_every", t.checkpoint_every);
+  if (t.threads < 0) p.add("train.threads", fmt::format("{} must be >= 0 (0 = all cores)", t.threads));
+  one_of("train.device", t.device, {"cpu", "cuda"});
+  if (c.eval.every < 0) p.add("eval.every", fmt::format("{} must be >= 0", c.eval.every));
+  positive("eval.max_windows", c.eval.max_windows);
+  positive("diag.every", c.diag.every);
+  positive("diag.spike.window", c.diag.spike.window);
+  if (!(c.diag.spike.zscore > 0))
+    p.add("diag.spike.zscore", fmt::format("{} must be > 0", c.diag.spike.zscore));
+  one_of("diag.spike.action", c.diag.spike.action, {"log", "skip", "stop"});
+  if (c.out_dir.empty()) p.add("out_dir", "must not be empty");
+  if (c.data.train.empty()) p.add("data.train", "must name a file");
+  if (c.data.val.empty()) p.add("data.val", "must name a file");
+}
+
+std::string dump_config(const Config& c) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  Dumper d(out);
+  describe(const_cast<Config&>(c), d);
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+std::string describe_keys() {
+  Config defaults;
+  KeyLister k;
+  describe(defaults, k);
+  return k.out_;
+}
+
+}  // namespace normlab

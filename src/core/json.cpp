@@ -1,0 +1,91 @@
+#include "core/json.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace normlab {
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  // Shortest representation that reads back to the same double.
+  return fmt::format("{}", v);
+}
+
+void JsonObject::key(std::string_view k) {
+  if (!body_.empty()) body_ += ',';
+  body_ += json_quote(k);
+  body_ += ':';
+}
+
+JsonObject& JsonObject::add(std::string_view k, double v) {
+  key(k);
+  body_ += json_number(v);
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view k, int64_t v) {
+  key(k);
+  body_ += std::to_string(v);
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view k, bool v) {
+  key(k);
+  body_ += v ? "true" : "false";
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view k, std::string_view v) {
+  key(k);
+  body_ += json_quote(v);
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view k, const std::vector<double>& v) {
+  key(k);
+  body_ += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) body_ += ',';
+    body_ += json_number(v[i]);
+  }
+  body_ += ']';
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view k, const std::vector<int64_t>& v) {
+  key(k);
+  body_ += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) body_ += ',';
+    body_ += std::to_string(v[i]);
+  }
+  body_ += ']';
+  return *this;
+}
+JsonObject& JsonObject::add(std::string_view k, const JsonObject& v) { return add_raw(k, v.str()); }
+JsonObject& JsonObject::add_raw(std::string_view k, std::string_view json) {
+  key(k);
+  body_ += json;
+  return *this;
+}
+
+}  // namespace normlab

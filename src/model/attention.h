@@ -1,0 +1,79 @@
+// Causal multi-head self-attention (MODEL.md section 3) with the contract's options: QK-norm
+// (one norm of size dh shared across heads, before RoPE), RoPE (rotate-half), score softcap,
+// NormFormer head scale. Optionally records its own statistics (entropy, max logit) for the
+// diagnostics, computed from the probabilities it already has.
+#pragma once
+
+#include <optional>
+
+#include "model/norms/norm.h"
+
+namespace normlab {
+
+struct AttentionOptions {
+  int64_t d_model = 128;
+  int64_t n_heads = 4;
+  int64_t ctx = 128;
+  bool bias = false;
+  bool rope = false;
+  double softcap = 0;                // 0 = off
+  bool head_scale = false;           // NormFormer
+  std::optional<std::string> qk_norm_type;  // set = QK-norm on
+  NormOptions qk_norm;               // size = dh
+};
+
+// Statistics of one forward, filled when capture is on: scalars, detached.
+struct AttentionStats {
+  torch::Tensor entropy;    // mean over batch, heads, query positions of -sum p log p
+  torch::Tensor logit_max;  // max pre-softmax score over unmasked positions (after softcap)
+};
+
+class AttentionImpl : public torch::nn::Module {
+ public:
+  explicit AttentionImpl(const AttentionOptions& o);
+  // x: (B, T, d) -> (B, T, d)
+  torch::Tensor forward(const torch::Tensor& x);
+
+  void set_capture(bool on) { capture_ = on; }
+  const AttentionStats& stats() const { return stats_; }
+
+  torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
+  NormPtr q_norm, k_norm;
+  torch::Tensor head_scale;
+
+ private:
+  torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, H, T, dh)
+  const torch::Tensor& causal_mask(int64_t T, const torch::Device& device);
+
+  AttentionOptions o_;
+  int64_t dh_;
+  bool capture_ = false;
+  AttentionStats stats_;
+  torch::Tensor mask_, rope_cos_, rope_sin_;  // caches, not parameters or buffers
+};
+TORCH_MODULE(Attention);
+
+struct FfnOptions {
+  int64_t d_model = 128;
+  int64_t d_ff = 512;
+  bool swiglu = false;
+  bool bias = false;
+  std::optional<std::string> mid_norm_type;  // NormFormer: norm after the activation
+  NormOptions mid_norm;                      // size = d_ff
+};
+
+class FfnImpl : public torch::nn::Module {
+ public:
+  explicit FfnImpl(const FfnOptions& o);
+  // x: (B, T, d) -> (B, T, d)
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear fc1{nullptr}, gate{nullptr}, fc2{nullptr};
+  NormPtr mid_norm;
+
+ private:
+  FfnOptions o_;
+};
+TORCH_MODULE(Ffn);
+
+}  // namespace normlab

@@ -1,0 +1,51 @@
+#include "model/block.h"
+
+namespace normlab {
+
+BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
+  // Registration order fixes named_parameters() order and so the init stream: norms first for
+  // the input-side slot, then sublayers, as a reader of the checkpoint would list them.
+  auto has = [&](const char* slot) {
+    return std::find(plan_.norm_slots.begin(), plan_.norm_slots.end(), slot) != plan_.norm_slots.end();
+  };
+  auto add_norm = [&](const char* slot) {
+    if (has(slot)) norms_[slot] = register_module(slot, make_norm(o.norm_type, o.norm));
+  };
+  add_norm("norm1");
+  AttentionOptions ao = o.attn;
+  ao.head_scale = plan_.head_scale;
+  attn_ = register_module("attn", Attention(ao));
+  add_norm("norm1_out");
+  add_norm("norm2");
+  FfnOptions fo = o.ffn;
+  if (plan_.ffn_mid_norm) {
+    fo.mid_norm_type = o.norm_type;
+    fo.mid_norm = o.norm;
+    fo.mid_norm.size = fo.d_ff;
+  }
+  ffn_ = register_module("ffn", Ffn(fo));
+  add_norm("norm2_out");
+  const int64_t d = o.attn.d_model;
+  if (plan_.resid_scale1) resid_scale1_ = register_parameter("resid_scale1", torch::ones({d}));
+  if (plan_.resid_scale2) resid_scale2_ = register_parameter("resid_scale2", torch::ones({d}));
+}
+
+torch::Tensor BlockImpl::norm(const std::string& slot, const torch::Tensor& x) {
+  auto it = norms_.find(slot);
+  TORCH_CHECK(it != norms_.end(), "layout ", plan_.layout, " uses norm slot ", slot,
+              " that its plan does not declare");
+  return it->second->forward(x);
+}
+
+const NormPtr& BlockImpl::norm_module(const std::string& slot) const {
+  static const NormPtr kNone;
+  auto it = norms_.find(slot);
+  return it == norms_.end() ? kNone : it->second;
+}
+
+torch::Tensor BlockImpl::resid_scale(int which, const torch::Tensor& x) {
+  const auto& s = which == 1 ? resid_scale1_ : resid_scale2_;
+  return s.defined() ? x * s : x;
+}
+
+}  // namespace normlab

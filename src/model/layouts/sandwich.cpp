@@ -1,0 +1,20 @@
+// Sandwich-LN (Ding et al. 2021, CogView; the shape of Gemma 2 and Peri-LN):
+// x = x + Nb(F(Na(x))). The output norm bounds what each sublayer adds to the stream.
+#include "model/block.h"
+
+namespace normlab {
+namespace {
+torch::Tensor sandwich_forward(BlockImpl& b, const torch::Tensor& x) {
+  auto h = x + b.norm("norm1_out", b.attn(b.norm("norm1", x)));
+  return h + b.norm("norm2_out", b.ffn(b.norm("norm2", h)));
+}
+}  // namespace
+
+BlockPlan sandwich_plan(int64_t, const ModelConfig&) {
+  BlockPlan p;
+  p.layout = "sandwich";
+  p.forward = sandwich_forward;
+  p.norm_slots = {"norm1", "norm1_out", "norm2", "norm2_out"};
+  return p;
+}
+}  // namespace normlab

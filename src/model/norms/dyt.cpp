@@ -1,0 +1,29 @@
+// Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization"):
+// y = weight * tanh(alpha * x) + bias, alpha a learnable scalar (init model.norm.dyt_alpha = 0.5),
+// weight[n]=1, bias[n]=0. Not a normalisation: it saturates instead of rescaling, so it is not
+// scale invariant (the norm tests show this).
+#include "model/norms/norm.h"
+
+namespace normlab {
+namespace {
+class DyTImpl : public NormImpl {
+ public:
+  explicit DyTImpl(const NormOptions& o) {
+    alpha_ = register_parameter("alpha", torch::full({1}, o.dyt_alpha));
+    weight_ = register_parameter("weight", torch::ones({o.size}));
+    bias_ = register_parameter("bias", torch::zeros({o.size}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    auto xf = compute_dtype(x);
+    const auto dt = xf.scalar_type();
+    auto y = torch::tanh(alpha_.to(dt) * xf) * weight_.to(dt) + bias_.to(dt);
+    return y.to(x.scalar_type());
+  }
+
+ private:
+  torch::Tensor alpha_, weight_, bias_;
+};
+}  // namespace
+
+NormPtr make_dyt(const NormOptions& o) { return std::make_shared<DyTImpl>(o); }
+}  // namespace normlab

@@ -1,0 +1,47 @@
+// Norm modules and their registry (MODEL.md section 1). A norm is a Module with a virtual
+// forward over the last dimension; the registry is the single list of valid `model.norm.type`
+// names. Adding a norm = one file defining it + one line in registry.cpp.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/torch.h"
+
+namespace normlab {
+
+struct NormOptions {
+  int64_t size = 128;      // n, the normalised (last) dimension
+  double eps = 1e-5;       // already resolved (the type's default when config says auto)
+  bool bias = true;        // layernorm only
+  double dyt_alpha = 0.5;  // dyt only
+};
+
+class NormImpl : public torch::nn::Module {
+ public:
+  // x: (..., n) -> (..., n), same dtype as x.
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+};
+using NormPtr = std::shared_ptr<NormImpl>;
+
+struct NormType {
+  std::string name;
+  double default_eps;   // NaN for norms without an eps
+  std::string formula;  // one line, shown in errors and `normlab keys`
+  std::function<NormPtr(const NormOptions&)> make;
+};
+
+const std::vector<NormType>& norm_registry();
+const NormType* find_norm(const std::string& name);  // nullptr if unknown
+std::string norm_names();                              // "layernorm, rmsnorm, ..."
+NormPtr make_norm(const std::string& type, const NormOptions& options);
+
+// Norms compute in at least fp32 (double stays double, so gradient checks can run in double)
+// and cast the result back to the input's dtype.
+inline torch::Tensor compute_dtype(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
+}
+
+}  // namespace normlab

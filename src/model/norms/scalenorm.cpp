@@ -1,0 +1,25 @@
+// ScaleNorm (Nguyen & Salazar 2019): y = weight * x / max(||x||_2, eps), one scalar weight[1]
+// initialised to sqrt(n) so that the output starts with unit RMS. Default eps 1e-5.
+#include "model/norms/norm.h"
+
+namespace normlab {
+namespace {
+class ScaleNormImpl : public NormImpl {
+ public:
+  explicit ScaleNormImpl(const NormOptions& o) : eps_(o.eps) {
+    weight_ = register_parameter("weight", torch::full({1}, std::sqrt(static_cast<double>(o.size))));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    auto xf = compute_dtype(x);
+    auto y = xf / xf.norm(2, {-1}, /*keepdim=*/true).clamp_min(eps_) * weight_.to(xf.scalar_type());
+    return y.to(x.scalar_type());
+  }
+
+ private:
+  double eps_;
+  torch::Tensor weight_;
+};
+}  // namespace
+
+NormPtr make_scalenorm(const NormOptions& o) { return std::make_shared<ScaleNormImpl>(o); }
+}  // namespace normlab

@@ -1,0 +1,65 @@
+// The decoder-only Transformer of MODEL.md: embeddings, L blocks of the configured layout, the
+// final norm when the layout has one, and a (tied by default) output head. Parameter names are
+// the contract's tensor names (section 5).
+#pragma once
+
+#include "config/config.h"
+#include "config/load.h"
+#include "model/block.h"
+
+namespace normlab {
+
+// What the diagnostics read from one forward when capture is on (all detached scalars).
+struct ForwardStats {
+  std::vector<torch::Tensor> act_rms;         // L + 1: entering each block, after the last
+  std::vector<torch::Tensor> attn_entropy;    // L
+  std::vector<torch::Tensor> attn_logit_max;  // L
+};
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  // m must be resolved (resolve_model_config).
+  explicit TransformerImpl(const ModelConfig& m);
+  // tokens: (B, T) int64 -> logits (B, T, V), T <= ctx
+  torch::Tensor forward(const torch::Tensor& tokens);
+
+  // Record activation and attention statistics during the next forwards.
+  void set_capture(bool on);
+  const ForwardStats& stats() const { return stats_; }
+
+  const ModelConfig& config() const { return m_; }
+  int64_t n_blocks() const { return static_cast<int64_t>(blocks_.size()); }
+  Block& block(int64_t i) { return blocks_[i]; }
+
+  torch::nn::Embedding tok_emb{nullptr}, pos_emb{nullptr};
+  NormPtr embed_norm, final_norm;
+  torch::nn::Linear lm_head{nullptr};
+
+ private:
+  ModelConfig m_;
+  torch::nn::ModuleList block_list_;
+  std::vector<Block> blocks_;
+  bool capture_ = false;
+  ForwardStats stats_;
+};
+TORCH_MODULE(Transformer);
+
+// Fills the auto values that depend only on the model config (deepnorm alpha/beta,
+// mix.post_layers, qk_norm_type), so the resolved config records the numbers. eps stays auto:
+// it resolves per norm type at construction (a QK-norm of another type keeps its own default).
+void resolve_model_config(ModelConfig& m);
+
+// Registry checks (norm and layout names) that config/ cannot do on its own.
+void check_model_config(const ModelConfig& m, Problems& problems);
+
+// eps for a norm of this type under this config.
+double norm_eps(const ModelConfig& m, const std::string& type);
+
+// Initialises every parameter per MODEL.md section 4 from torch's global generator (seeded by
+// the caller), in named_parameters() order.
+void init_weights(Transformer& model, const InitConfig& init);
+
+// Non-embedding parameter count (everything except tok_emb/pos_emb; a tied head counts 0).
+int64_t count_params(Transformer& model, bool include_embeddings);
+
+}  // namespace normlab

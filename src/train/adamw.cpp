@@ -1,0 +1,69 @@
+#include "train/adamw.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/errors.h"
+
+namespace normlab {
+
+AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o)
+    : params_(std::move(named_params)), o_(o) {
+  for (auto& [name, p] : params_) {
+    decay_.push_back(p.dim() >= 2);
+    m_.push_back(torch::zeros_like(p));
+    v_.push_back(torch::zeros_like(p));
+  }
+}
+
+void AdamW::zero_grad() {
+  for (auto& [name, p] : params_) {
+    if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
+void AdamW::step(double lr) {
+  torch::NoGradGuard ng;
+  ++t_;
+  const double b1 = o_.betas[0], b2 = o_.betas[1];
+  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t_));
+  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t_));
+  const double step_size = lr / bc1;
+  const double bc2_sqrt = std::sqrt(bc2);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto& p = params_[i].second;
+    const auto& g = p.grad();
+    if (!g.defined()) continue;
+    if (decay_[i] && o_.weight_decay != 0) p.mul_(1.0 - lr * o_.weight_decay);
+    m_[i].mul_(b1).add_(g, 1.0 - b1);
+    v_[i].mul_(b2).addcmul_(g, g, 1.0 - b2);
+    auto denom = (v_[i].sqrt() / bc2_sqrt).add_(o_.eps);
+    p.addcdiv_(m_[i], denom, -step_size);
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back("exp_avg." + params_[i].first, m_[i]);
+    out.emplace_back("exp_avg_sq." + params_[i].first, v_[i]);
+  }
+  return out;
+}
+
+void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps) {
+  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
+  torch::NoGradGuard ng;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (auto [prefix, dst] : {std::pair{"exp_avg.", &m_[i]}, std::pair{"exp_avg_sq.", &v_[i]}}) {
+      const std::string key = prefix + params_[i].first;
+      auto it = by_name.find(key);
+      if (it == by_name.end()) throw RuntimeFailure("optimizer state lacks " + key);
+      if (!it->second.sizes().equals(dst->sizes())) throw RuntimeFailure("optimizer state " + key + " has the wrong shape");
+      dst->copy_(it->second);
+    }
+  }
+  t_ = steps;
+}
+
+}  // namespace normlab

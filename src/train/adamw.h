@@ -1,0 +1,39 @@
+// AdamW (Loshchilov & Hutter 2019) in the exact form of torch.optim.AdamW, with decoupled weight
+// decay on parameters of 2 or more dimensions only (MODEL.md section 7): norm gains, biases and
+// scales are never decayed. State is named by the contract's tensor names so it checkpoints as
+// `exp_avg.<name>` / `exp_avg_sq.<name>`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/torch.h"
+
+namespace normlab {
+
+class AdamW {
+ public:
+  AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o);
+
+  void step(double lr);  // one update with the current .grad() of every parameter
+  void zero_grad();
+
+  int64_t steps_taken() const { return t_; }
+  // exp_avg.<name>, exp_avg_sq.<name> for every parameter.
+  std::vector<std::pair<std::string, torch::Tensor>> state() const;
+  // Restores state() output; throws RuntimeFailure naming a missing or mis-shaped tensor.
+  void load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps);
+
+  const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
+  bool decays(size_t i) const { return decay_[i]; }
+
+ private:
+  std::vector<std::pair<std::string, torch::Tensor>> params_;
+  std::vector<bool> decay_;
+  std::vector<torch::Tensor> m_, v_;
+  OptimConfig o_;
+  int64_t t_ = 0;
+};
+
+}  // namespace normlab

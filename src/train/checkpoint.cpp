@@ -1,0 +1,140 @@
+#include "train/checkpoint.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <filesystem>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/fs.h"
+#include "core/json.h"
+
+namespace normlab {
+namespace fs = std::filesystem;
+
+std::string checkpoint_name(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+NamedTensors model_tensors(Transformer& model) {
+  NamedTensors out;
+  for (const auto& kv : model->named_parameters()) out.emplace_back(kv.key(), kv.value());
+  for (const auto& kv : model->named_buffers()) out.emplace_back(kv.key(), kv.value());
+  return out;
+}
+
+std::string torch_rng_state_hex() {
+  auto state = at::detail::getDefaultCPUGenerator().get_state();
+  const auto* p = state.data_ptr<uint8_t>();
+  std::string hex;
+  hex.reserve(state.numel() * 2);
+  for (int64_t i = 0; i < state.numel(); ++i) hex += fmt::format("{:02x}", p[i]);
+  return hex;
+}
+
+void set_torch_rng_state_hex(const std::string& hex) {
+  auto state = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
+  auto* p = state.data_ptr<uint8_t>();
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) p[i / 2] = static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16));
+  auto gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(state);
+}
+
+void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
+                     const TrainState& st, const std::string& config_yaml) {
+  const fs::path root = fs::path(out_dir) / "checkpoints";
+  fs::create_directories(root);
+  const std::string name = checkpoint_name(st.step);
+  const fs::path tmp = root / fmt::format(".{}.tmp", name);
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  write_file_atomic((tmp / "model.safetensors").string(),
+                    safetensors_bytes(model_tensors(model), {{"format", "normlab"}, {"config", config_yaml}}));
+  if (optimizer) {
+    write_file_atomic((tmp / "trainer.safetensors").string(),
+                      safetensors_bytes(optimizer->state(), {{"format", "normlab"}}));
+  }
+  JsonObject state;
+  state.add("step", st.step)
+      .add("optimizer_steps", optimizer ? optimizer->steps_taken() : int64_t{0})
+      .add("data", JsonObject().add("micro_batches", st.micro_batches).add("tokens", st.tokens))
+      .add("best_val", st.best_val)
+      .add("elapsed_s", st.elapsed_s)
+      .add("rng", JsonObject().add("torch_cpu", st.torch_rng));
+  write_file_atomic((tmp / "state.json").string(), state.str() + "\n");
+  const fs::path final_dir = root / name;
+  fs::remove_all(final_dir);  // a re-save of the same step (after a resume) replaces it whole
+  fs::rename(tmp, final_dir);
+  write_file_atomic((root / "LATEST").string(), name + "\n");
+}
+
+std::string find_checkpoint(const std::string& run_dir, std::optional<int64_t> step) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  if (!fs::is_directory(run_dir)) throw UsageError(run_dir + ": run directory not found");
+  std::set<std::string> have;
+  if (fs::is_directory(root)) {
+    for (const auto& e : fs::directory_iterator(root)) {
+      const std::string n = e.path().filename().string();
+      if (e.is_directory() && n.rfind("step_", 0) == 0) have.insert(n);
+    }
+  }
+  std::string name;
+  if (step) {
+    name = checkpoint_name(*step);
+  } else {
+    const fs::path latest = root / "LATEST";
+    if (!file_exists(latest.string())) throw UsageError(run_dir + ": no checkpoint (checkpoints/LATEST missing)");
+    name = read_file(latest.string());
+    while (!name.empty() && std::isspace(static_cast<unsigned char>(name.back()))) name.pop_back();
+  }
+  if (!have.count(name)) {
+    std::string list;
+    for (const auto& h : have) list += (list.empty() ? "" : ", ") + h;
+    throw UsageError(fmt::format("{}: no checkpoint {}; available: {}", run_dir, name,
+                                 list.empty() ? "none" : list));
+  }
+  return (root / name).string();
+}
+
+void load_model_weights(const std::string& ckpt_dir, Transformer& model) {
+  const std::string path = (fs::path(ckpt_dir) / "model.safetensors").string();
+  auto file = read_safetensors(path);
+  std::map<std::string, torch::Tensor> by_name(file.tensors.begin(), file.tensors.end());
+  torch::NoGradGuard ng;
+  auto mine = model_tensors(model);
+  for (auto& [name, t] : mine) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw RuntimeFailure(path + ": missing tensor " + name);
+    if (!it->second.sizes().equals(t.sizes())) throw RuntimeFailure(path + ": tensor " + name + " has the wrong shape");
+    t.copy_(it->second);
+    by_name.erase(it);
+  }
+  if (!by_name.empty()) throw RuntimeFailure(path + ": unexpected tensor " + by_name.begin()->first);
+}
+
+std::string checkpoint_config(const std::string& ckpt_dir) {
+  const std::string path = (fs::path(ckpt_dir) / "model.safetensors").string();
+  auto file = read_safetensors(path);
+  auto it = file.metadata.find("config");
+  if (it == file.metadata.end()) throw RuntimeFailure(path + ": no config in __metadata__");
+  return it->second;
+}
+
+void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainState& st) {
+  const std::string state_path = (fs::path(ckpt_dir) / "state.json").string();
+  try {
+    YAML::Node s = YAML::Load(read_file(state_path));
+    st.step = s["step"].as<int64_t>();
+    st.micro_batches = s["data"]["micro_batches"].as<int64_t>();
+    st.tokens = s["data"]["tokens"].as<int64_t>();
+    st.best_val = s["best_val"].IsNull() ? std::nan("") : s["best_val"].as<double>();
+    st.elapsed_s = s["elapsed_s"].as<double>();
+    st.torch_rng = s["rng"]["torch_cpu"].as<std::string>();
+    auto opt = read_safetensors((fs::path(ckpt_dir) / "trainer.safetensors").string());
+    optimizer.load_state(opt.tensors, s["optimizer_steps"].as<int64_t>());
+  } catch (const YAML::Exception& e) {
+    throw RuntimeFailure(state_path + ": unreadable (" + e.msg + ")");
+  }
+}
+
+}  // namespace normlab

@@ -1,0 +1,50 @@
+// Run-directory checkpoints (MODEL.md section 8): checkpoints/step_<8 digits>/ holding
+// model.safetensors (weights and buffers, config in the metadata), trainer.safetensors (AdamW
+// state) and state.json (step, RNG, data position). Each directory is written under a temporary
+// name and renamed when complete; LATEST is then replaced atomically.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "model/transformer.h"
+#include "train/adamw.h"
+#include "train/safetensors.h"
+
+namespace normlab {
+
+struct TrainState {
+  int64_t step = 0;           // updates done
+  int64_t micro_batches = 0;  // data position: micro-batches consumed
+  int64_t tokens = 0;         // training tokens seen
+  double best_val = 0;        // best validation loss so far (NaN/0 when none)
+  double elapsed_s = 0;       // training wall time so far
+  std::string torch_rng;      // hex of torch's default CPU generator state
+};
+
+std::string checkpoint_name(int64_t step);  // "step_00000500"
+
+// Writes out_dir/checkpoints/step_<step>/ and points LATEST at it.
+void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
+                     const TrainState& state, const std::string& config_yaml);
+
+// The checkpoint directory for `step`, or LATEST's when step is nullopt. Throws UsageError when
+// the run or the step does not exist, listing the steps there are.
+std::string find_checkpoint(const std::string& run_dir, std::optional<int64_t> step);
+
+// Model weights + buffers from a checkpoint directory into a model of the same config; throws
+// RuntimeFailure on any missing, extra or mis-shaped tensor.
+void load_model_weights(const std::string& ckpt_dir, Transformer& model);
+
+// The resolved config YAML stored in a checkpoint's model.safetensors metadata.
+std::string checkpoint_config(const std::string& ckpt_dir);
+
+void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainState& state);
+
+// Model tensors in contract naming: parameters then buffers.
+NamedTensors model_tensors(Transformer& model);
+
+std::string torch_rng_state_hex();
+void set_torch_rng_state_hex(const std::string& hex);
+
+}  // namespace normlab
