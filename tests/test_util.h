@@ -1,0 +1,78 @@
+// Shared test helpers: temporary directories, a tiny fast config, running the CLI binary.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace normlab::testing {
+
+inline std::string source_dir() { return NORMLAB_SOURCE_DIR; }
+
+// A fresh, empty directory under /tmp, removed when the object dies.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "normlab_test_XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Small enough to train a few dozen steps in seconds on one thread.
+inline Config tiny_config(const std::string& out_dir) {
+  Config c;
+  c.out_dir = out_dir;
+  c.data.train = source_dir() + "/data/toy/train.txt";
+  c.data.val = source_dir() + "/data/toy/val.txt";
+  c.model.ctx = 32;
+  c.model.d_model = 32;
+  c.model.n_layers = 2;
+  c.model.n_heads = 2;
+  c.model.d_ff = 64;
+  c.optim.warmup = 5;
+  c.optim.lr = 3e-3;
+  c.train.steps = 20;
+  c.train.batch_size = 4;
+  c.train.log_every = 1;
+  c.train.checkpoint_every = 10;
+  c.train.threads = 1;
+  c.eval.every = 10;
+  c.eval.max_windows = 8;
+  return c;
+}
+
+struct CommandResult {
+  int status = -1;
+  std::string out;  // stdout only
+};
+
+// Runs a shell command line; stdout captured, stderr to the given file (or discarded).
+inline CommandResult run_command(const std::string& cmd, const std::string& stderr_file = "/dev/null") {
+  CommandResult r;
+  std::FILE* p = ::popen((cmd + " 2>" + stderr_file).c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+inline std::string normlab_binary() { return NORMLAB_BINARY; }
+
+}  // namespace normlab::testing
