@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -15,8 +16,8 @@ std::string ConfigSource::where(const std::string& key) const {
   for (const auto& o : overridden) {
     if (key == o || key.rfind(o + ".", 0) == 0) return "--set";
   }
-  auto it = lines.find(key);
-  if (it != lines.end()) return fmt::format("{}:{}", file, it->second);
+  auto it = where_.find(key);
+  if (it != where_.end()) return it->second;
   return file;
 }
 
@@ -158,7 +159,6 @@ class Parser {
       const std::string k = kv.first.Scalar();
       if (std::find(known_.begin(), known_.end(), k) != known_.end()) continue;
       const std::string key = prefix_ + k;
-      src_.lines.emplace(key, kv.first.Mark().line + 1);
       std::string expected;
       for (const auto& name : known_) expected += (expected.empty() ? "" : ", ") + name;
       problems_.add(key, fmt::format("unknown key; expected one of: {}", expected));
@@ -171,7 +171,6 @@ class Parser {
     const YAML::Node& cn = node_;
     YAML::Node n = cn[name];
     if (!n.IsDefined()) return YAML::Node(YAML::NodeType::Undefined);
-    if (n.Mark().line >= 0) src_.lines.emplace(prefix_ + name, n.Mark().line + 1);
     return n;
   }
 
@@ -203,6 +202,61 @@ void set_path(YAML::Node node, const std::vector<std::string>& parts, size_t i,
     next = node[parts[i]];
   }
   set_path(next, parts, i + 1, value);
+}
+
+// Records "file:line" for every key of a parsed file (later files overwrite earlier ones).
+void collect_locations(const YAML::Node& node, const std::string& prefix, const std::string& file,
+                       std::map<std::string, std::string>& out) {
+  if (!node.IsMap()) return;
+  for (const auto& kv : node) {
+    const std::string key = prefix + kv.first.Scalar();
+    out[key] = fmt::format("{}:{}", file, kv.first.Mark().line + 1);
+    collect_locations(kv.second, key + ".", file, out);
+  }
+}
+
+// overlay's keys replace base's; mappings merge key by key.
+YAML::Node merge_nodes(const YAML::Node& base, const YAML::Node& overlay) {
+  if (!base.IsMap() || !overlay.IsMap()) return YAML::Clone(overlay);
+  YAML::Node out = YAML::Clone(base);
+  for (const auto& kv : overlay) {
+    const std::string k = kv.first.Scalar();
+    const YAML::Node& cb = base;
+    out[k] = cb[k] ? merge_nodes(cb[k], kv.second) : YAML::Clone(kv.second);
+  }
+  return out;
+}
+
+YAML::Node load_yaml(const std::string& text, const std::string& name) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.msg)});
+  }
+}
+
+// Resolves `base:` chains. dir: the directory relative paths are taken from.
+YAML::Node load_with_bases(const std::string& text, const std::string& name, const std::string& dir,
+                           ConfigSource& src, int depth) {
+  YAML::Node root = load_yaml(text, name);
+  const YAML::Node& croot = root;
+  if (!root.IsMap() || !croot["base"]) {
+    collect_locations(root, "", name, src.where_);
+    return root;
+  }
+  const YAML::Node b = croot["base"];
+  const std::string where = fmt::format("{}:{}", name, b.Mark().line + 1);
+  if (!b.IsScalar()) throw ConfigError({where + ": base: expected a path to another config file"});
+  if (depth > 8) throw ConfigError({where + ": base: chain of more than 8 files (a cycle?)"});
+  const std::filesystem::path base_path = std::filesystem::path(dir) / b.Scalar();
+  if (!file_exists(base_path.string())) {
+    throw ConfigError({fmt::format("{}: base: file '{}' not found", where, base_path.string())});
+  }
+  YAML::Node base = load_with_bases(read_file(base_path.string()), base_path.string(),
+                                    base_path.parent_path().string(), src, depth + 1);
+  root.remove("base");
+  collect_locations(root, "", name, src.where_);
+  return merge_nodes(base, root);
 }
 
 LoadedConfig parse_node(YAML::Node root, ConfigSource src, const std::vector<std::string>& overrides) {
@@ -335,12 +389,8 @@ LoadedConfig parse_config_text(const std::string& yaml, const std::string& name,
                                const std::vector<std::string>& overrides) {
   ConfigSource src;
   src.file = name;
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.msg)});
-  }
+  const std::string dir = std::filesystem::path(name).parent_path().string();
+  YAML::Node root = load_with_bases(yaml, name, dir.empty() ? "." : dir, src, 0);
   return parse_node(root, src, overrides);
 }
 

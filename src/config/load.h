@@ -12,9 +12,9 @@ namespace normlab {
 
 // Where each dotted key came from, so that problems can name file and line.
 struct ConfigSource {
-  std::string file;                     // "configs/default.yaml", or "<string>"
-  std::map<std::string, int> lines;     // dotted key -> 1-based YAML line
-  std::set<std::string> overridden;     // keys set by --set
+  std::string file;                          // "configs/default.yaml", or "<string>"
+  std::map<std::string, std::string> where_; // dotted key -> "file:line" of its last setting
+  std::set<std::string> overridden;          // keys set by --set
 
   // "file:12", "file" when the key was left at its default, or "--set" for overrides.
   std::string where(const std::string& key) const;
@@ -42,6 +42,9 @@ struct LoadedConfig {
   ConfigSource source;
 };
 
+// A config file may start from another: `base: default.yaml` (path relative to the file) loads
+// that file first and deep-merges this one over it; bases may chain.
+//
 // Parses a YAML file and applies overrides ("model.d_model=256", value parsed as YAML). Unknown
 // keys, wrong types and malformed overrides throw ConfigError naming each problem. Value rules
 // (ranges, registry names) are checked separately by validate_config and the model's checks.

@@ -60,7 +60,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto s = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh_)));
   if (o_.softcap > 0) s = torch::tanh(s / o_.softcap) * o_.softcap;
   s = s.masked_fill(causal_mask(T, x.device()), -std::numeric_limits<float>::infinity());
-  auto p = torch::softmax(s.to(torch::kFloat), -1);  // (B, H, T, T), fp32
+  auto p = torch::softmax(compute_dtype(s), -1);  // (B, H, T, T), at least fp32
   if (capture_) {
     torch::NoGradGuard ng;
     auto pd = p.detach();

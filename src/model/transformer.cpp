@@ -65,7 +65,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& m) : m_(m) {
   bo.ffn.d_model = m.d_model;
   bo.ffn.d_ff = m.d_ff;
   bo.ffn.swiglu = m.ffn == "swiglu";
-  bo.ffn.bias = m.bias;
+  bo.ffn.bias = false;  // the contract gives model.bias to the attention projections only
   bo.norm_type = m.norm.type;
   bo.norm = no;
   block_list_ = register_module("blocks", torch::nn::ModuleList());

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/errors.h"
 #include "train/run_config.h"
 #include "test_util.h"
@@ -190,6 +193,51 @@ TEST(ConfigTest, MissingDataFilesAreConfigProblems) {
     EXPECT_NE(e.problems()[0].find("cfg.yaml:1: data.train: file '"), std::string::npos) << e.problems()[0];
     EXPECT_NE(e.problems()[0].find("not found"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+TEST(ConfigBaseTest, OverrideFilesMergeOverTheirBaseAndNameTheRightFile) {
+  testing::TempDir dir;
+  {
+    std::ofstream b(dir / "base.yaml");
+    b << "model:\n  d_model: 64\n  n_heads: 4\n  norm: {type: rmsnorm, eps: 1.0e-4}\ntrain: {steps: 9}\n";
+    std::ofstream o(dir / "over.yaml");
+    o << "# comment\nbase: base.yaml\nmodel:\n  norm: {type: dyt}\n  n_heads: 3\n";
+  }
+  try {
+    check_and_resolve(parse_config_file(dir / "over.yaml"), false);
+    FAIL() << "n_heads 3 does not divide 64";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 1u);
+    EXPECT_EQ(e.problems()[0], dir / "over.yaml" + ":5: model.n_heads: 3 does not divide d_model 64");
+  }
+  auto c = parse_config_file(dir / "over.yaml", {"model.n_heads=8"}).config;
+  EXPECT_EQ(c.model.d_model, 64);          // from base
+  EXPECT_EQ(c.model.norm.type, "dyt");     // overlay
+  EXPECT_DOUBLE_EQ(*c.model.norm.eps, 1e-4);  // merged key by key
+  EXPECT_EQ(c.train.steps, 9);
+  {
+    std::ofstream o(dir / "bad.yaml");
+    o << "base: nope.yaml\n";
+  }
+  EXPECT_THROW(parse_config_file(dir / "bad.yaml"), ConfigError);
+}
+
+TEST(ConfigBaseTest, ShippedConfigsAllLoadAndValidate) {
+  namespace fs = std::filesystem;
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(testing::source_dir() + "/configs")) {
+    if (e.path().extension() != ".yaml" || e.path().string().find("/sweeps/") != std::string::npos) continue;
+    auto loaded = parse_config_file(e.path().string());
+    EXPECT_NO_THROW(check_and_resolve(loaded, false)) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 9);  // default, 7 layouts, qk_norm
 }
 
 }  // namespace

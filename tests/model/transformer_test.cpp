@@ -52,7 +52,8 @@ TEST(TransformerTest, UntiedHeadAndBiasOptionsAddTheirTensors) {
   auto n = names(t);
   EXPECT_TRUE(n.count("lm_head.weight"));
   EXPECT_TRUE(n.count("blocks.0.attn.q_proj.bias"));
-  EXPECT_TRUE(n.count("blocks.2.ffn.fc2.bias"));
+  EXPECT_TRUE(n.count("blocks.2.attn.out_proj.bias"));
+  EXPECT_FALSE(n.count("blocks.2.ffn.fc2.bias"));  // contract section 5: attention biases only
   EXPECT_FALSE(n.count("blocks.0.norm1.bias"));
   EXPECT_FALSE(n.count("final_norm.bias"));
 }

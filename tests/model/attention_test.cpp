@@ -1,0 +1,172 @@
+#include "model/attention.h"
+
+#include <gtest/gtest.h>
+
+#include "model/transformer.h"
+
+namespace normlab {
+namespace {
+
+AttentionOptions opts(int64_t d = 32, int64_t H = 4) {
+  AttentionOptions o;
+  o.d_model = d;
+  o.n_heads = H;
+  o.ctx = 16;
+  return o;
+}
+
+// Attention written out per head with loops, from the contract (no shared code with the module).
+torch::Tensor reference_attention(Attention& a, const torch::Tensor& x, int64_t H) {
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2), dh = d / H;
+  auto p = a->named_parameters();
+  auto q = torch::matmul(x, p["q_proj.weight"].t()), k = torch::matmul(x, p["k_proj.weight"].t()),
+       v = torch::matmul(x, p["v_proj.weight"].t());
+  auto out = torch::zeros_like(x);
+  for (int64_t h = 0; h < H; ++h) {
+    auto qh = q.narrow(2, h * dh, dh), kh = k.narrow(2, h * dh, dh), vh = v.narrow(2, h * dh, dh);
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < T; ++t) {
+        auto s = torch::mv(kh[b].narrow(0, 0, t + 1), qh[b][t]) / std::sqrt(static_cast<double>(dh));
+        auto w = torch::softmax(s, 0);
+        auto o = torch::mv(vh[b].narrow(0, 0, t + 1).t(), w);
+        if (p.contains("head_scale")) o = o * p["head_scale"][h];
+        out[b][t].narrow(0, h * dh, dh).copy_(o);
+      }
+    }
+  }
+  return torch::matmul(out, p["out_proj.weight"].t());
+}
+
+TEST(AttentionTest, MatchesPerHeadLoopReference) {
+  torch::manual_seed(0);
+  auto o = opts();
+  o.head_scale = true;
+  Attention a(o);
+  a->to(torch::kDouble);
+  {
+    torch::NoGradGuard ng;
+    a->head_scale.copy_(torch::tensor({0.5, 1.0, 2.0, -1.0}));
+  }
+  auto x = torch::randn({2, 7, 32}, torch::kDouble);
+  EXPECT_TRUE(torch::allclose(a->forward(x), reference_attention(a, x, 4), 1e-10, 1e-12));
+}
+
+TEST(AttentionTest, StatsEntropyIsLogTPlusOneForUniformAttentionAndMaxLogitMatches) {
+  auto o = opts(8, 2);
+  Attention a(o);
+  {
+    torch::NoGradGuard ng;
+    a->q_proj->weight.zero_();  // all scores 0 -> uniform over the t+1 visible keys
+  }
+  a->set_capture(true);
+  const int64_t T = 6;
+  a->forward(torch::randn({3, T, 8}));
+  double mean_ln = 0;
+  for (int64_t t = 0; t < T; ++t) mean_ln += std::log(t + 1.0) / T;
+  EXPECT_NEAR(a->stats().entropy.item<double>(), mean_ln, 1e-6);
+  EXPECT_NEAR(a->stats().logit_max.item<double>(), 0.0, 1e-7);
+
+  // Hand-made scores: q = k = x with identity projections, so s[t][u] = x_t.x_u / sqrt(dh).
+  Attention b(opts(4, 1));
+  {
+    torch::NoGradGuard ng;
+    b->q_proj->weight.copy_(torch::eye(4));
+    b->k_proj->weight.copy_(torch::eye(4));
+  }
+  b->set_capture(true);
+  auto x = torch::tensor({{{1.0f, 0.0f, 0.0f, 0.0f}, {3.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.5f}}});
+  b->forward(x);
+  // Unmasked pairs only: max is x1.x1 = 9 / 2 (the masked pair x0.x1 = 3 must not count either way).
+  EXPECT_NEAR(b->stats().logit_max.item<double>(), 4.5, 1e-6);
+  EXPECT_GE(b->stats().entropy.item<double>(), 0.0);
+  EXPECT_LE(b->stats().entropy.item<double>(), std::log(3.0));
+}
+
+TEST(AttentionTest, QkNormBoundsLogitsBySqrtDhTimesGains) {
+  torch::manual_seed(0);
+  for (const char* type : {"rmsnorm", "rmsnorm_1p"}) {
+    auto o = opts(32, 4);
+    o.qk_norm_type = type;
+    o.qk_norm.size = 8;
+    o.qk_norm.eps = 1e-6;
+    Attention a(o);
+    {
+      torch::NoGradGuard ng;
+      a->q_proj->weight.mul_(200);  // huge raw logits without the norm
+      a->q_norm->named_parameters()["weight"].fill_(std::string(type) == "rmsnorm" ? 1.5 : 0.5);
+      a->k_norm->named_parameters()["weight"].fill_(std::string(type) == "rmsnorm" ? 0.8 : -0.2);
+    }
+    a->set_capture(true);
+    a->forward(torch::randn({2, 16, 32}) * 10);
+    const double gain = std::string(type) == "rmsnorm" ? 1.5 * 0.8 : 1.5 * 0.8;
+    EXPECT_LE(a->stats().logit_max.item<double>(), std::sqrt(8.0) * gain + 1e-4) << type;
+    EXPECT_GT(a->stats().logit_max.item<double>(), 0.3 * std::sqrt(8.0) * gain) << type;  // bound is tight-ish
+  }
+}
+
+TEST(AttentionTest, SoftcapBoundsScoresAndLogits) {
+  torch::manual_seed(0);
+  auto o = opts();
+  o.softcap = 5.0;
+  Attention a(o);
+  {
+    torch::NoGradGuard ng;
+    a->q_proj->weight.mul_(100);
+  }
+  a->set_capture(true);
+  a->forward(torch::randn({2, 16, 32}) * 5);
+  EXPECT_LE(a->stats().logit_max.item<double>(), 5.0);
+  EXPECT_GT(a->stats().logit_max.item<double>(), 4.0);
+
+  ModelConfig m;
+  m.ctx = 8;
+  m.d_model = 16;
+  m.n_heads = 2;
+  m.d_ff = 32;
+  m.n_layers = 1;
+  m.logit_softcap = 3.0;
+  resolve_model_config(m);
+  Transformer t(m);
+  {
+    torch::NoGradGuard ng;
+    t->tok_emb->weight.normal_(0, 10);
+  }
+  auto logits = t->forward(torch::randint(0, 256, {2, 8}, torch::kLong));
+  EXPECT_LE(logits.abs().max().item<double>(), 3.0);
+  EXPECT_GT(logits.abs().max().item<double>(), 2.5);
+}
+
+TEST(AttentionTest, RopeRotatesHalfPairsByTheContractAngle) {
+  // One head, dh = 4, identity projections on q and k: q_t after RoPE is x_t rotated, so the
+  // score between positions t and u depends on (t - u) only and equals the hand-rotated dot.
+  auto o = opts(4, 1);
+  o.rope = true;
+  Attention a(o);
+  {
+    torch::NoGradGuard ng;
+    a->q_proj->weight.copy_(torch::eye(4));
+    a->k_proj->weight.copy_(torch::eye(4));
+    a->v_proj->weight.copy_(torch::eye(4));
+    a->out_proj->weight.copy_(torch::eye(4));
+  }
+  a->set_capture(true);
+  auto rot = [](const torch::Tensor& x, int64_t t) {  // dims (0,2) by t*1, (1,3) by t*10000^(-1/2)
+    auto y = x.clone();
+    for (int64_t j = 0; j < 2; ++j) {
+      const double ang = t * std::pow(10000.0, -2.0 * j / 4.0);
+      y[j] = x[j] * std::cos(ang) - x[j + 2] * std::sin(ang);
+      y[j + 2] = x[j + 2] * std::cos(ang) + x[j] * std::sin(ang);
+    }
+    return y;
+  };
+  auto x0 = torch::tensor({1.0f, 0.5f, -0.3f, 0.2f}), x1 = torch::tensor({0.2f, -1.0f, 0.4f, 0.9f});
+  auto x = torch::stack({x0, x1}).unsqueeze(0);
+  a->forward(x);
+  // Max over unmasked scores {q0.k0, q1.k0, q1.k1}: compute by hand.
+  auto q0 = rot(x0, 0), q1 = rot(x1, 1), k0 = rot(x0, 0), k1 = rot(x1, 1);
+  const double s = std::max({q0.dot(k0).item<double>(), q1.dot(k0).item<double>(), q1.dot(k1).item<double>()}) / 2.0;
+  EXPECT_NEAR(a->stats().logit_max.item<double>(), s, 1e-5);
+}
+
+}  // namespace
+}  // namespace normlab

@@ -1,0 +1,288 @@
+// Every registered layout is pinned to its contract equation (MODEL.md section 2), its exact
+// parameter names (section 5), and causality. A layout added to the registry without an entry
+// here fails LayoutTest.EveryRegisteredLayoutHasAnEquationTest.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <set>
+
+#include "model/transformer.h"
+
+namespace normlab {
+namespace {
+
+using Fn = std::function<torch::Tensor(const torch::Tensor&)>;
+
+ModelConfig small(const std::string& layout, const std::string& norm = "layernorm", int64_t L = 4) {
+  ModelConfig m;
+  m.ctx = 8;
+  m.d_model = 16;
+  m.n_layers = L;
+  m.n_heads = 2;
+  m.d_ff = 32;
+  m.layout = layout;
+  m.norm.type = norm;
+  resolve_model_config(m);
+  return m;
+}
+
+// Deterministic stand-ins for the sublayers: nonlinear, so an equation with the wrong order of
+// norm and sublayer cannot produce the same numbers.
+torch::Tensor stub_attn(const torch::Tensor& x) { return torch::tanh(0.7 * x) + 0.1; }
+torch::Tensor stub_ffn(const torch::Tensor& x) { return 0.3 * x * x - 0.2; }
+
+// The contract's equation of one block, in terms of its norms N(slot), skip scale alpha and
+// NormFormer skip scales s1, s2.
+using Equation = std::function<torch::Tensor(const torch::Tensor& x, const std::function<torch::Tensor(const char*, const torch::Tensor&)>& N,
+                                             double alpha, const Fn& s1, const Fn& s2)>;
+
+const std::map<std::string, Equation>& equations() {
+  static const std::map<std::string, Equation> eq = {
+      {"pre", [](auto& x, auto& N, double, auto&, auto&) {
+         auto h = x + stub_attn(N("norm1", x));
+         return h + stub_ffn(N("norm2", h));
+       }},
+      {"post", [](auto& x, auto& N, double, auto&, auto&) {
+         auto h = N("norm1", x + stub_attn(x));
+         return N("norm2", h + stub_ffn(h));
+       }},
+      {"deepnorm", [](auto& x, auto& N, double a, auto&, auto&) {
+         auto h = N("norm1", a * x + stub_attn(x));
+         return N("norm2", a * h + stub_ffn(h));
+       }},
+      {"sandwich", [](auto& x, auto& N, double, auto&, auto&) {
+         auto h = x + N("norm1_out", stub_attn(N("norm1", x)));
+         return h + N("norm2_out", stub_ffn(N("norm2", h)));
+       }},
+      {"normformer", [](auto& x, auto& N, double, auto& s1, auto& s2) {
+         auto h = s1(x) + N("norm1_out", stub_attn(N("norm1", x)));
+         return s2(h) + stub_ffn(N("norm2", h));
+       }},
+      {"reordered", [](auto& x, auto& N, double, auto&, auto&) {
+         auto h = x + N("norm1_out", stub_attn(x));
+         return h + N("norm2_out", stub_ffn(h));
+       }},
+  };
+  return eq;
+}
+
+// Randomise every norm parameter, so that a slot swap (norm1 for norm2) shows.
+void randomise(torch::nn::Module& m) {
+  torch::NoGradGuard ng;
+  for (auto& p : m.parameters()) p.copy_(torch::randn_like(p) * 0.5 + 1.0);
+}
+
+void check_block_equation(const std::string& layout, const std::string& block_layout, int64_t i,
+                          ModelConfig m) {
+  torch::manual_seed(10 + i);
+  Transformer t(m);
+  Block& b = t->block(i);
+  randomise(*b);
+  b->set_stubs(stub_attn, stub_ffn);
+  auto x = torch::randn({2, 5, 16}, torch::kDouble);
+  t->to(torch::kDouble);
+  auto N = [&](const char* slot, const torch::Tensor& v) {
+    const auto& n = b->norm_module(slot);
+    EXPECT_TRUE(n) << layout << " block " << i << " lacks slot " << slot;
+    return n->forward(v);
+  };
+  auto params = b->named_parameters();
+  Fn s1 = [&](const torch::Tensor& v) { return params.contains("resid_scale1") ? v * params["resid_scale1"] : v; };
+  Fn s2 = [&](const torch::Tensor& v) { return params.contains("resid_scale2") ? v * params["resid_scale2"] : v; };
+  auto expect = equations().at(block_layout)(x, N, b->alpha(), s1, s2);
+  auto got = b->forward(x);
+  EXPECT_TRUE(torch::allclose(got, expect, 1e-12, 1e-12)) << layout << " block " << i;
+  EXPECT_EQ(b->plan().layout, block_layout);
+}
+
+TEST(LayoutTest, EveryRegisteredLayoutHasAnEquationTest) {
+  for (const auto& l : layout_registry()) {
+    EXPECT_TRUE(equations().count(l.name) || l.name == "mix") << l.name << " has no equation test";
+  }
+}
+
+TEST(LayoutTest, EachBlockEqualsItsContractEquation) {
+  for (const auto& [name, eq] : equations()) {
+    for (int64_t i = 0; i < 2; ++i) check_block_equation(name, name, i, small(name));
+  }
+  auto nf = small("normformer");
+  nf.normformer.resid_scale = "all";
+  check_block_equation("normformer(all)", "normformer", 1, nf);
+  nf.normformer.resid_scale = "ffn";
+  check_block_equation("normformer(ffn)", "normformer", 1, nf);
+}
+
+TEST(LayoutTest, MixIsPostBelowPostLayersThenPre) {
+  auto m = small("mix", "layernorm", 8);  // auto post_layers = floor(8/4) = 2
+  EXPECT_EQ(*m.mix.post_layers, 2);
+  for (int64_t i = 0; i < 8; ++i) check_block_equation("mix", i < 2 ? "post" : "pre", i, m);
+  m.mix.post_layers = 5;
+  for (int64_t i = 0; i < 8; ++i) check_block_equation("mix(5)", i < 5 ? "post" : "pre", i, m);
+}
+
+TEST(LayoutTest, FinalNormPresenceFollowsTheContract) {
+  const std::map<std::string, bool> final_norm = {{"pre", true}, {"post", false}, {"deepnorm", false},
+                                                  {"sandwich", true}, {"normformer", true},
+                                                  {"reordered", true}, {"mix", true}};
+  for (const auto& l : layout_registry()) {
+    ASSERT_TRUE(final_norm.count(l.name)) << l.name;
+    Transformer t(small(l.name));
+    EXPECT_EQ(static_cast<bool>(t->final_norm), final_norm.at(l.name)) << l.name;
+  }
+}
+
+std::set<std::string> block_names(const ModelConfig& m, int64_t i) {
+  Transformer t(m);
+  std::set<std::string> out;
+  const std::string prefix = "blocks." + std::to_string(i) + ".";
+  for (auto& kv : t->named_parameters()) {
+    if (kv.key().rfind(prefix, 0) == 0) out.insert(kv.key().substr(prefix.size()));
+  }
+  return out;
+}
+
+TEST(LayoutTest, ExactParameterNamesPerLayout) {
+  const std::set<std::string> sub = {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight",
+                                     "attn.out_proj.weight", "ffn.fc1.weight", "ffn.fc2.weight"};
+  auto with = [&](std::initializer_list<const char*> slots, std::initializer_list<const char*> extra = {}) {
+    std::set<std::string> s = sub;
+    for (const char* slot : slots) {
+      s.insert(std::string(slot) + ".weight");
+      s.insert(std::string(slot) + ".bias");
+    }
+    for (const char* e : extra) s.insert(e);
+    return s;
+  };
+  EXPECT_EQ(block_names(small("pre"), 0), with({"norm1", "norm2"}));
+  EXPECT_EQ(block_names(small("post"), 0), with({"norm1", "norm2"}));
+  EXPECT_EQ(block_names(small("deepnorm"), 0), with({"norm1", "norm2"}));
+  EXPECT_EQ(block_names(small("sandwich"), 0), with({"norm1", "norm1_out", "norm2", "norm2_out"}));
+  EXPECT_EQ(block_names(small("reordered"), 0), with({"norm1_out", "norm2_out"}));
+  EXPECT_EQ(block_names(small("normformer"), 0),
+            with({"norm1", "norm1_out", "norm2"}, {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias"}));
+  auto nf = small("normformer");
+  nf.normformer.resid_scale = "all";
+  EXPECT_EQ(block_names(nf, 0), with({"norm1", "norm1_out", "norm2"},
+                                     {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias",
+                                      "resid_scale1", "resid_scale2"}));
+  nf.normformer.resid_scale = "ffn";
+  EXPECT_EQ(block_names(nf, 0), with({"norm1", "norm1_out", "norm2"},
+                                     {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias", "resid_scale2"}));
+  Transformer t(nf);
+  auto p = t->named_parameters();
+  EXPECT_EQ(p["blocks.0.attn.head_scale"].sizes(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(p["blocks.0.ffn.mid_norm.weight"].sizes(), (std::vector<int64_t>{32}));
+  EXPECT_EQ(p["blocks.0.resid_scale2"].sizes(), (std::vector<int64_t>{16}));
+  // QK-norm, embed norm, swiglu, untied head.
+  auto m = small("pre", "rmsnorm");
+  m.qk_norm = true;
+  m.qk_norm_type = "layernorm";
+  m.embed_norm = true;
+  m.ffn = "swiglu";
+  m.tie_embeddings = false;
+  m.pos = "rope";
+  Transformer q(m);
+  auto qp = q->named_parameters();
+  EXPECT_EQ(qp["blocks.1.attn.q_norm.weight"].sizes(), (std::vector<int64_t>{8}));
+  EXPECT_TRUE(qp.contains("blocks.1.attn.k_norm.bias"));
+  EXPECT_EQ(qp["blocks.1.ffn.gate.weight"].sizes(), (std::vector<int64_t>{32, 16}));
+  EXPECT_TRUE(qp.contains("embed_norm.weight"));
+  EXPECT_TRUE(qp.contains("lm_head.weight"));
+  EXPECT_FALSE(qp.contains("pos_emb.weight"));
+}
+
+TEST(DeepNormTest, ResidualScaleIsFourthRootOf2LAndBetaIsInverseFourthRootOf8L) {
+  for (int64_t L : {1, 2, 6, 12, 100}) {
+    auto m = small("deepnorm", "layernorm", L);
+    EXPECT_DOUBLE_EQ(*m.deepnorm.alpha, std::pow(2.0 * L, 0.25)) << L;
+    EXPECT_DOUBLE_EQ(*m.deepnorm.beta, std::pow(8.0 * L, -0.25)) << L;
+  }
+  EXPECT_NEAR(*small("deepnorm", "layernorm", 18).deepnorm.alpha, 2.449, 1e-3);  // (36)^(1/4)
+}
+
+TEST(DeepNormTest, InitIsXavierNormalWithBetaOnValueOutputAndFfn) {
+  ModelConfig m;
+  m.d_model = 256;
+  m.n_heads = 4;
+  m.d_ff = 1024;
+  m.n_layers = 6;
+  m.ctx = 8;
+  m.layout = "deepnorm";
+  resolve_model_config(m);
+  const double beta = std::pow(48.0, -0.25);
+  torch::manual_seed(0);
+  Transformer t(m);
+  init_weights(t, InitConfig{});
+  auto p = t->named_parameters();
+  auto xavier = [](int64_t fan_in, int64_t fan_out, double gain) { return gain * std::sqrt(2.0 / (fan_in + fan_out)); };
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, 0.02 * want); };
+  near(p["blocks.2.attn.v_proj.weight"].std().item<double>(), xavier(256, 256, beta));
+  near(p["blocks.2.attn.out_proj.weight"].std().item<double>(), xavier(256, 256, beta));
+  near(p["blocks.2.ffn.fc1.weight"].std().item<double>(), xavier(256, 1024, beta));
+  near(p["blocks.2.ffn.fc2.weight"].std().item<double>(), xavier(1024, 256, beta));
+  near(p["blocks.2.attn.q_proj.weight"].std().item<double>(), xavier(256, 256, 1.0));
+  near(p["blocks.2.attn.k_proj.weight"].std().item<double>(), xavier(256, 256, 1.0));
+  near(p["tok_emb.weight"].std().item<double>(), 0.02);  // embeddings as default
+  // beta = 1 turns the init half off: v/out/fc are plain xavier (gain 1).
+  m.deepnorm.beta = 1.0;
+  Transformer t1(m);
+  init_weights(t1, InitConfig{});
+  near(t1->named_parameters()["blocks.0.attn.v_proj.weight"].std().item<double>(), xavier(256, 256, 1.0));
+  // alpha = 1 turns the residual scale off.
+  m.deepnorm.alpha = 1.0;
+  Transformer t2(m);
+  EXPECT_DOUBLE_EQ(t2->block(0)->alpha(), 1.0);
+}
+
+TEST(InitTest, XavierSchemeHasNoResidualScaling) {
+  ModelConfig m = small("pre");
+  m.d_model = 256;
+  m.n_heads = 4;
+  m.d_ff = 1024;
+  torch::manual_seed(0);
+  Transformer t(m);
+  InitConfig init;
+  init.scheme = "xavier";
+  init_weights(t, init);
+  auto p = t->named_parameters();
+  EXPECT_NEAR(p["blocks.1.attn.out_proj.weight"].std().item<double>(), std::sqrt(2.0 / 512), 0.002);
+  EXPECT_NEAR(p["blocks.1.ffn.fc2.weight"].std().item<double>(), std::sqrt(2.0 / 1280), 0.002);
+  EXPECT_NEAR(p["tok_emb.weight"].std().item<double>(), 0.02, 0.001);
+}
+
+class LayoutNormTest : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(LayoutNormTest, ChangingTokenTNeverChangesLogitsBeforeT) {
+  const auto& [layout, norm] = GetParam();
+  auto m = small(layout, norm);
+  torch::manual_seed(1);
+  Transformer t(m);
+  init_weights(t, InitConfig{});
+  auto a = torch::randint(0, 256, {3, 8}, torch::kLong);
+  auto b = a.clone();
+  b.select(1, 5).add_(1).remainder_(256);
+  t->eval();
+  auto la = t->forward(a), lb = t->forward(b);
+  EXPECT_TRUE(torch::equal(la.narrow(1, 0, 5), lb.narrow(1, 0, 5))) << layout << "/" << norm;
+  EXPECT_FALSE(torch::equal(la.narrow(1, 5, 1), lb.narrow(1, 5, 1)));
+  t->train();
+  auto ta = t->forward(a), tb = t->forward(b);
+  const bool same = torch::equal(ta.narrow(1, 0, 5), tb.narrow(1, 0, 5));
+  // BatchNorm's training statistics pool over time: the documented leak.
+  EXPECT_EQ(same, norm != "batchnorm") << layout << "/" << norm;
+}
+
+std::vector<std::tuple<std::string, std::string>> all_pairs() {
+  std::vector<std::tuple<std::string, std::string>> out;
+  for (const auto& l : layout_registry()) {
+    for (const auto& n : norm_registry()) out.emplace_back(l.name, n.name);
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayoutsAllNorms, LayoutNormTest, ::testing::ValuesIn(all_pairs()),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+}  // namespace
+}  // namespace normlab

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Contract check: checkpoints of many layout x norm x option combinations, evaluated and sampled
+# by normlab and by scripts/reference_model.py (an independent numpy implementation written from
+# MODEL.md alone), must agree: eval loss to 1e-4 relative, identical greedy samples.
+# Usage: check_reference.sh NORMLAB_BINARY   (run from the repository root)
+set -euo pipefail
+BIN="$1"
+PY=/usr/bin/python3
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+common=(--set model.n_layers=4 --set model.d_model=32 --set model.n_heads=2 --set model.d_ff=64
+        --set model.ctx=32 --set train.batch_size=8 --set train.steps=25 --set optim.warmup=5
+        --set optim.lr=3e-3 --set eval.max_windows=8 --set train.checkpoint_every=100
+        --set eval.every=0 --set train.threads=1)
+cases=()
+for layout in pre post deepnorm sandwich normformer reordered mix; do
+  for norm in layernorm rmsnorm; do cases+=("$layout $norm"); done
+done
+for norm in rmsnorm_1p scalenorm batchnorm dyt none; do cases+=("pre $norm"); done
+cases+=("sandwich batchnorm" "post scalenorm" "deepnorm dyt")
+cases+=("pre rmsnorm --set model.qk_norm=true --set model.pos=rope --set model.ffn=swiglu")
+cases+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=rmsnorm_1p --set model.embed_norm=true --set model.norm.bias=false")
+cases+=("pre layernorm --set model.bias=true --set model.tie_embeddings=false --set model.attn_softcap=2 --set model.logit_softcap=5")
+cases+=("normformer rmsnorm --set model.normformer.resid_scale=all --set model.ffn=swiglu")
+cases+=("normformer layernorm --set model.normformer.resid_scale=ffn --set model.pos=rope")
+cases+=("deepnorm layernorm --set model.deepnorm.alpha=1 --set model.deepnorm.beta=1")
+cases+=("mix rmsnorm --set model.mix.post_layers=3 --set model.qk_norm=true")
+cases+=("pre layernorm --set model.norm.eps=0.01 --set init.scheme=xavier")
+
+fail=0
+i=0
+for c in "${cases[@]}"; do
+  i=$((i + 1))
+  read -r layout norm extra <<<"$c"
+  run="$tmp/run$i"
+  # shellcheck disable=SC2086
+  if ! "$BIN" train -c configs/default.yaml --out "$run" --set model.layout="$layout" \
+      --set model.norm.type="$norm" "${common[@]}" $extra 2>"$tmp/log$i"; then
+    echo "FAIL [$c]: training failed"; tail -3 "$tmp/log$i"; fail=1; continue
+  fi
+  ours="$("$BIN" eval --run "$run")"
+  ref="$($PY scripts/reference_model.py eval --run "$run")"
+  if ! $PY - "$ours" "$ref" <<'PYEOF'
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+rel = abs(a["loss"] - b["loss"]) / abs(b["loss"])
+ok = rel <= 1e-4 and a["windows"] == b["windows"] and a["tokens"] == b["tokens"]
+print(f'  loss normlab {a["loss"]:.6f} reference {b["loss"]:.6f} rel {rel:.1e}')
+sys.exit(0 if ok else 1)
+PYEOF
+  then echo "FAIL [$c]: eval differs: $ours vs $ref"; fail=1; continue; fi
+  s_ours="$("$BIN" sample --run "$run" --prompt 'k: a=12 b=' --max-new 24 --temperature 0)"
+  s_ref="$($PY scripts/reference_model.py sample --run "$run" --prompt 'k: a=12 b=' --max-new 24)"
+  if [ "$s_ours" != "$s_ref" ]; then
+    echo "FAIL [$c]: greedy samples differ: '$s_ours' vs '$s_ref'"; fail=1; continue
+  fi
+  echo "ok [$c]"
+done
+n=${#cases[@]}
+if [ $fail -eq 0 ]; then echo "reference check: all $n combinations agree"; fi
+exit $fail
