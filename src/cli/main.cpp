@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "data/corpus.h"
+#include "metrics/report.h"
 #include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -152,6 +153,11 @@ int run_cli(int argc, char** argv) {
 
   auto* keys_cmd = app.add_subcommand("keys", "list every config key with its default and meaning");
 
+  bool as_json = false;
+  auto* report_cmd = app.add_subcommand("report", "summary of a run: losses, spikes, per-layer gradient profile");
+  report_cmd->add_option("run", run_dir, "run directory")->required();
+  report_cmd->add_flag("--json", as_json, "the same as one JSON object");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -170,6 +176,10 @@ int run_cli(int argc, char** argv) {
   }
   if (*eval_cmd) return cmd_eval(run_dir, step, data_file);
   if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed);
+  if (*report_cmd) {
+    std::cout << (as_json ? report_json(run_dir) : report_text(run_dir)) << std::flush;
+    return 0;
+  }
   if (*keys_cmd) {
     std::cout << describe_keys();
     std::cout << "\nmodel.norm.type:";

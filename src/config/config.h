@@ -104,6 +104,9 @@ struct SpikeConfig {
 struct DiagConfig {
   int64_t every = 10;
   SpikeConfig spike;
+  bool per_param = false;          // add per-tensor gradient norms to train records
+  std::string nonfinite = "stop";  // NaN/Inf loss or gradients: skip | stop
+  bool csv = false;                // also write metrics.csv (step,kind,key,value)
 };
 
 struct Config {
@@ -201,8 +204,11 @@ template <class V> void describe(SpikeConfig& c, V& v) {
   v.field("action", c.action, "log | skip | stop");
 }
 template <class V> void describe(DiagConfig& c, V& v) {
-  v.field("every", c.every, "diagnostics every N updates");
+  v.field("every", c.every, "full diagnostics (activations, attention, update ratios) every N updates");
   v.section("spike", c.spike);
+  v.field("per_param", c.per_param, "per-tensor gradient norms in train records");
+  v.field("nonfinite", c.nonfinite, "NaN/Inf loss or gradient: skip the update or stop (checkpoint kept)");
+  v.field("csv", c.csv, "also write metrics.csv in long format step,kind,key,value");
 }
 template <class V> void describe(Config& c, V& v) {
   v.field("seed", c.seed, "seed of init and data order");

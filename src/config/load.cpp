@@ -479,6 +479,7 @@ void validate_config(const Config& c, Problems& p) {
   if (!(c.diag.spike.zscore > 0))
     p.add("diag.spike.zscore", fmt::format("{} must be > 0", c.diag.spike.zscore));
   one_of("diag.spike.action", c.diag.spike.action, {"log", "skip", "stop"});
+  one_of("diag.nonfinite", c.diag.nonfinite, {"skip", "stop"});
   if (c.out_dir.empty()) p.add("out_dir", "must not be empty");
   if (c.data.train.empty()) p.add("data.train", "must name a file");
   if (c.data.val.empty()) p.add("data.val", "must name a file");

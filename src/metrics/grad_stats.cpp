@@ -30,15 +30,19 @@ GradStats::GradStats(const std::vector<std::string>& names, int64_t L) : L_(L) {
   }
 }
 
-torch::Tensor GradStats::squared(const std::vector<torch::Tensor>& params) const {
+torch::Tensor GradStats::squared_per_tensor(const std::vector<torch::Tensor>& params) {
   std::vector<torch::Tensor> sq;
   sq.reserve(params.size());
   for (const auto& p : params) {
     const auto& g = p.grad();
     sq.push_back(g.defined() ? g.detach().to(torch::kFloat).pow(2).sum() : torch::zeros({}, p.options().dtype(torch::kFloat)));
   }
-  auto v = torch::stack(sq);
-  return torch::mv(membership_.to(v.device()), v);
+  return torch::stack(sq);
+}
+
+torch::Tensor GradStats::groups(const torch::Tensor& v) const {
+  if (membership_.device() != v.device()) membership_ = membership_.to(v.device());
+  return torch::mv(membership_, v);
 }
 
 GradNorms GradStats::unpack(const torch::Tensor& squared) const {

@@ -21,13 +21,19 @@ class GradStats {
   // names: the contract's tensor names of the parameters, in optimizer order; L blocks.
   GradStats(const std::vector<std::string>& names, int64_t n_layers);
 
-  // Squared group norms as one tensor (same device as the grads), no host sync.
-  torch::Tensor squared(const std::vector<torch::Tensor>& params) const;
+  // Squared norm of each parameter's gradient, (P), no host sync.
+  static torch::Tensor squared_per_tensor(const std::vector<torch::Tensor>& params);
+  // Squared group norms (groups) from per-tensor squares, e.g. of gradients or of updates.
+  torch::Tensor groups(const torch::Tensor& per_tensor_squared) const;
+  torch::Tensor squared(const std::vector<torch::Tensor>& params) const {
+    return groups(squared_per_tensor(params));
+  }
+  int64_t n_groups() const { return membership_.size(0); }
   GradNorms unpack(const torch::Tensor& squared) const;  // sqrt and split (moves to host)
 
  private:
   int64_t L_;
-  torch::Tensor membership_;  // (groups, P) of 0/1
+  mutable torch::Tensor membership_;  // (groups, P) of 0/1, moved to the grads' device once
 };
 
 }  // namespace normlab

@@ -6,41 +6,106 @@
 #include <cstring>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "core/errors.h"
 #include "core/fs.h"
 
 namespace normlab {
+namespace {
 
-MetricsSink::MetricsSink(const std::string& path, int64_t keep_before) {
+constexpr const char* kCsvHeader = "step,kind,key,value\n";
+
+// Keeps the lines whose (kind, step) survive a resume at keep_before.
+template <class StepKind>
+void prune(const std::string& path, int64_t keep_before, StepKind step_kind, const char* header) {
+  std::istringstream in(read_file(path));
+  std::string line, kept = header;
+  while (std::getline(in, line)) {
+    if (line.empty() || line + "\n" == header) continue;
+    int64_t step;
+    std::string kind;
+    if (!step_kind(line, step, kind)) continue;  // a torn last line of an interrupted write
+    if (kind == "train" ? step >= keep_before : step > keep_before) continue;
+    kept += line + "\n";
+  }
+  write_file_atomic(path, kept);
+}
+
+std::FILE* open_append(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (!f) throw RuntimeFailure("cannot open " + path + ": " + std::strerror(errno));
+  return f;
+}
+
+void flatten(const YAML::Node& n, const std::string& key, const std::string& prefix, std::string& out) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) flatten(kv.second, key.empty() ? kv.first.Scalar() : key + "." + kv.first.Scalar(), prefix, out);
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) flatten(n[i], key + "." + std::to_string(i), prefix, out);
+  } else if (key != "step" && key != "kind") {
+    out += prefix + key + "," + (n.IsNull() ? "" : n.Scalar()) + "\n";
+  }
+}
+
+}  // namespace
+
+std::string csv_rows(const std::string& json_record) {
+  YAML::Node r = YAML::Load(json_record);
+  const std::string prefix = fmt::format("{},{},", r["step"].as<int64_t>(), r["kind"].as<std::string>());
+  std::string out;
+  flatten(r, "", prefix, out);
+  return out;
+}
+
+MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std::string& csv_path) {
   if (keep_before >= 0 && file_exists(path)) {
-    std::istringstream in(read_file(path));
-    std::string line, kept;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
+    prune(path, keep_before, [](const std::string& line, int64_t& step, std::string& kind) {
       try {
         YAML::Node r = YAML::Load(line);
-        const int64_t step = r["step"].as<int64_t>();
-        const bool train = r["kind"].as<std::string>() == "train";
-        if (train ? step >= keep_before : step > keep_before) continue;
+        step = r["step"].as<int64_t>();
+        kind = r["kind"].as<std::string>();
+        return true;
       } catch (const YAML::Exception&) {
-        continue;  // a torn last line of an interrupted write
+        return false;
       }
-      kept += line + "\n";
-    }
-    write_file_atomic(path, kept);
+    }, "");
   }
-  f_ = std::fopen(path.c_str(), "a");
-  if (!f_) throw RuntimeFailure("cannot open " + path + ": " + std::strerror(errno));
+  f_ = open_append(path);
+  if (!csv_path.empty()) {
+    const bool fresh = !file_exists(csv_path);
+    if (!fresh && keep_before >= 0) {
+      prune(csv_path, keep_before, [](const std::string& line, int64_t& step, std::string& kind) {
+        const auto c1 = line.find(','), c2 = line.find(',', c1 + 1);
+        if (c1 == std::string::npos || c2 == std::string::npos) return false;
+        try {
+          step = std::stoll(line.substr(0, c1));
+        } catch (const std::exception&) {
+          return false;
+        }
+        kind = line.substr(c1 + 1, c2 - c1 - 1);
+        return true;
+      }, kCsvHeader);
+    }
+    csv_ = open_append(csv_path);
+    if (fresh) std::fputs(kCsvHeader, csv_);
+  }
 }
 
 MetricsSink::~MetricsSink() {
   if (f_) std::fclose(f_);
+  if (csv_) std::fclose(csv_);
 }
 
 void MetricsSink::write(const JsonObject& record) {
   const std::string line = record.str() + "\n";
   std::fwrite(line.data(), 1, line.size(), f_);
   std::fflush(f_);
+  if (csv_) {
+    const std::string rows = csv_rows(record.str());
+    std::fwrite(rows.data(), 1, rows.size(), csv_);
+    std::fflush(csv_);
+  }
 }
 
 }  // namespace normlab

@@ -1,6 +1,7 @@
 // metrics.jsonl: one JSON object per line, flushed per record so a crash loses nothing that was
-// logged. On resume, records from steps after the checkpoint are dropped first, so the file
-// reads as one uninterrupted run.
+// logged; optionally metrics.csv beside it in long format (step,kind,key,value; nested keys
+// dotted, arrays indexed: layers.grad_norm.3). On resume, records from steps after the
+// checkpoint are dropped first, so the files read as one uninterrupted run.
 #pragma once
 
 #include <cstdio>
@@ -12,9 +13,9 @@ namespace normlab {
 
 class MetricsSink {
  public:
-  // Opens path for appending; with keep_before >= 0, first drops train records with step >=
-  // keep_before and eval/other records with step > keep_before.
-  MetricsSink(const std::string& path, int64_t keep_before = -1);
+  // keep_before >= 0 first drops train records with step >= keep_before and other records with
+  // step > keep_before. csv_path empty = no CSV.
+  MetricsSink(const std::string& path, int64_t keep_before = -1, const std::string& csv_path = "");
   ~MetricsSink();
   MetricsSink(const MetricsSink&) = delete;
   MetricsSink& operator=(const MetricsSink&) = delete;
@@ -23,6 +24,10 @@ class MetricsSink {
 
  private:
   std::FILE* f_ = nullptr;
+  std::FILE* csv_ = nullptr;
 };
+
+// The CSV rows of one JSON record (no header).
+std::string csv_rows(const std::string& json_record);
 
 }  // namespace normlab

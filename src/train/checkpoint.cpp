@@ -42,6 +42,11 @@ void set_torch_rng_state_hex(const std::string& hex) {
 
 void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
                      const TrainState& st, const std::string& config_yaml) {
+  for (const auto& [name, t] : model_tensors(model)) {
+    if (!torch::isfinite(t).all().item<bool>()) {
+      throw RuntimeFailure("refusing to save " + checkpoint_name(st.step) + ": " + name + " is not finite");
+    }
+  }
   const fs::path root = fs::path(out_dir) / "checkpoints";
   fs::create_directories(root);
   const std::string name = checkpoint_name(st.step);
@@ -60,7 +65,14 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
       .add("data", JsonObject().add("micro_batches", st.micro_batches).add("tokens", st.tokens))
       .add("best_val", st.best_val)
       .add("elapsed_s", st.elapsed_s)
-      .add("rng", JsonObject().add("torch_cpu", st.torch_rng));
+      .add("rng", JsonObject().add("torch_cpu", st.torch_rng))
+      .add("skipped", st.skipped);
+  std::string layers = "[";
+  for (size_t i = 0; i < st.spike_layers.size(); ++i) {
+    layers += (i ? "," : "") + JsonObject().add("v", st.spike_layers[i]).str();
+  }
+  layers += "]";
+  state.add("spike", JsonObject().add("loss", st.spike_loss).add("grad_norm", st.spike_grad_norm).add_raw("layers", layers));
   write_file_atomic((tmp / "state.json").string(), state.str() + "\n");
   const fs::path final_dir = root / name;
   fs::remove_all(final_dir);  // a re-save of the same step (after a resume) replaces it whole
@@ -130,6 +142,16 @@ void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainStat
     st.best_val = s["best_val"].IsNull() ? std::nan("") : s["best_val"].as<double>();
     st.elapsed_s = s["elapsed_s"].as<double>();
     st.torch_rng = s["rng"]["torch_cpu"].as<std::string>();
+    st.skipped = s["skipped"].as<int64_t>();
+    auto vec = [](const YAML::Node& n) {
+      std::vector<double> v;
+      for (const auto& x : n) v.push_back(x.as<double>());
+      return v;
+    };
+    st.spike_loss = vec(s["spike"]["loss"]);
+    st.spike_grad_norm = vec(s["spike"]["grad_norm"]);
+    st.spike_layers.clear();
+    for (const auto& l : s["spike"]["layers"]) st.spike_layers.push_back(vec(l["v"]));
     auto opt = read_safetensors((fs::path(ckpt_dir) / "trainer.safetensors").string());
     optimizer.load_state(opt.tensors, s["optimizer_steps"].as<int64_t>());
   } catch (const YAML::Exception& e) {

@@ -20,6 +20,10 @@ struct TrainState {
   double best_val = 0;        // best validation loss so far (NaN/0 when none)
   double elapsed_s = 0;       // training wall time so far
   std::string torch_rng;      // hex of torch's default CPU generator state
+  int64_t skipped = 0;        // updates skipped (spike or non-finite)
+  // Spike-detector baselines, so a resumed run makes the same skip decisions.
+  std::vector<double> spike_loss, spike_grad_norm;
+  std::vector<std::vector<double>> spike_layers;  // per block, then embed, head
 };
 
 std::string checkpoint_name(int64_t step);  // "step_00000500"

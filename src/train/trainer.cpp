@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,7 +15,9 @@
 #include "core/system.h"
 #include "data/corpus.h"
 #include "metrics/grad_stats.h"
+#include "metrics/probe.h"
 #include "metrics/sink.h"
+#include "metrics/spike.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
@@ -41,9 +44,22 @@ std::string human_duration(double s) {
   return fmt::format("{}s", t);
 }
 
+// What one update's gradient pass produced (device tensors, not yet read).
+struct Pass {
+  torch::Tensor loss;                       // mean over micro-batches, 0-dim
+  torch::Tensor logit_max, lse_mean;        // diag steps only
+  std::vector<std::vector<int64_t>> offsets;  // window starts of each micro-batch
+  int64_t first_micro_batch = 0;
+};
+
 class Run {
  public:
-  Run(const Config& cfg, const TrainOptions& opts) : cfg_(cfg), opts_(opts), device_(cfg.train.device) {}
+  Run(const Config& cfg, const TrainOptions& opts)
+      : cfg_(cfg),
+        opts_(opts),
+        device_(cfg.train.device),
+        loss_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
+        grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore) {}
 
   int go() {
     prepare_directory();
@@ -52,7 +68,8 @@ class Run {
       spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
                    "for ~30x faster matmuls", loaded_blas_library());
     }
-    if (cfg_.model.norm.type == "batchnorm" || (cfg_.model.qk_norm && cfg_.model.qk_norm_type == std::string("batchnorm"))) {
+    if (cfg_.model.norm.type == "batchnorm" ||
+        (cfg_.model.qk_norm && cfg_.model.qk_norm_type == std::string("batchnorm"))) {
       spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
                    "token's normalisation sees later tokens of the batch (a causal leak; eval uses "
                    "running statistics)");
@@ -67,26 +84,32 @@ class Run {
     model_->to(device_);
     model_->train();
     std::vector<std::pair<std::string, torch::Tensor>> named;
-    std::vector<std::string> names;
     for (auto& kv : model_->named_parameters()) {
       named.emplace_back(kv.key(), kv.value());
-      names.push_back(kv.key());
+      names_.push_back(kv.key());
       params_.push_back(kv.value());
     }
     optimizer_ = std::make_unique<AdamW>(named, cfg_.optim);
-    grad_stats_ = std::make_unique<GradStats>(names, cfg_.model.n_layers);
+    grad_stats_ = std::make_unique<GradStats>(names_, cfg_.model.n_layers);
+    layer_windows_.assign(cfg_.model.n_layers + 2, RollingWindow(cfg_.diag.spike.window));
 
     if (opts_.resume) {
       const std::string ckpt = find_checkpoint(cfg_.out_dir, std::nullopt);
       load_model_weights(ckpt, model_);
       load_trainer_state(ckpt, *optimizer_, state_);
       set_torch_rng_state_hex(state_.torch_rng);
+      loss_spikes_.window().assign(state_.spike_loss);
+      grad_spikes_.window().assign(state_.spike_grad_norm);
+      for (size_t i = 0; i < layer_windows_.size() && i < state_.spike_layers.size(); ++i) {
+        layer_windows_[i].assign(state_.spike_layers[i]);
+      }
       spdlog::info("resumed from {} (step {})", ckpt, state_.step);
     } else {
       state_.best_val = std::nan("");
     }
     sink_ = std::make_unique<MetricsSink>((fs::path(cfg_.out_dir) / "metrics.jsonl").string(),
-                                          opts_.resume ? state_.step : -1);
+                                          opts_.resume ? state_.step : -1,
+                                          cfg_.diag.csv ? (fs::path(cfg_.out_dir) / "metrics.csv").string() : "");
     log_header();
     if (!opts_.resume && cfg_.train.save_init) checkpoint();
     if (!opts_.resume) run_eval();
@@ -144,41 +167,123 @@ class Run {
 
   void checkpoint() {
     state_.torch_rng = torch_rng_state_hex();
+    state_.spike_loss.assign(loss_spikes_.window().values().begin(), loss_spikes_.window().values().end());
+    state_.spike_grad_norm.assign(grad_spikes_.window().values().begin(), grad_spikes_.window().values().end());
+    state_.spike_layers.clear();
+    for (const auto& w : layer_windows_) state_.spike_layers.emplace_back(w.values().begin(), w.values().end());
     save_checkpoint(cfg_.out_dir, model_, optimizer_.get(), state_, config_yaml_);
   }
 
-  // One update: accum micro-batches, clip, AdamW. Returns the mean loss (a 0-dim tensor).
-  torch::Tensor update(double lr, torch::Tensor& grad_sq) {
+  // Forward and backward over train.accum micro-batches; gradients left in .grad().
+  Pass gradients(bool diag) {
     optimizer_->zero_grad();
+    Pass pass;
+    pass.first_micro_batch = state_.micro_batches;
     const int64_t B = cfg_.train.batch_size, T = cfg_.model.ctx, accum = cfg_.train.accum;
     torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
     for (int64_t a = 0; a < accum; ++a) {
-      const auto offsets = batch_offsets(train_data_.size(), T, B, state_.micro_batches,
-                                         cfg_.data.shuffle, static_cast<uint64_t>(cfg_.seed));
-      auto w = train_data_.windows(offsets, T).to(device_);
+      pass.offsets.push_back(batch_offsets(train_data_.size(), T, B, state_.micro_batches,
+                                           cfg_.data.shuffle, static_cast<uint64_t>(cfg_.seed)));
+      auto w = train_data_.windows(pass.offsets.back(), T).to(device_);
+      model_->set_capture(diag && a == 0);  // statistics of the first micro-batch
       auto logits = model_->forward(w.narrow(1, 0, T));
       auto loss = lm_loss(logits, w.narrow(1, 1, T));
       auto total = loss;
-      if (cfg_.optim.z_loss > 0) {
+      if (cfg_.optim.z_loss > 0 || (diag && a == 0)) {
         auto lse = torch::logsumexp(logits.to(torch::kFloat), -1);
-        total = total + cfg_.optim.z_loss * lse.pow(2).mean();
+        if (cfg_.optim.z_loss > 0) total = total + cfg_.optim.z_loss * lse.pow(2).mean();
+        if (diag && a == 0) {
+          pass.lse_mean = lse.detach().mean();
+          pass.logit_max = logits.detach().max().to(torch::kFloat);
+        }
       }
       (total / static_cast<double>(accum)).backward();
       loss_sum += loss.detach();
       ++state_.micro_batches;
     }
-    grad_sq = grad_stats_->squared(params_);
+    model_->set_capture(false);
+    pass.loss = loss_sum / static_cast<double>(accum);
+    return pass;
+  }
+
+  void clip_and_step(double lr, const torch::Tensor& grad_total_sq) {
     if (cfg_.optim.grad_clip > 0) {
       torch::NoGradGuard ng;
-      // clip coefficient min(1, clip / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_.
-      auto coef = (cfg_.optim.grad_clip / (grad_sq[0].sqrt() + 1e-6)).clamp_max(1.0);
+      // min(1, clip / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_.
+      auto coef = (cfg_.optim.grad_clip / (grad_total_sq.sqrt() + 1e-6)).clamp_max(1.0);
       for (auto& p : params_) {
         if (p.grad().defined()) p.mutable_grad().mul_(coef);
       }
     }
     optimizer_->step(lr);
-    state_.tokens += B * T * accum;
-    return loss_sum / static_cast<double>(accum);
+  }
+
+  // Per-layer gradient norms as the forensic files list them: blocks, then embed and head.
+  std::vector<double> layer_values(const GradNorms& g) const {
+    std::vector<double> v = g.block;
+    v.push_back(g.embed);
+    v.push_back(g.head);
+    return v;
+  }
+  std::string layer_name(size_t i) const {
+    const size_t L = static_cast<size_t>(cfg_.model.n_layers);
+    return i < L ? fmt::format("blocks.{}", i) : (i == L ? "embed" : "head");
+  }
+
+  void write_spike(int64_t s, const std::string& metric, double value, const ZScore& z) {
+    sink_->write(JsonObject()
+                     .add("kind", "spike").add("step", s).add("metric", metric).add("value", value)
+                     .add("mean", z.mean).add("std", z.std).add("z", z.z).add("action", cfg_.diag.spike.action));
+    spdlog::warn("spike at step {}: {} {:.4g} (baseline {:.4g} +- {:.3g}, z = {:.1f}) -> {}", s, metric,
+                 value, z.mean, z.std, z.z, cfg_.diag.spike.action);
+  }
+
+  // spikes/step_<N>.json: enough to replay the batch and see which layers jumped.
+  void write_forensics(int64_t s, const Pass& pass, double loss, const ZScore& zl, double gnorm,
+                       const ZScore& zg, const GradNorms& g) {
+    const auto now = layer_values(g);
+    struct Row {
+      size_t i;
+      double value, mean, jump;
+    };
+    std::vector<Row> rows;
+    for (size_t i = 0; i < now.size(); ++i) {
+      const double m = layer_windows_[i].mean();
+      rows.push_back({i, now[i], m, m > 0 ? now[i] / m : std::nan("")});
+    }
+    std::vector<Row> ranked = rows;
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Row& a, const Row& b) {
+      return (std::isnan(b.jump) ? -1.0 : b.jump) < (std::isnan(a.jump) ? -1.0 : a.jump);
+    });
+    auto row_json = [&](const Row& r) {
+      return JsonObject().add("layer", layer_name(r.i)).add("grad_norm", r.value).add("rolling_mean", r.mean)
+          .add("relative_jump", r.jump).str();
+    };
+    std::string layers = "[", ranking = "[";
+    for (size_t k = 0; k < rows.size(); ++k) {
+      layers += (k ? "," : "") + row_json(rows[k]);
+      ranking += (k ? "," : "") + row_json(ranked[k]);
+    }
+    layers += "]";
+    ranking += "]";
+    std::string offsets = "[";
+    for (size_t a = 0; a < pass.offsets.size(); ++a) {
+      offsets += (a ? "," : "") + JsonObject().add("micro_batch", pass.first_micro_batch + static_cast<int64_t>(a))
+                                      .add("offsets", pass.offsets[a]).str();
+    }
+    offsets += "]";
+    JsonObject f;
+    f.add("step", s).add("action", cfg_.diag.spike.action).add("window", cfg_.diag.spike.window)
+        .add("zscore_threshold", cfg_.diag.spike.zscore)
+        .add("loss", JsonObject().add("value", loss).add("mean", zl.mean).add("std", zl.std).add("z", zl.z))
+        .add("grad_norm", JsonObject().add("value", gnorm).add("mean", zg.mean).add("std", zg.std).add("z", zg.z))
+        .add("batch", JsonObject().add("data", cfg_.data.train).add("ctx", cfg_.model.ctx)
+                          .add("window_tokens", cfg_.model.ctx + 1).add_raw("micro_batches", offsets))
+        .add_raw("layers", layers)
+        .add_raw("layers_by_jump", ranking);
+    const fs::path dir = fs::path(cfg_.out_dir) / "spikes";
+    fs::create_directories(dir);
+    write_file_atomic((dir / fmt::format("step_{:08d}.json", s)).string(), f.str() + "\n");
   }
 
   int loop() {
@@ -187,67 +292,171 @@ class Run {
     int64_t interval_tokens = 0;
     const int64_t tokens_per_update = cfg_.train.batch_size * cfg_.model.ctx * cfg_.train.accum;
     while (state_.step < steps) {
-      const int64_t s = state_.step;  // this update's record index: weights after s updates
+      const int64_t s = state_.step;  // record index: the batch seen with the weights after s updates
       const double lr = lr_at(cfg_.optim, s, steps);
+      const bool diag = s % cfg_.diag.every == 0;
+      const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps || diag;
       const auto t0 = Clock::now();
-      torch::Tensor grad_sq;
-      auto loss = update(lr, grad_sq);
-      const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps;
-      double loss_v = 0;
-      if (log_now) loss_v = loss.item<double>();
+
+      Pass pass = gradients(diag);
+      // One host read for everything the step must decide on: loss and gradient-norm groups.
+      auto per_tensor = GradStats::squared_per_tensor(params_);
+      auto groups = grad_stats_->groups(per_tensor);
+      Flat pre;
+      const size_t k_loss = pre.add(pass.loss), k_groups = pre.add(groups);
+      const size_t k_pt = cfg_.diag.per_param && log_now ? pre.add(per_tensor) : 0;
+      pre.fetch();
+      const double loss = pre.scalar(k_loss);
+      const GradNorms g = grad_stats_->unpack(torch::tensor(pre.get(k_groups), torch::kDouble));
+
+      JsonObject rec;
+      rec.add("kind", "train").add("step", s).add("loss", loss).add("lr", lr).add("grad_norm", g.total);
+
+      // Non-finite loss or gradients: never let them reach the weights.
+      if (!std::isfinite(loss) || !std::isfinite(g.total)) {
+        sink_->write(rec.add("tokens", state_.tokens).add("skipped", true).add("nonfinite", true));
+        spdlog::warn("step {}: non-finite loss ({}) or gradient norm ({})", s, loss, g.total);
+        if (cfg_.diag.nonfinite == "stop") {
+          checkpoint();  // the weights after s updates: the last good state
+          throw RuntimeFailure(fmt::format(
+              "stopped at step {}: the loss or gradients are not finite (loss {}, grad norm {}); "
+              "checkpoint {} holds the last good weights. Lower optim.lr, add warmup or clipping, "
+              "or set diag.nonfinite: skip", s, loss, g.total, checkpoint_name(state_.step)));
+        }
+        if (skip_update()) return kInterrupted;
+        continue;
+      }
+
+      // Spikes, against baselines that exclude this step.
+      const ZScore zl = loss_spikes_.score(loss), zg = grad_spikes_.score(g.total);
+      const bool spike_l = loss_spikes_.is_spike(zl), spike_g = grad_spikes_.is_spike(zg);
+      if (zl.active) rec.add("loss_z", zl.z);
+      if (zg.active) rec.add("grad_norm_z", zg.z);
+      if (spike_l) write_spike(s, "loss", loss, zl);
+      if (spike_g) write_spike(s, "grad_norm", g.total, zg);
+      if (spike_l || spike_g) write_forensics(s, pass, loss, zl, g.total, zg, g);
+      const std::string& action = cfg_.diag.spike.action;
+      if ((spike_l || spike_g) && action == "stop") {
+        sink_->write(rec.add("tokens", state_.tokens));
+        checkpoint();
+        throw RuntimeFailure(fmt::format(
+            "stopped at step {} by a {} spike (diag.spike.action: stop); checkpoint {} holds the "
+            "weights before it; forensics in {}/spikes/step_{:08d}.json", s, spike_l ? "loss" : "grad-norm",
+            checkpoint_name(state_.step), cfg_.out_dir, s));
+      }
+      if ((spike_l || spike_g) && action == "skip") {
+        sink_->write(rec.add("tokens", state_.tokens).add("skipped", true));
+        if (skip_update()) return kInterrupted;
+        continue;
+      }
+
+      UpdateProbe probe;
+      if (diag) probe.before(params_);
+      clip_and_step(lr, groups[0]);
+      loss_spikes_.accept(loss);
+      grad_spikes_.accept(g.total);
+      const auto lv = layer_values(g);
+      for (size_t i = 0; i < lv.size(); ++i) layer_windows_[i].push(lv[i]);
+      state_.tokens += tokens_per_update;
+      ++state_.step;
+
+      if (log_now) {
+        JsonObject layers;
+        layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn)
+            .add("grad_norm_norms", g.norms);
+        std::optional<Diagnostics> d;
+        if (diag) d = read_diagnostics(pass, probe);
+        if (d) {
+          layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
+              .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max);
+        }
+        const double dt_now = std::chrono::duration<double>(Clock::now() - t0).count();
+        const double tok_s = (interval_tokens + tokens_per_update) / std::max(interval_time + dt_now, 1e-9);
+        rec.add("tokens", state_.tokens).add("tok_per_s", tok_s);
+        if (d) rec.add("param_norm", d->param_norm);
+        rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
+        if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
+        if (cfg_.diag.per_param) {
+          const auto sq = pre.get(k_pt);
+          JsonObject pp;
+          for (size_t i = 0; i < names_.size(); ++i) pp.add(names_[i], std::sqrt(sq[i]));
+          rec.add("params", pp);
+        }
+        sink_->write(rec);
+      }
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       state_.elapsed_s += dt;
       session_time_ += dt;
       ++session_steps_;
       interval_time += dt;
       interval_tokens += tokens_per_update;
-      ++state_.step;
-      if (log_now) {
-        const GradNorms g = grad_stats_->unpack(grad_sq);
-        const double tok_s = interval_tokens / std::max(interval_time, 1e-9);
-        JsonObject layers;
-        layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn).add("grad_norm_norms", g.norms);
-        JsonObject rec;
-        rec.add("kind", "train").add("step", s).add("loss", loss_v).add("lr", lr).add("grad_norm", g.total)
-            .add("tokens", state_.tokens).add("tok_per_s", tok_s).add("layers", layers)
-            .add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
-        sink_->write(rec);
+      if (s % cfg_.train.log_every == 0 || s + 1 == steps) {
         const double eta = (steps - state_.step) * (session_time_ / static_cast<double>(session_steps_));
-        spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.1f}k tok/s | ETA {}",
-                     s, steps, loss_v, lr, g.total, tok_s / 1000.0, human_duration(eta));
-        if (!std::isfinite(loss_v)) {
-          checkpoint_if_finite();
-          throw RuntimeFailure(fmt::format("loss is {} at step {}: the run diverged (try a lower "
-                                           "optim.lr, warmup, or another layout)", loss_v, s));
-        }
+        spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.1f}k tok/s | ETA {}", s,
+                     steps, loss, lr, g.total, interval_tokens / std::max(interval_time, 1e-9) / 1000.0,
+                     human_duration(eta));
         interval_time = 0;
         interval_tokens = 0;
       }
-      const bool last = state_.step == steps;
-      if (cfg_.eval.every > 0 && (state_.step % cfg_.eval.every == 0) && !last) run_eval();
-      if (state_.step % cfg_.train.checkpoint_every == 0 || last) {
-        if (last) run_eval();
-        checkpoint();
-      }
-      if (opts_.stop && opts_.stop->load() && !last) {
-        checkpoint();
-        spdlog::info("interrupted: checkpoint {} written; continue with --resume",
-                     checkpoint_name(state_.step));
-        return kInterrupted;
-      }
+      if (after_update()) return kInterrupted;
     }
     std::string excess;
     if (floor_) excess = fmt::format(", {:.4f} above the entropy floor {:.4f}", last_eval_ - floor_->floor, floor_->floor);
-    spdlog::info("done: {} steps, val_loss {:.4f}{}; run in {}", steps, last_eval_, excess, cfg_.out_dir);
+    spdlog::info("done: {} steps ({} skipped), val_loss {:.4f}{}; run in {}", steps, state_.skipped,
+                 last_eval_, excess, cfg_.out_dir);
     return 0;
   }
 
-  void checkpoint_if_finite() {
-    // Weights after a non-finite loss may already be poisoned; only save when they are finite.
-    for (auto& p : params_) {
-      if (!torch::isfinite(p).all().item<bool>()) return;
+  // A step whose update is skipped consumes its batch and its schedule slot, changes nothing else
+  // (weights, optimizer moments and step count, spike baselines).
+  // Returns true when the run must stop now (Ctrl-C).
+  bool skip_update() {
+    optimizer_->zero_grad();
+    ++state_.skipped;
+    ++state_.step;
+    return after_update();
+  }
+
+  // Evaluation, checkpoints and Ctrl-C after step counter moved. Returns true to stop now.
+  bool after_update() {
+    const bool last = state_.step == cfg_.train.steps;
+    if (cfg_.eval.every > 0 && state_.step % cfg_.eval.every == 0 && !last) run_eval();
+    if (state_.step % cfg_.train.checkpoint_every == 0 || last) {
+      if (last) run_eval();
+      checkpoint();
     }
-    checkpoint();
+    if (opts_.stop && opts_.stop->load() && !last) {
+      checkpoint();
+      spdlog::info("interrupted: checkpoint {} written; continue with --resume", checkpoint_name(state_.step));
+      return true;
+    }
+    return false;
+  }
+
+  Diagnostics read_diagnostics(const Pass& pass, UpdateProbe& probe) {
+    const ForwardStats& st = model_->stats();
+    const int64_t L = cfg_.model.n_layers;
+    Flat f;
+    torch::Tensor w2;
+    {
+      torch::NoGradGuard ng;
+      std::vector<torch::Tensor> sq;
+      for (const auto& p : params_) sq.push_back(p.detach().to(torch::kFloat).pow(2).sum());
+      w2 = torch::stack(sq).sum();
+    }
+    const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe.update_ratio(params_, *grad_stats_, L)),
+                 k_rms = f.add(st.act_rms), k_ent = f.add(st.attn_entropy), k_lmax = f.add(st.attn_logit_max),
+                 k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean);
+    f.fetch();
+    Diagnostics d;
+    d.param_norm = f.scalar(k_pn);
+    d.update_ratio = f.get(k_ur);
+    d.act_rms = f.get(k_rms);
+    d.attn_entropy = f.get(k_ent);
+    d.attn_logit_max = f.get(k_lmax);
+    d.logit_max = f.scalar(k_max);
+    d.lse_mean = f.scalar(k_lse);
+    return d;
   }
 
   Config cfg_;
@@ -257,10 +466,13 @@ class Run {
   Corpus train_data_, val_data_;
   std::optional<EntropyFloor> floor_;
   Transformer model_{nullptr};
+  std::vector<std::string> names_;
   std::vector<torch::Tensor> params_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<GradStats> grad_stats_;
   std::unique_ptr<MetricsSink> sink_;
+  SpikeDetector loss_spikes_, grad_spikes_;
+  std::vector<RollingWindow> layer_windows_;
   TrainState state_;
   double session_time_ = 0;  // this process's training time, for the ETA
   int64_t session_steps_ = 0;

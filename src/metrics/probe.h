@@ -1,0 +1,50 @@
+// The diagnostics of one update (MODEL.md section 9) beyond gradient norms: parameter norm,
+// per-block update ratio, residual-stream RMS, attention entropy and max logit, output logit
+// max and mean logsumexp. Everything is gathered as device tensors and moved to the host in one
+// transfer per step (Flat), so a logging step costs one sync.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/torch.h"
+#include "metrics/grad_stats.h"
+
+namespace normlab {
+
+struct Diagnostics {
+  double param_norm = 0;
+  std::vector<double> update_ratio, act_rms, attn_entropy, attn_logit_max;
+  double logit_max = 0, lse_mean = 0;
+};
+
+class UpdateProbe {
+ public:
+  // Before the optimizer step: remembers W.
+  void before(const std::vector<torch::Tensor>& params);
+  // After it: squared group norms of dW and of W (before), for the update ratio.
+  torch::Tensor update_ratio(const std::vector<torch::Tensor>& params, const GradStats& groups, int64_t L);
+
+ private:
+  std::vector<torch::Tensor> before_;
+};
+
+// Appends tensors (scalars or 1-D) into one flat vector and reads them back in the same order
+// after a single host transfer.
+class Flat {
+ public:
+  size_t add(const torch::Tensor& t);             // returns the slot index
+  size_t add(const std::vector<torch::Tensor>& scalars);  // stacked
+  void fetch();                                     // one device-to-host copy
+  std::vector<double> get(size_t slot) const;
+  double scalar(size_t slot) const { return get(slot).at(0); }
+
+ private:
+  std::vector<torch::Tensor> parts_;
+  std::vector<std::pair<size_t, size_t>> spans_;
+  size_t size_ = 0;
+  std::vector<double> host_;
+};
+
+}  // namespace normlab
