@@ -19,6 +19,7 @@
 #include "data/corpus.h"
 #include "metrics/report.h"
 #include "model/transformer.h"
+#include "train/bench.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/run_config.h"
@@ -154,6 +155,14 @@ int run_cli(int argc, char** argv) {
   auto* keys_cmd = app.add_subcommand("keys", "list every config key with its default and meaning");
 
   bool as_json = false;
+  int64_t bench_steps = 20, bench_warmup = 5, bench_threads = -1;
+  auto* bench_cmd = app.add_subcommand("bench", "time the training step of a config (speed, MFU, memory)");
+  bench_cmd->add_option("-c,--config", config_path, "YAML config file")->required();
+  bench_cmd->add_option("--set", overrides, "override a key, as for train");
+  bench_cmd->add_option("--steps", bench_steps, "timed steps")->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--warmup", bench_warmup, "untimed warm-up steps")->check(CLI::NonNegativeNumber);
+  bench_cmd->add_option("--threads", bench_threads, "LibTorch threads (default: train.threads)");
+  bench_cmd->add_flag("--json", as_json, "one JSON line instead of the table");
   auto* report_cmd = app.add_subcommand("report", "summary of a run: losses, spikes, per-layer gradient profile");
   report_cmd->add_option("run", run_dir, "run directory")->required();
   report_cmd->add_flag("--json", as_json, "the same as one JSON object");
@@ -176,6 +185,13 @@ int run_cli(int argc, char** argv) {
   }
   if (*eval_cmd) return cmd_eval(run_dir, step, data_file);
   if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed);
+  if (*bench_cmd) {
+    if (bench_threads >= 0) overrides.push_back("train.threads=" + std::to_string(bench_threads));
+    Config cfg = load_run_config(config_path, overrides);
+    auto r = bench_training(cfg, config_path, bench_warmup, bench_steps);
+    std::cout << (as_json ? bench_json(r) : bench_text(r)) << std::flush;
+    return 0;
+  }
   if (*report_cmd) {
     std::cout << (as_json ? report_json(run_dir) : report_text(run_dir)) << std::flush;
     return 0;

@@ -23,6 +23,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/schedule.h"
+#include "train/step.h"
 
 namespace normlab {
 namespace fs = std::filesystem;
@@ -43,14 +44,6 @@ std::string human_duration(double s) {
   if (t >= 60) return fmt::format("{}m{:02d}s", t / 60, t % 60);
   return fmt::format("{}s", t);
 }
-
-// What one update's gradient pass produced (device tensors, not yet read).
-struct Pass {
-  torch::Tensor loss;                       // mean over micro-batches, 0-dim
-  torch::Tensor logit_max, lse_mean;        // diag steps only
-  std::vector<std::vector<int64_t>> offsets;  // window starts of each micro-batch
-  int64_t first_micro_batch = 0;
-};
 
 class Run {
  public:
@@ -174,50 +167,6 @@ class Run {
     save_checkpoint(cfg_.out_dir, model_, optimizer_.get(), state_, config_yaml_);
   }
 
-  // Forward and backward over train.accum micro-batches; gradients left in .grad().
-  Pass gradients(bool diag) {
-    optimizer_->zero_grad();
-    Pass pass;
-    pass.first_micro_batch = state_.micro_batches;
-    const int64_t B = cfg_.train.batch_size, T = cfg_.model.ctx, accum = cfg_.train.accum;
-    torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device_));
-    for (int64_t a = 0; a < accum; ++a) {
-      pass.offsets.push_back(batch_offsets(train_data_.size(), T, B, state_.micro_batches,
-                                           cfg_.data.shuffle, static_cast<uint64_t>(cfg_.seed)));
-      auto w = train_data_.windows(pass.offsets.back(), T).to(device_);
-      model_->set_capture(diag && a == 0);  // statistics of the first micro-batch
-      auto logits = model_->forward(w.narrow(1, 0, T));
-      auto loss = lm_loss(logits, w.narrow(1, 1, T));
-      auto total = loss;
-      if (cfg_.optim.z_loss > 0 || (diag && a == 0)) {
-        auto lse = torch::logsumexp(logits.to(torch::kFloat), -1);
-        if (cfg_.optim.z_loss > 0) total = total + cfg_.optim.z_loss * lse.pow(2).mean();
-        if (diag && a == 0) {
-          pass.lse_mean = lse.detach().mean();
-          pass.logit_max = logits.detach().max().to(torch::kFloat);
-        }
-      }
-      (total / static_cast<double>(accum)).backward();
-      loss_sum += loss.detach();
-      ++state_.micro_batches;
-    }
-    model_->set_capture(false);
-    pass.loss = loss_sum / static_cast<double>(accum);
-    return pass;
-  }
-
-  void clip_and_step(double lr, const torch::Tensor& grad_total_sq) {
-    if (cfg_.optim.grad_clip > 0) {
-      torch::NoGradGuard ng;
-      // min(1, clip / (norm + 1e-6)), as torch.nn.utils.clip_grad_norm_.
-      auto coef = (cfg_.optim.grad_clip / (grad_total_sq.sqrt() + 1e-6)).clamp_max(1.0);
-      for (auto& p : params_) {
-        if (p.grad().defined()) p.mutable_grad().mul_(coef);
-      }
-    }
-    optimizer_->step(lr);
-  }
-
   // Per-layer gradient norms as the forensic files list them: blocks, then embed and head.
   std::vector<double> layer_values(const GradNorms& g) const {
     std::vector<double> v = g.block;
@@ -298,7 +247,7 @@ class Run {
       const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps || diag;
       const auto t0 = Clock::now();
 
-      Pass pass = gradients(diag);
+      Pass pass = forward_backward(cfg_, model_, *optimizer_, train_data_, device_, state_.micro_batches, diag);
       // One host read for everything the step must decide on: loss and gradient-norm groups.
       auto per_tensor = GradStats::squared_per_tensor(params_);
       auto groups = grad_stats_->groups(per_tensor);
@@ -352,7 +301,7 @@ class Run {
 
       UpdateProbe probe;
       if (diag) probe.before(params_);
-      clip_and_step(lr, groups[0]);
+      clip_and_step(cfg_, *optimizer_, lr, groups[0]);
       loss_spikes_.accept(loss);
       grad_spikes_.accept(g.total);
       const auto lv = layer_values(g);

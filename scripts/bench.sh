@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Speed of NormLab against the same model in PyTorch (Python) on the same LibTorch, side by side:
+#   scripts/bench.sh            the three reference workloads (configs/bench/{tiny,small,medium}.yaml),
+#                               normlab and scripts/bench_reference.py interleaved, then the ratios
+#   scripts/bench.sh --layouts  step time of every layout x {layernorm, rmsnorm} relative to
+#                               pre/layernorm, on the tiny workload
+# Options: --steps N (timed steps, default 20), --rounds R (interleaved repeats, default 2; the
+# best round of each counts). Run it on an otherwise idle machine.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$ROOT/scripts/setup.sh" --target normlab
+cd "$ROOT"
+BIN="${NORMLAB_BUILD_DIR:-$ROOT/build}/normlab"
+STEPS=20; ROUNDS=2; MODE=workloads
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --layouts) MODE=layouts ;;
+    --steps) STEPS="$2"; shift ;;
+    --rounds) ROUNDS="$2"; shift ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')" >&2
+
+if [ "$MODE" = layouts ]; then
+  for r in $(seq "$ROUNDS"); do
+    for layout in pre post deepnorm sandwich normformer reordered mix; do
+      for norm in layernorm rmsnorm; do
+        "$BIN" bench -c configs/bench/tiny.yaml --steps "$STEPS" --json \
+          --set model.layout=$layout --set model.norm.type=$norm 2>/dev/null \
+          | sed "s/^{/{\"layout\":\"$layout\",\"norm\":\"$norm\",/" >> "$out/layouts.jsonl"
+      done
+    done
+  done
+  /usr/bin/python3 - "$out/layouts.jsonl" <<'PY'
+import json, sys
+best = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    k = (r["layout"], r["norm"])
+    best[k] = min(best.get(k, 1e9), r["median_step_s"])
+base = best[("pre", "layernorm")]
+print(f'{"layout":<12}{"norm":<11}{"step ms":>9}{"vs pre/layernorm":>18}')
+for (l, n), t in best.items():
+    print(f"{l:<12}{n:<11}{t*1e3:>9.2f}{t/base:>17.2f}x")
+PY
+  exit 0
+fi
+
+for r in $(seq "$ROUNDS"); do
+  for w in tiny small medium; do
+    echo "round $r: $w" >&2
+    "$BIN" bench -c configs/bench/$w.yaml --steps "$STEPS" --json 2>/dev/null >> "$out/normlab.jsonl"
+    /usr/bin/python3 scripts/bench_reference.py -c configs/bench/$w.yaml --steps "$STEPS" --json 2>/dev/null >> "$out/pytorch.jsonl"
+  done
+done
+/usr/bin/python3 - "$out/normlab.jsonl" "$out/pytorch.jsonl" <<'PY'
+import json, sys
+def best(path):
+    out = {}
+    for line in open(path):
+        r = json.loads(line)
+        k = r["config"].split("/")[-1].replace(".yaml", "")
+        if k not in out or r["tokens_per_s"] > out[k]["tokens_per_s"]:
+            out[k] = r
+    return out
+a, b = best(sys.argv[1]), best(sys.argv[2])
+targets = {"tiny": 1.3, "small": 1.15, "medium": 1.05}
+print(f'{"workload":<9}{"normlab tok/s":>14}{"pytorch tok/s":>14}{"ratio":>8}{"target":>8}'
+      f'{"MFU nl":>8}{"MFU pt":>8}{"RSS nl":>8}{"RSS pt":>8}')
+for k in ["tiny", "small", "medium"]:
+    if k not in a or k not in b: continue
+    x, y = a[k], b[k]
+    ratio = x["tokens_per_s"] / y["tokens_per_s"]
+    print(f'{k:<9}{x["tokens_per_s"]:>14.0f}{y["tokens_per_s"]:>14.0f}{ratio:>7.2f}x{targets[k]:>7.2f}x'
+          f'{100*x["mfu"]:>7.1f}%{100*y["mfu"]:>7.1f}%{x["peak_rss_mib"]:>7.0f}M{y["peak_rss_mib"]:>7.0f}M')
+print(f'threads: normlab {a["tiny"]["threads"]}, pytorch {b["tiny"]["threads"]}; GEMM peak {a["tiny"]["gemm_peak_gflops"]:.0f} GFLOP/s')
+PY

@@ -1,0 +1,118 @@
+#include "train/bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "core/json.h"
+#include "core/system.h"
+#include "data/corpus.h"
+#include "metrics/grad_stats.h"
+#include "model/transformer.h"
+#include "train/adamw.h"
+#include "train/schedule.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace normlab {
+
+using Clock = std::chrono::steady_clock;
+
+double gemm_peak_gflops(int64_t n, int repeats) {
+  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+  double best = 1e30;
+  for (int i = 0; i < repeats + 3; ++i) {
+    const auto t0 = Clock::now();
+    torch::mm_out(c, a, b);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (i >= 3) best = std::min(best, dt);
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps) {
+  configure_threads(cfg.train.threads);
+  const torch::Device device(cfg.train.device);
+  Corpus data = Corpus::load(cfg.data.train);
+  torch::manual_seed(cfg.seed);
+  Transformer model(cfg.model);
+  init_weights(model, cfg.init);
+  model->to(device);
+  model->train();
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+  for (auto& kv : model->named_parameters()) {
+    named.emplace_back(kv.key(), kv.value());
+    names.push_back(kv.key());
+    params.push_back(kv.value());
+  }
+  AdamW optimizer(named, cfg.optim);
+  GradStats grad_stats(names, cfg.model.n_layers);
+
+  BenchResult r;
+  r.config = config_name;
+  r.threads = torch::get_num_threads();
+  r.steps = steps;
+  r.params = count_params(model, true);
+  r.non_embedding_params = count_params(model, false);
+  const double L = cfg.model.n_layers, d = cfg.model.d_model, T = cfg.model.ctx;
+  r.flops_per_token = 6.0 * r.non_embedding_params + 12.0 * L * d * T;
+
+  int64_t micro_batch = 0;
+  std::vector<double> times;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    const auto t0 = Clock::now();
+    Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false);
+    auto groups = grad_stats.squared(params);
+    const double loss = pass.loss.item<double>();  // the host read every training step makes
+    clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps), groups[0]);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s == 0) r.first_loss = loss;
+    r.last_loss = loss;
+    if (s >= warmup) times.push_back(dt);
+  }
+  std::sort(times.begin(), times.end());
+  r.median_step_s = times[times.size() / 2];
+  r.min_step_s = times.front();
+  const double tokens = static_cast<double>(cfg.train.batch_size * cfg.model.ctx * cfg.train.accum);
+  r.tokens_per_s = tokens / r.median_step_s;
+  r.gflops = r.tokens_per_s * r.flops_per_token / 1e9;
+  r.gemm_peak_gflops = gemm_peak_gflops();
+  r.mfu = r.gflops / r.gemm_peak_gflops;
+  r.peak_rss_mib = peak_rss_mib();
+  return r;
+}
+
+std::string bench_json(const BenchResult& r) {
+  return JsonObject()
+             .add("impl", "normlab").add("config", r.config).add("threads", r.threads).add("steps", r.steps)
+             .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
+             .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
+             .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
+             .add("gemm_peak_gflops", r.gemm_peak_gflops).add("mfu", r.mfu).add("peak_rss_mib", r.peak_rss_mib)
+             .add("params", r.params).add("non_embedding_params", r.non_embedding_params)
+             .add("first_loss", r.first_loss).add("last_loss", r.last_loss)
+             .str() +
+         "\n";
+}
+
+std::string bench_text(const BenchResult& r) {
+  std::string o;
+  o += fmt::format("config            {}\n", r.config);
+  o += fmt::format("threads           {} (OMP_WAIT_POLICY={})\n", r.threads,
+                   std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
+  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n", r.median_step_s * 1e3,
+                   r.steps, r.min_step_s * 1e3);
+  o += fmt::format("tokens/s          {:.0f}\n", r.tokens_per_s);
+  o += fmt::format("FLOPs/token       {:.4g} = 6 x {} non-embedding params + 12 x L x d x ctx\n",
+                   r.flops_per_token, r.non_embedding_params);
+  o += fmt::format("achieved          {:.1f} GFLOP/s\n", r.gflops);
+  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 1024^3 matmul, same process)\n", r.gemm_peak_gflops);
+  o += fmt::format("MFU               {:.1f}%\n", 100 * r.mfu);
+  o += fmt::format("peak RSS          {:.0f} MiB\n", r.peak_rss_mib);
+  return o;
+}
+
+}  // namespace normlab

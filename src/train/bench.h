@@ -1,0 +1,25 @@
+// `normlab bench -c CONFIG`: times the real training step (forward, backward, gradient norms,
+// clipping, AdamW) after warm-up steps and reports median step time, tokens/s, FLOPs/token,
+// achieved GFLOP/s against a GEMM peak measured in the same process (MFU), and peak RSS.
+// FLOPs/token = 6 x non-embedding params + 12 x L x d x ctx (Kaplan et al. 2020 / PaLM's MFU).
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace normlab {
+
+struct BenchResult {
+  std::string config;
+  int64_t threads = 0, steps = 0, params = 0, non_embedding_params = 0;
+  double median_step_s = 0, min_step_s = 0, tokens_per_s = 0, flops_per_token = 0, gflops = 0,
+         gemm_peak_gflops = 0, mfu = 0, peak_rss_mib = 0, first_loss = 0, last_loss = 0;
+};
+
+BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps);
+double gemm_peak_gflops(int64_t n = 1024, int repeats = 10);
+std::string bench_json(const BenchResult& r);
+std::string bench_text(const BenchResult& r);
+
+}  // namespace normlab

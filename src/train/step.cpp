@@ -1,0 +1,50 @@
+#include "train/step.h"
+
+#include "train/evaluate.h"
+
+namespace normlab {
+
+Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
+                      const torch::Device& device, int64_t& micro_batch, bool diag) {
+  optimizer.zero_grad();
+  Pass pass;
+  pass.first_micro_batch = micro_batch;
+  const int64_t B = cfg.train.batch_size, T = cfg.model.ctx, accum = cfg.train.accum;
+  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
+  for (int64_t a = 0; a < accum; ++a) {
+    pass.offsets.push_back(batch_offsets(data.size(), T, B, micro_batch, cfg.data.shuffle,
+                                         static_cast<uint64_t>(cfg.seed)));
+    auto w = data.windows(pass.offsets.back(), T).to(device);
+    model->set_capture(diag && a == 0);  // statistics of the first micro-batch
+    auto logits = model->forward(w.narrow(1, 0, T));
+    auto loss = lm_loss(logits, w.narrow(1, 1, T));
+    auto total = loss;
+    if (cfg.optim.z_loss > 0 || (diag && a == 0)) {
+      auto lse = torch::logsumexp(logits.to(torch::kFloat), -1);
+      if (cfg.optim.z_loss > 0) total = total + cfg.optim.z_loss * lse.pow(2).mean();
+      if (diag && a == 0) {
+        pass.lse_mean = lse.detach().mean();
+        pass.logit_max = logits.detach().max().to(torch::kFloat);
+      }
+    }
+    (total / static_cast<double>(accum)).backward();
+    loss_sum += loss.detach();
+    ++micro_batch;
+  }
+  model->set_capture(false);
+  pass.loss = loss_sum / static_cast<double>(accum);
+  return pass;
+}
+
+void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, const torch::Tensor& grad_total_sq) {
+  if (cfg.optim.grad_clip > 0) {
+    torch::NoGradGuard ng;
+    auto coef = (cfg.optim.grad_clip / (grad_total_sq.sqrt() + 1e-6)).clamp_max(1.0);
+    for (const auto& [name, p] : optimizer.params()) {
+      if (p.grad().defined()) p.mutable_grad().mul_(coef);
+    }
+  }
+  optimizer.step(lr);
+}
+
+}  // namespace normlab
