@@ -125,8 +125,8 @@ Summary summarise(const std::string& run_dir) {
       }
     }
   }
-  if (logit_max.size() > 1) {
-    const auto& [s0, first] = logit_max.front();
+  if (logit_max.size() > 2) {
+    const auto& [s0, first] = logit_max[logit_max.size() / 2];
     const auto& [s1, last] = logit_max.back();
     for (size_t i = 0; i < last.size() && i < first.size(); ++i) {
       if (last[i] > kLogitGrowthFloor && last[i] > kLogitGrowthFactor * first[i]) {

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "core/fs.h"
 #include "test_util.h"
 
@@ -115,6 +117,36 @@ TEST_F(CliRunTest, GreedySampleIsDeterministicAndPrintsOnlyNewBytes) {
   EXPECT_EQ(longp.status, 0);
   EXPECT_EQ(longp.out.size(), 3u);
   EXPECT_EQ(run_command(base + " --temperature -1").status, 2);
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// Ctrl-C (SIGINT) during training: the current update finishes, a checkpoint is written, the
+// process exits 130, and --resume carries on to the end.
+TEST(CliSignalTest, SigintCheckpointsAndResumeFinishes) {
+  testing::TempDir dir;
+  const std::string run = dir / "run";
+  const std::string train = "cd " + testing::source_dir() + " && exec " + testing::normlab_binary() +
+                            " train -c configs/default.yaml --out " + run +
+                            " --set train.steps=4000 --set model.n_layers=1 --set model.d_model=32"
+                            " --set model.ctx=32 --set train.batch_size=4 --set train.threads=1"
+                            " --set eval.max_windows=2 --set train.checkpoint_every=100000";
+  const std::string script = "(" + train + " 2>" + dir / "err" + " & pid=$!; sleep 3; kill -INT $pid; wait $pid; echo $?)";
+  auto r = testing::run_command("bash -c '" + script + "'");
+  EXPECT_EQ(r.out, "130\n") << read_file(dir / "err");
+  const std::string err = read_file(dir / "err");
+  EXPECT_NE(err.find("interrupted: checkpoint step_"), std::string::npos) << err;
+  const std::string latest = read_file(run + "/checkpoints/LATEST");
+  EXPECT_EQ(latest.rfind("step_", 0), 0u);
+  const int64_t step = std::stoll(latest.substr(5));
+  EXPECT_GT(step, 0);
+  auto resumed = testing::run_command(train + " --resume --set train.steps=" + std::to_string(step + 3), dir / "err2");
+  EXPECT_EQ(resumed.status, 0) << read_file(dir / "err2");
+  EXPECT_EQ(read_file(run + "/checkpoints/LATEST"), fmt::format("step_{:08d}\n", step + 3));
 }
 
 }  // namespace

@@ -12,6 +12,8 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "metrics/report.h"
+#include "data/corpus.h"
+#include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -208,6 +210,43 @@ TEST(ReportTest, SummarisesLossesAndGradientProfilesAsTextAndJson) {
   auto ev = records(c.out_dir, "eval");
   EXPECT_EQ(j["final_val_loss"].as<std::string>(), ev.back()["val_loss"].as<std::string>());
   EXPECT_THROW(report_text(dir / "nope"), UsageError);
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// The step-0 record's per-layer gradient norms are those of a direct computation: the saved
+// initial weights, the first batch, one backward, norms over named_parameters().
+TEST(DiagnosticsTest, StepZeroProfileEqualsDirectComputationForPreAndPost) {
+  for (const char* layout : {"pre", "post"}) {
+    testing::TempDir dir;
+    Config c = testing::tiny_config(dir / "run");
+    c.model.layout = layout;
+    c.model.n_layers = 4;
+    c.train.steps = 1;
+    c.train.save_init = true;
+    Config r = check_and_resolve(LoadedConfig{c, {}}, true);
+    ASSERT_EQ(train(r, {}), 0);
+    auto rec = records(c.out_dir, "train").at(0);
+
+    Transformer m(r.model);
+    load_model_weights(c.out_dir + "/checkpoints/step_00000000", m);
+    m->train();
+    Corpus data = Corpus::load(r.data.train);
+    auto w = data.windows(batch_offsets(data.size(), r.model.ctx, r.train.batch_size, 0, true, r.seed), r.model.ctx);
+    auto logits = m->forward(w.narrow(1, 0, r.model.ctx));
+    torch::nn::functional::cross_entropy(logits.reshape({-1, 256}), w.narrow(1, 1, r.model.ctx).reshape({-1})).backward();
+    for (int i = 0; i < 4; ++i) {
+      double sq = 0;
+      for (auto& kv : m->named_parameters()) {
+        if (kv.key().rfind("blocks." + std::to_string(i) + ".", 0) == 0) sq += kv.value().grad().pow(2).sum().item<double>();
+      }
+      EXPECT_NEAR(rec["layers"]["grad_norm"][i].as<double>(), std::sqrt(sq), 1e-5 * std::sqrt(sq)) << layout << " block " << i;
+    }
+  }
 }
 
 }  // namespace
