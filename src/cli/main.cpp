@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench/norm_bench.h"
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/json.h"
@@ -152,6 +153,27 @@ int run_cli(int argc, char** argv) {
 
   auto* keys_cmd = app.add_subcommand("keys", "list every config key with its default and meaning");
 
+  NormBenchOptions bench_norms_opts;
+  auto* bench_cmd = app.add_subcommand("bench", "micro-benchmarks (result tables on stdout)");
+  bench_cmd->require_subcommand(1);
+  auto* bench_norms_cmd = bench_cmd->add_subcommand(
+      "norms", "forward+backward of every norm, as a ratio to LibTorch's native layer_norm");
+  bench_norms_cmd->add_option("--rows", bench_norms_opts.rows, "row counts (B*T), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_norms_cmd
+      ->add_option("--widths", bench_norms_opts.widths, "normalised widths, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_norms_cmd->add_option("--warmup", bench_norms_opts.warmup, "untimed rounds")
+      ->capture_default_str();
+  bench_norms_cmd
+      ->add_option("--repeats", bench_norms_opts.repeats, "timed rounds (median reported)")
+      ->capture_default_str();
+  bench_norms_cmd
+      ->add_option("--threads", bench_norms_opts.threads, "intra-op threads; 0 = all cores")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -170,6 +192,10 @@ int run_cli(int argc, char** argv) {
   }
   if (*eval_cmd) return cmd_eval(run_dir, step, data_file);
   if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed);
+  if (*bench_norms_cmd) {
+    std::cout << format_norm_bench(run_norm_bench(bench_norms_opts)) << std::flush;
+    return 0;
+  }
   if (*keys_cmd) {
     std::cout << describe_keys();
     std::cout << "\nmodel.norm.type:";
