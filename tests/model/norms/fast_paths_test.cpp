@@ -109,14 +109,10 @@ INSTANTIATE_TEST_SUITE_P(
     Sizes, FastPathTest, ::testing::ValuesIn([] {
       std::vector<FastCase> cases;
       for (const char* norm : {"rmsnorm", "rmsnorm_1p", "layernorm", "layernorm_nobias"}) {
-        for (const auto& shape : std::vector<std::vector<int64_t>>{{1, 3},
-                                                                   {1, 37},
-                                                                   {5, 37},
-                                                                   {3, 4, 37},
-                                                                   {130, 16},
-                                                                   {64, 128},
-                                                                   {33, 513},
-                                                                   {2, 2048}}) {
+        const std::vector<std::vector<int64_t>> shapes = {{1, 3},     {1, 37},   {5, 37},
+                                                          {3, 4, 37}, {130, 16}, {64, 128},
+                                                          {33, 513},  {2, 2048}, {2000, 96}};
+        for (const auto& shape : shapes) {
           cases.push_back({norm, shape});
         }
       }
