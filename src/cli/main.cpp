@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench/norm_bench.h"
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/json.h"
@@ -156,13 +157,32 @@ int run_cli(int argc, char** argv) {
 
   bool as_json = false;
   int64_t bench_steps = 20, bench_warmup = 5, bench_threads = -1;
-  auto* bench_cmd = app.add_subcommand("bench", "time the training step of a config (speed, MFU, memory)");
-  bench_cmd->add_option("-c,--config", config_path, "YAML config file")->required();
+  auto* bench_cmd = app.add_subcommand(
+      "bench", "time the training step of a config (speed, MFU, memory); `bench norms` for the norm kernels");
+  bench_cmd->add_option("-c,--config", config_path, "YAML config file");
   bench_cmd->add_option("--set", overrides, "override a key, as for train");
   bench_cmd->add_option("--steps", bench_steps, "timed steps")->check(CLI::PositiveNumber);
   bench_cmd->add_option("--warmup", bench_warmup, "untimed warm-up steps")->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--threads", bench_threads, "LibTorch threads (default: train.threads)");
   bench_cmd->add_flag("--json", as_json, "one JSON line instead of the table");
+  NormBenchOptions bench_norms_opts;
+  auto* bench_norms_cmd = bench_cmd->add_subcommand(
+      "norms", "forward+backward of every norm, as a ratio to LibTorch's native layer_norm");
+  bench_norms_cmd->add_option("--rows", bench_norms_opts.rows, "row counts (B*T), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_norms_cmd
+      ->add_option("--widths", bench_norms_opts.widths, "normalised widths, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  bench_norms_cmd->add_option("--warmup", bench_norms_opts.warmup, "untimed rounds")
+      ->capture_default_str();
+  bench_norms_cmd
+      ->add_option("--repeats", bench_norms_opts.repeats, "timed rounds (median reported)")
+      ->capture_default_str();
+  bench_norms_cmd
+      ->add_option("--threads", bench_norms_opts.threads, "intra-op threads; 0 = all cores")
+      ->capture_default_str();
   auto* report_cmd = app.add_subcommand("report", "summary of a run: losses, spikes, per-layer gradient profile");
   report_cmd->add_option("run", run_dir, "run directory")->required();
   report_cmd->add_flag("--json", as_json, "the same as one JSON object");
@@ -185,7 +205,12 @@ int run_cli(int argc, char** argv) {
   }
   if (*eval_cmd) return cmd_eval(run_dir, step, data_file);
   if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed);
+  if (*bench_norms_cmd) {
+    std::cout << format_norm_bench(run_norm_bench(bench_norms_opts)) << std::flush;
+    return 0;
+  }
   if (*bench_cmd) {
+    if (config_path.empty()) throw UsageError("bench: -c CONFIG is required (or use `normlab bench norms`)");
     if (bench_threads >= 0) overrides.push_back("train.threads=" + std::to_string(bench_threads));
     Config cfg = load_run_config(config_path, overrides);
     auto r = bench_training(cfg, config_path, bench_warmup, bench_steps);

@@ -44,4 +44,12 @@ inline torch::Tensor compute_dtype(const torch::Tensor& x) {
   return x.scalar_type() == torch::kDouble ? x : x.to(torch::kFloat);
 }
 
+// Whether a norm with a hand-written CPU kernel (rmsnorm, rmsnorm_1p, layernorm) may use it for
+// x, the already fp32-converted input: contiguous float32 on the CPU. Anything else (double for
+// gradient checks, strided views, CUDA) takes the composed-op path.
+inline bool cpu_fast_path_applies(const torch::Tensor& x) {
+  return x.device().is_cpu() && x.layout() == torch::kStrided && x.scalar_type() == torch::kFloat &&
+         x.dim() >= 1 && x.numel() > 0 && x.is_contiguous();
+}
+
 }  // namespace normlab

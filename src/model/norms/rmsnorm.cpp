@@ -1,19 +1,89 @@
-// RMSNorm (Zhang & Sennrich 2019): y = x / sqrt(mean(x^2) + eps) * weight. weight[n]=1, eps 1e-6.
-// rmsnorm_1p (Gemma 2/3, Qwen3-Next): the same with (1 + weight), weight[n]=0, so weight decay
-// pulls the gain towards 1 instead of 0.
+// RMSNorm and rmsnorm_1p; formulas and papers in rmsnorm.h.
 #include "model/norms/rmsnorm.h"
 
+#include "model/norms/cpu_kernels.h"
+
 namespace normlab {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+torch::Tensor effective_weight(const torch::Tensor& weight, bool one_plus) {
+  return one_plus ? weight + 1 : weight;
+}
+
+// Custom autograd function around the row kernels: forward saves x and the per-row 1/rms, the
+// backward is one pass per row (see cpu_kernels.h for the gradient).
+struct RMSNormFunction : public torch::autograd::Function<RMSNormFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, double eps, bool one_plus) {
+    const int64_t n = x.size(-1), rows = x.numel() / n;
+    TORCH_CHECK(weight.dim() == 1 && weight.size(0) == n, "rmsnorm: weight of shape ",
+                weight.sizes(), " for input of shape ", x.sizes());
+    auto w = effective_weight(weight, one_plus).to(torch::kFloat).contiguous();
+    auto y = torch::empty_like(x);
+    auto rstd = torch::empty({rows}, x.options());
+    cpu_kernels::rms_norm_forward(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(),
+                                  rstd.data_ptr<float>(), rows, n, eps);
+    ctx->save_for_backward({x, weight, rstd});
+    ctx->saved_data["eps"] = eps;
+    ctx->saved_data["one_plus"] = one_plus;
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    const auto& weight = saved[1];
+    const bool one_plus = ctx->saved_data["one_plus"].toBool();
+    const int64_t n = x.size(-1), rows = x.numel() / n;
+    const auto g = grads[0].contiguous();
+    if (torch::GradMode::is_enabled()) {
+      // create_graph=true: the kernel's result would carry no history, so compute the same
+      // gradient with differentiable ops (rare; only higher-order gradients come here).
+      const double eps = ctx->saved_data["eps"].toDouble();
+      auto w = effective_weight(weight, one_plus).to(x.scalar_type());
+      auto r = torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+      auto dx = r * w * g - x * r.pow(3) * (w * g * x).mean(-1, /*keepdim=*/true);
+      auto dw = (g * x * r).reshape({-1, n}).sum(0).to(weight.scalar_type());
+      return {dx, dw, torch::Tensor(), torch::Tensor()};
+    }
+    auto w = effective_weight(weight, one_plus).to(torch::kFloat).contiguous();
+    auto dx = torch::empty_like(x);
+    auto dw = torch::empty({n}, x.options());
+    cpu_kernels::rms_norm_backward(g.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(),
+                                   saved[2].data_ptr<float>(), dx.data_ptr<float>(),
+                                   dw.data_ptr<float>(), rows, n);
+    return {dx, dw.to(weight.scalar_type()), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
 
 RMSNormImpl::RMSNormImpl(const NormOptions& o, bool one_plus) : eps_(o.eps), one_plus_(one_plus) {
   weight_ = register_parameter("weight", one_plus ? torch::zeros({o.size}) : torch::ones({o.size}));
 }
 
+torch::Tensor RMSNormImpl::reference_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                             double eps, bool one_plus) {
+  auto xf = compute_dtype(x);
+  auto w = effective_weight(weight.to(xf.scalar_type()), one_plus);
+  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * w;
+  return y.to(x.scalar_type());
+}
+
+torch::Tensor RMSNormImpl::fast_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                        double eps, bool one_plus) {
+  TORCH_CHECK(cpu_fast_path_applies(x), "rmsnorm fast path needs contiguous float32 CPU input");
+  return RMSNormFunction::apply(x, weight, eps, one_plus);
+}
+
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   auto xf = compute_dtype(x);
-  auto w = weight_.to(xf.scalar_type());
-  if (one_plus_) w = w + 1;
-  auto y = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps_) * w;
+  last_forward_was_fast_ = cpu_fast_path_applies(xf) && weight_.device().is_cpu();
+  auto y = last_forward_was_fast_ ? fast_forward(xf, weight_, eps_, one_plus_)
+                                  : reference_forward(xf, weight_, eps_, one_plus_);
   return y.to(x.scalar_type());
 }
 

@@ -1,3 +1,11 @@
+// RMSNorm (Zhang & Sennrich 2019, "Root Mean Square Layer Normalization"):
+//   y = x / sqrt(mean(x^2) + eps) * weight,        weight[n] = 1, default eps 1e-6.
+// rmsnorm_1p (Gemma 2/3, Qwen3-Next):
+//   y = x / sqrt(mean(x^2) + eps) * (1 + weight),  weight[n] = 0,
+// so weight decay pulls the gain towards 1 instead of 0.
+// Contiguous float32 CPU input runs a hand-written forward and backward (cpu_kernels.h) wrapped as
+// a custom autograd function; double, strided or non-CPU input runs the composed ops
+// (reference_forward), which the fast path is tested against.
 #pragma once
 #include "model/norms/norm.h"
 
@@ -5,11 +13,24 @@ namespace normlab {
 class RMSNormImpl : public NormImpl {
  public:
   RMSNormImpl(const NormOptions& o, bool one_plus);
+  // x: (..., n) -> (..., n), same dtype as x.
   torch::Tensor forward(const torch::Tensor& x) override;
+
+  // The composed-op definition; computes in fp32 (double stays double) and casts back.
+  static torch::Tensor reference_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                         double eps, bool one_plus);
+  // The hand-written CPU path; x must satisfy cpu_fast_path_applies. Supports double backward
+  // (create_graph) by switching its backward to differentiable ops.
+  static torch::Tensor fast_forward(const torch::Tensor& x, const torch::Tensor& weight, double eps,
+                                    bool one_plus);
+
+  // Whether the last forward call took the fast path (tests and the benchmark check this).
+  bool last_forward_was_fast() const { return last_forward_was_fast_; }
 
  private:
   double eps_;
   bool one_plus_;
   torch::Tensor weight_;
+  bool last_forward_was_fast_ = false;
 };
 }  // namespace normlab
