@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -74,5 +77,17 @@ inline CommandResult run_command(const std::string& cmd, const std::string& stde
 }
 
 inline std::string normlab_binary() { return NORMLAB_BINARY; }
+
+// The records of one kind ("train", "eval", "spike") from a run's metrics.jsonl, in order.
+inline std::vector<YAML::Node> records(const std::string& run, const std::string& kind) {
+  std::vector<YAML::Node> out;
+  std::ifstream in(run + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    YAML::Node r = YAML::Load(line);
+    if (r["kind"].as<std::string>() == kind) out.push_back(r);
+  }
+  return out;
+}
 
 }  // namespace normlab::testing

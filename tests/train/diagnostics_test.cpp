@@ -23,17 +23,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-std::vector<YAML::Node> records(const std::string& run, const std::string& kind) {
-  std::vector<YAML::Node> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    YAML::Node r = YAML::Load(line);
-    if (r["kind"].as<std::string>() == kind) out.push_back(r);
-  }
-  return out;
-}
-
 Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 TEST(DiagnosticsTest, TrainRecordsCarryEveryContractField) {
@@ -46,7 +35,7 @@ TEST(DiagnosticsTest, TrainRecordsCarryEveryContractField) {
   c.diag.per_param = true;
   c.diag.csv = true;
   ASSERT_EQ(train(resolved(c), {}), 0);
-  auto tr = records(c.out_dir, "train");
+  auto tr = testing::records(c.out_dir, "train");
   std::vector<int> steps;
   for (auto& r : tr) steps.push_back(r["step"].as<int>());
   EXPECT_EQ(steps, (std::vector<int>{0, 2, 3, 4, 5}));  // log_every 2, diag every 3, and the last
@@ -107,7 +96,7 @@ TEST(DiagnosticsTest, RandomByteBlockProducesSpikeRecordsAndForensics) {
   testing::TempDir dir;
   Config c = spiky_config(dir, "log");
   ASSERT_EQ(train(resolved(c), {}), 0);
-  auto spikes = records(c.out_dir, "spike");
+  auto spikes = testing::records(c.out_dir, "spike");
   ASSERT_FALSE(spikes.empty());
   std::set<int> steps;
   for (auto& s : spikes) {
@@ -125,7 +114,7 @@ TEST(DiagnosticsTest, RandomByteBlockProducesSpikeRecordsAndForensics) {
   EXPECT_EQ(j["layers"].size(), 4u);  // 2 blocks, embed, head
   EXPECT_EQ(j["layers_by_jump"].size(), 4u);
   EXPECT_GE(j["layers_by_jump"][0]["relative_jump"].as<double>(), j["layers_by_jump"][1]["relative_jump"].as<double>());
-  auto tr = records(c.out_dir, "train");
+  auto tr = testing::records(c.out_dir, "train");
   EXPECT_TRUE(tr[60]["loss_z"].IsDefined());
   EXPECT_FALSE(tr[10]["loss_z"].IsDefined());  // baseline of 24 not full yet
   EXPECT_NE(report_text(c.out_dir).find("step     60"), std::string::npos) << report_text(c.out_dir);
@@ -135,7 +124,7 @@ TEST(DiagnosticsTest, SkipLeavesWeightsAndOptimizerStateBitwiseUnchanged) {
   testing::TempDir dir;
   Config c = spiky_config(dir, "skip");
   ASSERT_EQ(train(resolved(c), {}), 0);
-  auto tr = records(c.out_dir, "train");
+  auto tr = testing::records(c.out_dir, "train");
   ASSERT_TRUE(tr[60]["skipped"].IsDefined());
   // Checkpoint after 60 iterations vs after 61 (step 60 skipped): identical bytes.
   const std::string a = c.out_dir + "/checkpoints/step_00000060/", b = c.out_dir + "/checkpoints/step_00000061/";
@@ -207,7 +196,7 @@ TEST(ReportTest, SummarisesLossesAndGradientProfilesAsTextAndJson) {
   EXPECT_EQ(j["grad_norm_profiles"][0]["step"].as<int>(), 0);
   EXPECT_EQ(j["grad_norm_profiles"][2]["step"].as<int>(), 9);
   EXPECT_EQ(j["last_step"].as<int>(), 9);
-  auto ev = records(c.out_dir, "eval");
+  auto ev = testing::records(c.out_dir, "eval");
   EXPECT_EQ(j["final_val_loss"].as<std::string>(), ev.back()["val_loss"].as<std::string>());
   EXPECT_THROW(report_text(dir / "nope"), UsageError);
 }
@@ -230,7 +219,7 @@ TEST(DiagnosticsTest, StepZeroProfileEqualsDirectComputationForPreAndPost) {
     c.train.save_init = true;
     Config r = check_and_resolve(LoadedConfig{c, {}}, true);
     ASSERT_EQ(train(r, {}), 0);
-    auto rec = records(c.out_dir, "train").at(0);
+    auto rec = testing::records(c.out_dir, "train").at(0);
 
     Transformer m(r.model);
     load_model_weights(c.out_dir + "/checkpoints/step_00000000", m);

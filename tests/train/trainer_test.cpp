@@ -16,17 +16,6 @@
 namespace normlab {
 namespace {
 
-std::vector<YAML::Node> records(const std::string& run, const std::string& kind) {
-  std::vector<YAML::Node> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    YAML::Node r = YAML::Load(line);
-    if (r["kind"].as<std::string>() == kind) out.push_back(r);
-  }
-  return out;
-}
-
 Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
@@ -49,7 +38,7 @@ TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
   rest.resume = true;
   EXPECT_EQ(train(resolved(part), rest), 0);
 
-  auto a = records(dir / "full", "train"), b = records(dir / "part", "train");
+  auto a = testing::records(dir / "full", "train"), b = testing::records(dir / "part", "train");
   ASSERT_EQ(a.size(), 20u);
   ASSERT_EQ(b.size(), 20u);  // no duplicated step records after the resume
   for (size_t i = 0; i < a.size(); ++i) {
@@ -57,7 +46,7 @@ TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
     EXPECT_EQ(a[i]["loss"].as<std::string>(), b[i]["loss"].as<std::string>()) << "step " << i;
     EXPECT_EQ(a[i]["grad_norm"].as<std::string>(), b[i]["grad_norm"].as<std::string>()) << "step " << i;
   }
-  auto ea = records(dir / "full", "eval"), eb = records(dir / "part", "eval");
+  auto ea = testing::records(dir / "full", "eval"), eb = testing::records(dir / "part", "eval");
   ASSERT_FALSE(ea.empty());
   EXPECT_EQ(ea.back()["val_loss"].as<std::string>(), eb.back()["val_loss"].as<std::string>());
 
@@ -89,7 +78,7 @@ TEST(TrainerTest, RunDirectoryFollowsTheContract) {
   auto again = parse_config_file((run / "config.yaml").string()).config;
   EXPECT_EQ(dump_config(again), read_file((run / "config.yaml").string()));
 
-  auto tr = records(c.out_dir, "train");
+  auto tr = testing::records(c.out_dir, "train");
   ASSERT_EQ(tr.size(), 4u);  // steps 0, 5, 10 and the last, 11
   EXPECT_EQ(tr[3]["step"].as<int>(), 11);
   const auto& r = tr[1];
@@ -102,7 +91,7 @@ TEST(TrainerTest, RunDirectoryFollowsTheContract) {
   double sq = std::pow(r["grad_norm_embed"].as<double>(), 2) + std::pow(r["grad_norm_head"].as<double>(), 2);
   for (const auto& g : r["layers"]["grad_norm"]) sq += std::pow(g.as<double>(), 2);
   EXPECT_NEAR(std::sqrt(sq), r["grad_norm"].as<double>(), 1e-5 * r["grad_norm"].as<double>());
-  auto ev = records(c.out_dir, "eval");
+  auto ev = testing::records(c.out_dir, "eval");
   ASSERT_EQ(ev.size(), 3u);  // steps 0, 10, 12
   EXPECT_EQ(ev[2]["step"].as<int>(), 12);
   EXPECT_TRUE(ev[2]["val_excess"].IsDefined());
@@ -129,7 +118,7 @@ TEST(TrainerTest, SmokeRunLearnsWellBelowUnigramEntropy) {
   c.optim.lr = 3e-3;
   c.optim.warmup = 20;
   ASSERT_EQ(train(resolved(c), {}), 0);
-  auto ev = records(c.out_dir, "eval");
+  auto ev = testing::records(c.out_dir, "eval");
   ASSERT_EQ(ev.size(), 2u);
   const double unigram = 3.6659;  // data/toy/floor.json, val
   EXPECT_GT(ev[0]["val_loss"].as<double>(), 5.0);  // ~ln 256 at init

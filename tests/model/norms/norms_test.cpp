@@ -552,17 +552,6 @@ TEST(BatchNormTest, InATransformerALaterTokenChangesEarlierLogitsInTrainModeOnly
 // checkpoint evaluates to the run's own last val_loss (so buffers such as batchnorm's running
 // statistics are saved and used).
 
-std::vector<YAML::Node> records(const std::string& run, const std::string& kind) {
-  std::vector<YAML::Node> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    YAML::Node r = YAML::Load(line);
-    if (r["kind"].as<std::string>() == kind) out.push_back(r);
-  }
-  return out;
-}
-
 class NormTrainingTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(NormTrainingTest, TinyConfigTrains50StepsWithFiniteFallingLoss) {
@@ -573,7 +562,7 @@ TEST_P(NormTrainingTest, TinyConfigTrains50StepsWithFiniteFallingLoss) {
   c.train.checkpoint_every = 1000;  // only the final checkpoint
   c.eval.every = 0;                 // evaluations at the start and the end only
   ASSERT_EQ(train(check_and_resolve(LoadedConfig{c, {}}, true), {}), 0);
-  auto tr = records(c.out_dir, "train");
+  auto tr = testing::records(c.out_dir, "train");
   ASSERT_EQ(tr.size(), 50u);
   double first = 0, last = 0;
   for (size_t i = 0; i < tr.size(); ++i) {
@@ -587,7 +576,7 @@ TEST_P(NormTrainingTest, TinyConfigTrains50StepsWithFiniteFallingLoss) {
   // over 4 x 32 positions, only ~4.8 (it catches up later: ~2.7 by step 200).
   EXPECT_LT(last, first - 0.5) << "first 5 steps " << first << ", last 5 " << last;
 
-  auto ev = records(c.out_dir, "eval");
+  auto ev = testing::records(c.out_dir, "eval");
   ASSERT_FALSE(ev.empty());
   Config resolved = check_and_resolve(LoadedConfig{c, {}}, true);
   Transformer model(resolved.model);
