@@ -1,5 +1,7 @@
 #include "metrics/grad_stats.h"
 
+#include <cmath>
+
 namespace normlab {
 
 // Group rows: 0 total, 1..L block, L+1..2L attn, 2L+1..3L ffn, 3L+1..4L norms, 4L+1 embed, 4L+2 head.
@@ -46,8 +48,14 @@ torch::Tensor GradStats::groups(const torch::Tensor& v) const {
 }
 
 GradNorms GradStats::unpack(const torch::Tensor& squared) const {
-  auto h = squared.to(torch::kCPU, torch::kDouble).sqrt().contiguous();
-  const double* p = h.data_ptr<double>();
+  auto h = squared.to(torch::kCPU, torch::kDouble).contiguous();
+  return unpack(std::vector<double>(h.data_ptr<double>(), h.data_ptr<double>() + h.numel()));
+}
+
+GradNorms GradStats::unpack(const std::vector<double>& squared) const {
+  std::vector<double> n(squared.size());
+  for (size_t i = 0; i < n.size(); ++i) n[i] = std::sqrt(squared[i]);
+  const double* p = n.data();
   GradNorms g;
   g.total = p[0];
   g.block.assign(p + 1, p + 1 + L_);

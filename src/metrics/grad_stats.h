@@ -29,7 +29,8 @@ class GradStats {
     return groups(squared_per_tensor(params));
   }
   int64_t n_groups() const { return membership_.size(0); }
-  GradNorms unpack(const torch::Tensor& squared) const;  // sqrt and split (moves to host)
+  GradNorms unpack(const std::vector<double>& squared) const;  // sqrt and split host values
+  GradNorms unpack(const torch::Tensor& squared) const;        // same, after moving to host
 
  private:
   int64_t L_;

@@ -256,7 +256,7 @@ class Run {
       const size_t k_pt = cfg_.diag.per_param && log_now ? pre.add(per_tensor) : 0;
       pre.fetch();
       const double loss = pre.scalar(k_loss);
-      const GradNorms g = grad_stats_->unpack(torch::tensor(pre.get(k_groups), torch::kDouble));
+      const GradNorms g = grad_stats_->unpack(pre.get(k_groups));
 
       JsonObject rec;
       rec.add("kind", "train").add("step", s).add("loss", loss).add("lr", lr).add("grad_norm", g.total);
