@@ -165,6 +165,9 @@ int run_cli(int argc, char** argv) {
   bench_cmd->add_option("--warmup", bench_warmup, "untimed warm-up steps")->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--threads", bench_threads, "LibTorch threads (default: train.threads)");
   bench_cmd->add_flag("--json", as_json, "one JSON line instead of the table");
+  std::string bench_profile;
+  bench_cmd->add_option("--profile", bench_profile,
+                        "write a LibTorch profiler trace (chrome://tracing) of the timed steps to this file");
   NormBenchOptions bench_norms_opts;
   auto* bench_norms_cmd = bench_cmd->add_subcommand(
       "norms", "forward+backward of every norm, as a ratio to LibTorch's native layer_norm");
@@ -213,7 +216,7 @@ int run_cli(int argc, char** argv) {
     if (config_path.empty()) throw UsageError("bench: -c CONFIG is required (or use `normlab bench norms`)");
     if (bench_threads >= 0) overrides.push_back("train.threads=" + std::to_string(bench_threads));
     Config cfg = load_run_config(config_path, overrides);
-    auto r = bench_training(cfg, config_path, bench_warmup, bench_steps);
+    auto r = bench_training(cfg, config_path, bench_warmup, bench_steps, bench_profile);
     std::cout << (as_json ? bench_json(r) : bench_text(r)) << std::flush;
     return 0;
   }

@@ -1,8 +1,15 @@
 #include "model/attention.h"
 
 #include <cmath>
+#include <limits>
+
+#include "model/attention_kernels.h"
+#include "model/ffn_kernels.h"
 
 namespace normlab {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
 
 namespace {
 torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
@@ -22,21 +29,152 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
   if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
 }
 
-const torch::Tensor& AttentionImpl::causal_mask(int64_t T, const torch::Device& device) {
-  if (!mask_.defined() || mask_.size(0) != T || mask_.device() != device) {
-    mask_ = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(device)).triu(1);
+namespace {
+
+// Causal mask, true above the diagonal (the future), cached per size and device.
+torch::Tensor causal_mask(int64_t T, const torch::Device& device) {
+  thread_local torch::Tensor mask;
+  if (!mask.defined() || mask.size(0) != T || mask.device() != device) {
+    mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(device)).triu(1);
   }
-  return mask_;
+  return mask;
 }
 
-torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {
-  const int64_t T = x.size(2), half = dh_ / 2;
+attention_kernels::Strides strides_of(const torch::Tensor& t) {  // t: (B, T, H, dh)
+  return {t.stride(0), t.stride(1), t.stride(2)};
+}
+
+// The fused kernels behind an autograd function: forward keeps q, k, v, o and the per-row
+// log-sum-exp; backward recomputes the probabilities (see attention_kernels.h).
+struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
+  // q, k, v: (B, T, H, dh), head dimension contiguous; stats: empty, or (B*H, 2) double to fill.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& stats) {
+    const int64_t B = q.size(0), T = q.size(1), H = q.size(2), dh = q.size(3);
+    const attention_kernels::Shape shape{B, T, H, dh, 1.0 / std::sqrt(static_cast<double>(dh))};
+    auto o = torch::empty({B, T, H, dh}, q.options());
+    auto lse = torch::empty({B, H, T}, q.options());
+    attention_kernels::causal_attention_forward(
+        shape, q.data_ptr<float>(), strides_of(q), k.data_ptr<float>(), strides_of(k),
+        v.data_ptr<float>(), strides_of(v), o.data_ptr<float>(), lse.data_ptr<float>(),
+        stats.numel() ? stats.data_ptr<double>() : nullptr);
+    ctx->save_for_backward({q, k, v, o, lse});
+    return o;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &o = saved[3], &lse = saved[4];
+    const int64_t B = q.size(0), T = q.size(1), H = q.size(2), dh = q.size(3);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+    auto d_o = grads[0].contiguous();
+    if (torch::GradMode::is_enabled()) {
+      // create_graph=true (higher-order gradients): the same formulas with differentiable ops.
+      auto t = [](const torch::Tensor& x) { return x.transpose(1, 2); };  // <-> (B, H, T, dh)
+      auto s = torch::matmul(t(q), t(k).transpose(-2, -1)) * scale;
+      auto p = torch::softmax(s.masked_fill(causal_mask(T, q.device()), -INFINITY), -1);
+      auto g = t(d_o);
+      auto dp = torch::matmul(g, t(v).transpose(-2, -1));
+      auto ds = p * (dp - (dp * p).sum(-1, /*keepdim=*/true));
+      return {t(torch::matmul(ds, t(k)) * scale),
+              t(torch::matmul(ds.transpose(-2, -1), t(q)) * scale),
+              t(torch::matmul(p.transpose(-2, -1), g)), torch::Tensor()};
+    }
+    const attention_kernels::Shape shape{B, T, H, dh, scale};
+    auto dq = torch::empty({B, T, H, dh}, q.options());
+    auto dk = torch::empty_like(dq), dv = torch::empty_like(dq);
+    attention_kernels::causal_attention_backward(
+        shape, q.data_ptr<float>(), strides_of(q), k.data_ptr<float>(), strides_of(k),
+        v.data_ptr<float>(), strides_of(v), o.data_ptr<float>(), lse.data_ptr<float>(),
+        d_o.data_ptr<float>(), dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>());
+    return {dq, dk, dv, torch::Tensor()};
+  }
+};
+
+// Exact GELU through the kernels of ffn_kernels.h: forward saves its input, as LibTorch's does.
+struct GeluFunction : public torch::autograd::Function<GeluFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
+    auto y = torch::empty_like(x);
+    ffn_kernels::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+    ctx->save_for_backward({x});
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto x = ctx->get_saved_variables()[0];
+    const auto g = grads[0].contiguous();
+    if (torch::GradMode::is_enabled()) {  // create_graph=true: differentiable ops
+      auto cdf = 0.5 * (1.0 + torch::erf(x * M_SQRT1_2));
+      auto pdf = torch::exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+      return {g * (cdf + x * pdf)};
+    }
+    auto dx = torch::empty_like(x);
+    ffn_kernels::gelu_backward(g.data_ptr<float>(), x.data_ptr<float>(), dx.data_ptr<float>(),
+                               x.numel());
+    return {dx};
+  }
+};
+
+}  // namespace
+
+bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) {
+  return q.device().is_cpu() && q.scalar_type() == torch::kFloat && q.dim() == 4 && softcap <= 0 &&
+         q.size(3) % 8 == 0 && q.size(1) > 0 && q.stride(3) == 1;
+}
+
+torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v, double softcap,
+                                         AttentionStats* stats) {
+  const int64_t T = q.size(1), dh = q.size(3);
+  auto t = [](const torch::Tensor& x) {
+    return x.transpose(1, 2);
+  };  // (B, T, H, dh) <-> (B, H, T, dh)
+  auto s = torch::matmul(t(q), t(k).transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));
+  if (softcap > 0) s = torch::tanh(s / softcap) * softcap;
+  s = s.masked_fill(causal_mask(T, q.device()), -std::numeric_limits<float>::infinity());
+  auto p = torch::softmax(compute_dtype(s), -1);  // (B, H, T, T), at least fp32
+  if (stats) {
+    torch::NoGradGuard ng;
+    auto pd = p.detach();
+    stats->entropy = -(pd * pd.clamp_min(1e-30).log()).sum(-1).mean();
+    stats->logit_max = s.detach().max();
+  }
+  return t(torch::matmul(p.to(v.scalar_type()), t(v)));  // (B, T, H, dh)
+}
+
+torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, AttentionStats* stats) {
+  TORCH_CHECK(causal_attention_fast_path_applies(q, 0) && k.sizes() == q.sizes() &&
+                  v.sizes() == q.sizes() && k.stride(3) == 1 && v.stride(3) == 1,
+              "fused attention needs float32 CPU (B, T, H, dh) views with dh a multiple of 8");
+  const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
+  torch::Tensor st = stats ? torch::empty({B * H, 2}, q.options().dtype(torch::kDouble))
+                           : torch::empty({0}, q.options().dtype(torch::kDouble));
+  auto o = CausalAttentionFunction::apply(q, k, v, st);
+  if (stats) {
+    stats->entropy = (st.select(1, 0).sum() / static_cast<double>(B * H * T)).to(torch::kFloat);
+    stats->logit_max = st.select(1, 1).max().to(torch::kFloat);
+  }
+  return o;
+}
+
+bool gelu_fast_path_applies(const torch::Tensor& x) {
+  return x.device().is_cpu() && x.layout() == torch::kStrided && x.scalar_type() == torch::kFloat &&
+         x.is_contiguous() && x.numel() > 0;
+}
+
+torch::Tensor gelu(const torch::Tensor& x, bool allow_fast) {
+  return allow_fast && gelu_fast_path_applies(x) ? GeluFunction::apply(x) : torch::gelu(x);
+}
+
+torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, H, dh)
+  const int64_t T = x.size(1), half = dh_ / 2;
   if (!rope_cos_.defined() || rope_cos_.size(0) != T || rope_cos_.device() != x.device()) {
     // angle(t, j) = t * 10000^(-2j/dh), j < dh/2, computed in double for exactness.
     auto opts = torch::TensorOptions().dtype(torch::kDouble).device(x.device());
     auto t = torch::arange(T, opts).unsqueeze(1);
     auto inv = torch::pow(10000.0, -2.0 * torch::arange(half, opts) / static_cast<double>(dh_));
-    auto ang = t * inv.unsqueeze(0);  // (T, dh/2)
+    auto ang = (t * inv.unsqueeze(0)).unsqueeze(1);  // (T, 1, dh/2): broadcast over heads
     rope_cos_ = ang.cos();
     rope_sin_ = ang.sin();
   }
@@ -47,8 +185,9 @@ torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = o_.n_heads;
-  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, dh_}).transpose(1, 2); };
-  auto q = heads(q_proj(x)), k = heads(k_proj(x)), v = heads(v_proj(x));  // (B, H, T, dh)
+  // Heads stay where the projections put them: (B, T, H, dh) views, no transposes.
+  auto q = q_proj(x).view({B, T, H, dh_}), k = k_proj(x).view({B, T, H, dh_});
+  auto v = v_proj(x).view({B, T, H, dh_});
   if (q_norm) {
     q = q_norm->forward(q);
     k = k_norm->forward(k);
@@ -57,26 +196,20 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     q = apply_rope(q);
     k = apply_rope(k);
   }
-  auto s = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh_)));
-  if (o_.softcap > 0) s = torch::tanh(s / o_.softcap) * o_.softcap;
-  s = s.masked_fill(causal_mask(T, x.device()), -std::numeric_limits<float>::infinity());
-  auto p = torch::softmax(compute_dtype(s), -1);  // (B, H, T, T), at least fp32
-  if (capture_) {
-    torch::NoGradGuard ng;
-    auto pd = p.detach();
-    stats_.entropy = -(pd * pd.clamp_min(1e-30).log()).sum(-1).mean();
-    stats_.logit_max = s.detach().max();
-  }
-  auto o = torch::matmul(p.to(v.scalar_type()), v);  // (B, H, T, dh)
-  if (head_scale.defined()) o = o * head_scale.view({1, H, 1, 1});
-  return out_proj(o.transpose(1, 2).reshape({B, T, o_.d_model}));
+  AttentionStats* st = capture_ ? &stats_ : nullptr;
+  auto o = fast_path_ && causal_attention_fast_path_applies(q, o_.softcap)
+               ? causal_attention_fast(q, k, v, st)
+               : causal_attention_reference(q, k, v, o_.softcap, st);  // (B, T, H, dh)
+  if (head_scale.defined()) o = o * head_scale.view({1, 1, H, 1});
+  return out_proj(o.reshape({B, T, o_.d_model}));
 }
 
 FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {
   fc1 = register_module("fc1", linear(o.d_model, o.d_ff, o.bias));
   if (o.swiglu) gate = register_module("gate", linear(o.d_model, o.d_ff, o.bias));
   fc2 = register_module("fc2", linear(o.d_ff, o.d_model, o.bias));
-  if (o.mid_norm_type) mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
+  if (o.mid_norm_type)
+    mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
 }
 
 torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
@@ -84,7 +217,7 @@ torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
   if (o_.swiglu) {
     h = torch::silu(gate(x)) * fc1(x);
   } else {
-    h = torch::gelu(fc1(x));  // exact erf GELU
+    h = gelu(fc1(x), fast_path_);  // exact erf GELU
   }
   if (mid_norm) h = mid_norm->forward(h);
   return fc2(h);

@@ -16,10 +16,10 @@ struct AttentionOptions {
   int64_t ctx = 128;
   bool bias = false;
   bool rope = false;
-  double softcap = 0;                // 0 = off
-  bool head_scale = false;           // NormFormer
+  double softcap = 0;                       // 0 = off
+  bool head_scale = false;                  // NormFormer
   std::optional<std::string> qk_norm_type;  // set = QK-norm on
-  NormOptions qk_norm;               // size = dh
+  NormOptions qk_norm;                      // size = dh
 };
 
 // Statistics of one forward, filled when capture is on: scalars, detached.
@@ -28,6 +28,18 @@ struct AttentionStats {
   torch::Tensor logit_max;  // max pre-softmax score over unmasked positions (after softcap)
 };
 
+// Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
+// 1/sqrt(dh), optional softcap c*tanh(s/c). `stats`, when not null, receives the diagnostics.
+// The reference is composed LibTorch ops (any dtype or device); the fast path is the fused CPU
+// kernel of attention_kernels.h, which the tests hold to the reference.
+torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
+                                         const torch::Tensor& v, double softcap,
+                                         AttentionStats* stats);
+torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor& k,
+                                    const torch::Tensor& v, AttentionStats* stats);
+// float32 CPU, no softcap, dh a multiple of 8, head dimension contiguous.
+bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const AttentionOptions& o);
@@ -35,6 +47,8 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   void set_capture(bool on) { capture_ = on; }
+  // Tests: false forces the composed-op reference attention even where the fused kernel applies.
+  void set_fast_path(bool on) { fast_path_ = on; }
   const AttentionStats& stats() const { return stats_; }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
@@ -42,16 +56,21 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor head_scale;
 
  private:
-  torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, H, T, dh)
-  const torch::Tensor& causal_mask(int64_t T, const torch::Device& device);
+  torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, T, H, dh)
 
   AttentionOptions o_;
   int64_t dh_;
   bool capture_ = false;
+  bool fast_path_ = true;
   AttentionStats stats_;
-  torch::Tensor mask_, rope_cos_, rope_sin_;  // caches, not parameters or buffers
+  torch::Tensor rope_cos_, rope_sin_;  // caches, not parameters or buffers
 };
 TORCH_MODULE(Attention);
+
+// Exact (erf) GELU; float32 contiguous CPU input takes the kernel of ffn_kernels.h unless
+// allow_fast is false, everything else LibTorch's gelu.
+torch::Tensor gelu(const torch::Tensor& x, bool allow_fast = true);
+bool gelu_fast_path_applies(const torch::Tensor& x);
 
 struct FfnOptions {
   int64_t d_model = 128;
@@ -70,9 +89,12 @@ class FfnImpl : public torch::nn::Module {
 
   torch::nn::Linear fc1{nullptr}, gate{nullptr}, fc2{nullptr};
   NormPtr mid_norm;
+  // Tests: false forces LibTorch's gelu even where the kernel applies.
+  void set_fast_path(bool on) { fast_path_ = on; }
 
  private:
   FfnOptions o_;
+  bool fast_path_ = true;
 };
 TORCH_MODULE(Ffn);
 

@@ -1,9 +1,11 @@
 #include "train/bench.h"
 
+#include <fmt/format.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+
 #include <algorithm>
 #include <chrono>
-
-#include <fmt/format.h>
+#include <memory>
 
 #include "core/json.h"
 #include "core/system.h"
@@ -31,7 +33,8 @@ double gemm_peak_gflops(int64_t n, int repeats) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps) {
+BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup,
+                           int64_t steps, const std::string& profile_path) {
   configure_threads(cfg.train.threads);
   const torch::Device device(cfg.train.device);
   Corpus data = Corpus::load(cfg.data.train);
@@ -62,7 +65,11 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
 
   int64_t micro_batch = 0;
   std::vector<double> times;
+  std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup && !profile_path.empty()) {
+      profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_path);
+    }
     const auto t0 = Clock::now();
     Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false);
     auto groups = grad_stats.squared(params);
@@ -73,6 +80,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
     r.last_loss = loss;
     if (s >= warmup) times.push_back(dt);
   }
+  profile.reset();  // writes the trace
   std::sort(times.begin(), times.end());
   r.median_step_s = times[times.size() / 2];
   r.min_step_s = times.front();
@@ -87,13 +95,23 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
 
 std::string bench_json(const BenchResult& r) {
   return JsonObject()
-             .add("impl", "normlab").add("config", r.config).add("threads", r.threads).add("steps", r.steps)
-             .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
-             .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
-             .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
-             .add("gemm_peak_gflops", r.gemm_peak_gflops).add("mfu", r.mfu).add("peak_rss_mib", r.peak_rss_mib)
-             .add("params", r.params).add("non_embedding_params", r.non_embedding_params)
-             .add("first_loss", r.first_loss).add("last_loss", r.last_loss)
+             .add("impl", "normlab")
+             .add("config", r.config)
+             .add("threads", r.threads)
+             .add("steps", r.steps)
+             .add("median_step_s", r.median_step_s)
+             .add("min_step_s", r.min_step_s)
+             .add("tokens_per_s", r.tokens_per_s)
+             .add("flops_per_token", r.flops_per_token)
+             .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx")
+             .add("gflops", r.gflops)
+             .add("gemm_peak_gflops", r.gemm_peak_gflops)
+             .add("mfu", r.mfu)
+             .add("peak_rss_mib", r.peak_rss_mib)
+             .add("params", r.params)
+             .add("non_embedding_params", r.non_embedding_params)
+             .add("first_loss", r.first_loss)
+             .add("last_loss", r.last_loss)
              .str() +
          "\n";
 }
@@ -103,13 +121,14 @@ std::string bench_text(const BenchResult& r) {
   o += fmt::format("config            {}\n", r.config);
   o += fmt::format("threads           {} (OMP_WAIT_POLICY={})\n", r.threads,
                    std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
-  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n", r.median_step_s * 1e3,
-                   r.steps, r.min_step_s * 1e3);
+  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n",
+                   r.median_step_s * 1e3, r.steps, r.min_step_s * 1e3);
   o += fmt::format("tokens/s          {:.0f}\n", r.tokens_per_s);
   o += fmt::format("FLOPs/token       {:.4g} = 6 x {} non-embedding params + 12 x L x d x ctx\n",
                    r.flops_per_token, r.non_embedding_params);
   o += fmt::format("achieved          {:.1f} GFLOP/s\n", r.gflops);
-  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 1024^3 matmul, same process)\n", r.gemm_peak_gflops);
+  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 1024^3 matmul, same process)\n",
+                   r.gemm_peak_gflops);
   o += fmt::format("MFU               {:.1f}%\n", 100 * r.mfu);
   o += fmt::format("peak RSS          {:.0f} MiB\n", r.peak_rss_mib);
   return o;

@@ -17,7 +17,11 @@ struct BenchResult {
          gemm_peak_gflops = 0, mfu = 0, peak_rss_mib = 0, first_loss = 0, last_loss = 0;
 };
 
-BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps);
+// profile_path: when not empty, the timed steps run under LibTorch's autograd profiler and its
+// chrome trace (chrome://tracing, Perfetto) is written there; the timings then include its
+// overhead.
+BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup,
+                           int64_t steps, const std::string& profile_path = "");
 double gemm_peak_gflops(int64_t n = 1024, int repeats = 10);
 std::string bench_json(const BenchResult& r);
 std::string bench_text(const BenchResult& r);

@@ -1,0 +1,46 @@
+// Fused causal attention for the CPU fast path (float32): softmax(q k^T * scale + causal mask) v
+// per head, forward and backward, in the flash-attention form (Dao et al. 2022): the (T, T)
+// probability matrix is never stored between forward and backward; the forward keeps one
+// log-sum-exp per query row and the backward recomputes the probabilities from it. Only the
+// causal half j <= i of each score matrix is computed, exponentiated or multiplied.
+//
+// Why it exists: on a 2-core CPU the composed-op attention (batched matmul, scale, masked_fill,
+// softmax, batched matmul and their backwards, plus the transposes into and out of the
+// (B, H, T, dh) layout) was about a third of a small model's step; this is one parallel pass
+// over (batch, head) pairs that reads q, k, v where the projections wrote them.
+//
+// Layout: q, k, v are (B, T, H, dh) with the head dimension contiguous and arbitrary strides for
+// b, t and h (so views of a (B, T, d) or fused (B, T, 3d) projection are read in place). o, do
+// and the gradients dq, dk, dv are contiguous (B, T, H, dh). lse is (B, H, T).
+// Raw pointers on purpose (as model/norms/cpu_kernels.h): the autograd wrapper lives in
+// attention.cpp, and this file includes only ATen/Parallel.h. Not a general kernel: no padding
+// masks, no dropout, no softcap (those take the composed path), dh a multiple of 8.
+#pragma once
+
+#include <cstdint>
+
+namespace normlab::attention_kernels {
+
+struct Strides {
+  int64_t b, t, h;  // in elements; the dh elements of one head are contiguous
+};
+
+struct Shape {
+  int64_t B, T, H, dh;
+  double scale;  // 1 / sqrt(dh)
+};
+
+// o = softmax(q k^T * scale, causal) v; lse[b, h, i] = log sum_{j<=i} exp(s_ij).
+// stats, when not null, receives per (b, h) pair: [0] the sum over query rows of the attention
+// entropy -sum_j p_ij log p_ij (nats), [1] the max score s_ij over j <= i. Size 2 * B * H.
+void causal_attention_forward(const Shape& shape, const float* q, Strides qs, const float* k,
+                              Strides ks, const float* v, Strides vs, float* o, float* lse,
+                              double* stats);
+
+// With P recomputed from lse, dP = do v^T, D_i = sum_c do_ic o_ic, dS = P * (dP - D):
+// dq = scale dS k, dk = scale dS^T q, dv = P^T do. dq, dk, dv are overwritten.
+void causal_attention_backward(const Shape& shape, const float* q, Strides qs, const float* k,
+                               Strides ks, const float* v, Strides vs, const float* o,
+                               const float* lse, const float* d_o, float* dq, float* dk, float* dv);
+
+}  // namespace normlab::attention_kernels

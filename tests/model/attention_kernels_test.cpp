@@ -1,0 +1,171 @@
+// The fused causal attention (attention_kernels.h) against the composed-op reference: forward,
+// gradients of q, k, v, the diagnostics it records, strided inputs, every sequence length class
+// (shorter than, equal to, and not a multiple of the vector width) and thread counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "model/attention.h"
+
+namespace normlab {
+namespace {
+
+struct Case {
+  int64_t B, T, H, dh;
+};
+
+// Largest difference relative to the largest reference magnitude; `floor` keeps gradients that
+// are exactly 0 in the reference (q and k of a one-token sequence) from dividing by 0.
+double rel_err(const torch::Tensor& a, const torch::Tensor& b, double floor = 1e-30) {
+  return ((a - b).abs().max() / b.abs().max().clamp_min(floor)).item<double>();
+}
+
+// q, k, v as (B, T, H, dh) views of one fused (B, T, 3 * H * dh) projection, like a real model
+// with a fused QKV matmul: strided, head dimension contiguous.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qkv_views(const Case& c, double scale) {
+  auto qkv = (torch::randn({c.B, c.T, 3 * c.H * c.dh}) * scale).requires_grad_(true);
+  auto parts = qkv.split(c.H * c.dh, -1);
+  auto view = [&](const torch::Tensor& t) { return t.view({c.B, c.T, c.H, c.dh}); };
+  return {view(parts[0]), view(parts[1]), view(parts[2])};
+}
+
+class FusedAttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FusedAttentionTest, ForwardAndGradientsMatchComposedReference) {
+  const Case c = GetParam();
+  torch::manual_seed(c.T * 31 + c.dh);
+  // Scores of a few units: a peaked softmax, where exp and the causal edge both matter.
+  auto [q, k, v] = qkv_views(c, 1.5);
+  ASSERT_TRUE(causal_attention_fast_path_applies(q, 0));
+  auto g = torch::randn({c.B, c.T, c.H, c.dh});
+
+  auto fast = causal_attention_fast(q, k, v, nullptr);
+  auto fast_grads = torch::autograd::grad({fast}, {q, k, v}, {g});
+  auto ref = causal_attention_reference(q, k, v, 0, nullptr);
+  auto ref_grads = torch::autograd::grad({ref}, {q, k, v}, {g});
+
+  EXPECT_LT(rel_err(fast, ref), 2e-6);
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; ++i) {
+    // inputs and upstream gradients are O(1), so an absolute 1e-5 is float rounding
+    EXPECT_LT(rel_err(fast_grads[i], ref_grads[i], 1.0), 1e-5) << names[i];
+  }
+}
+
+TEST_P(FusedAttentionTest, DiagnosticsMatchComposedReference) {
+  const Case c = GetParam();
+  torch::manual_seed(7);
+  auto [q, k, v] = qkv_views(c, 1.0);
+  AttentionStats fast_stats, ref_stats;
+  torch::NoGradGuard ng;
+  causal_attention_fast(q, k, v, &fast_stats);
+  causal_attention_reference(q, k, v, 0, &ref_stats);
+  EXPECT_NEAR(fast_stats.entropy.item<double>(), ref_stats.entropy.item<double>(), 1e-5);
+  EXPECT_NEAR(fast_stats.logit_max.item<double>(), ref_stats.logit_max.item<double>(), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttentionTest,
+                         ::testing::Values(Case{2, 1, 2, 8}, Case{2, 5, 3, 8}, Case{2, 8, 2, 16},
+                                           Case{1, 37, 2, 32}, Case{2, 64, 4, 32},
+                                           Case{1, 70, 2, 64}, Case{1, 33, 1, 24}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" +
+                                  std::to_string(c.H) + "dh" + std::to_string(c.dh);
+                         });
+
+TEST(FusedAttention, ContiguousInputsAndAnyThreadCountGiveTheSameBits) {
+  torch::manual_seed(3);
+  const int64_t B = 2, T = 40, H = 3, dh = 16;
+  auto q = torch::randn({B, T, H, dh}, torch::requires_grad());
+  auto k = torch::randn({B, T, H, dh}, torch::requires_grad());
+  auto v = torch::randn({B, T, H, dh}, torch::requires_grad());
+  auto g = torch::randn({B, T, H, dh});
+  const int threads = torch::get_num_threads();
+  std::vector<torch::Tensor> runs;
+  for (int n : {1, 2, 3}) {
+    torch::set_num_threads(n);
+    auto o = causal_attention_fast(q, k, v, nullptr);
+    auto grads = torch::autograd::grad({o}, {q, k, v}, {g});
+    runs.push_back(
+        torch::cat({o.flatten(), grads[0].flatten(), grads[1].flatten(), grads[2].flatten()}));
+  }
+  torch::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(runs[0], runs[1]));
+  EXPECT_TRUE(torch::equal(runs[0], runs[2]));
+  auto ref = causal_attention_reference(q, k, v, 0, nullptr);
+  EXPECT_LT(rel_err(causal_attention_fast(q, k, v, nullptr), ref), 2e-6);
+}
+
+TEST(FusedAttention, IsCausalLaterTokensDoNotChangeEarlierOutputs) {
+  torch::manual_seed(5);
+  const int64_t T = 24;
+  auto q = torch::randn({1, T, 2, 8}), k = torch::randn({1, T, 2, 8}),
+       v = torch::randn({1, T, 2, 8});
+  auto o1 = causal_attention_fast(q, k, v, nullptr);
+  auto k2 = k.clone(), v2 = v.clone();
+  k2.narrow(1, 10, T - 10).normal_();
+  v2.narrow(1, 10, T - 10).normal_();
+  auto o2 = causal_attention_fast(q, k2, v2, nullptr);
+  EXPECT_TRUE(torch::equal(o1.narrow(1, 0, 10), o2.narrow(1, 0, 10)));
+  EXPECT_FALSE(torch::equal(o1.narrow(1, 10, 1), o2.narrow(1, 10, 1)));
+}
+
+TEST(FusedAttention, ExtremeScoresStayFiniteAndMatchReference) {
+  // Scores in the hundreds: the row maximum must be subtracted before exp.
+  torch::manual_seed(11);
+  auto q = torch::randn({1, 16, 1, 8}) * 30, k = torch::randn({1, 16, 1, 8}) * 30;
+  auto v = torch::randn({1, 16, 1, 8});
+  auto fast = causal_attention_fast(q, k, v, nullptr);
+  EXPECT_TRUE(torch::isfinite(fast).all().item<bool>());
+  EXPECT_LT(rel_err(fast, causal_attention_reference(q, k, v, 0, nullptr)), 2e-6);
+}
+
+TEST(FusedAttention, SecondOrderGradientsMatchReference) {
+  torch::manual_seed(13);
+  auto q = torch::randn({1, 9, 2, 8}, torch::requires_grad());
+  auto k = torch::randn({1, 9, 2, 8}, torch::requires_grad());
+  auto v = torch::randn({1, 9, 2, 8}, torch::requires_grad());
+  auto second = [&](bool fast) {
+    auto o = fast ? causal_attention_fast(q, k, v, nullptr)
+                  : causal_attention_reference(q, k, v, 0, nullptr);
+    auto gq = torch::autograd::grad({o.pow(2).sum()}, {q}, {}, /*retain_graph=*/true,
+                                    /*create_graph=*/true)[0];
+    return torch::autograd::grad({gq.sum()}, {k})[0];
+  };
+  EXPECT_LT(rel_err(second(true), second(false)), 1e-4);
+}
+
+TEST(FusedAttention, FastPathCoversOnlyWhatTheKernelImplements) {
+  auto q = torch::randn({1, 4, 2, 8});
+  EXPECT_TRUE(causal_attention_fast_path_applies(q, 0));
+  EXPECT_FALSE(causal_attention_fast_path_applies(q, 30.0));                         // softcap
+  EXPECT_FALSE(causal_attention_fast_path_applies(q.to(torch::kDouble), 0));         // double
+  EXPECT_FALSE(causal_attention_fast_path_applies(torch::randn({1, 4, 2, 12}), 0));  // dh % 8
+}
+
+TEST(FusedAttention, ModuleGivesTheSameLossAndGradientsWithEitherPath) {
+  torch::manual_seed(17);
+  AttentionOptions o;
+  o.d_model = 64;
+  o.n_heads = 4;
+  o.ctx = 48;
+  o.head_scale = true;
+  o.rope = true;
+  Attention a(o);
+  auto x = torch::randn({3, 48, 64});
+  auto run = [&](bool fast) {
+    a->set_fast_path(fast);
+    a->zero_grad();
+    auto y = a->forward(x);
+    y.pow(2).mean().backward();
+    std::vector<torch::Tensor> out{y.detach().flatten()};
+    for (auto& p : a->parameters()) out.push_back(p.grad().flatten().clone());
+    return torch::cat(out);
+  };
+  EXPECT_LT(rel_err(run(true), run(false)), 1e-5);
+}
+
+}  // namespace
+}  // namespace normlab
