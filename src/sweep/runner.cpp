@@ -234,6 +234,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
       what = "interrupted; a re-run resumes it";
     } else {
       what = fmt::format("loss {:.4f}", m[kFinalTrainLoss]);
+      if (code != 0) what += fmt::format(" (exit {}: {})", code, last_line(run + "/stderr.log"));
     }
     spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished, points.size(), rec.status, p.name, what,
                  seconds(rec.wall_s));

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "core/fs.h"
 #include "test_util.h"
@@ -112,6 +113,18 @@ TEST_F(SweepEndToEndTest, RunsSkipsResumesAndIsolatesFailures) {
   auto changed = sweep("--set train.steps=6");
   EXPECT_EQ(changed.status, 2);
   EXPECT_NE(err().find("hold a run of another config"), std::string::npos) << err();
+}
+
+TEST_F(SweepEndToEndTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(testing::run_command(testing::normlab_binary() + " sweep --help").status, 0);
+  EXPECT_EQ(testing::run_command(testing::normlab_binary() + " sweep").status, 2);
+  EXPECT_EQ(sweep("--jobs 0").status, 2);
+  EXPECT_EQ(
+      testing::run_command(testing::normlab_binary() + " sweep -c " + dir_ / "none.yaml").status,
+      2);
+  EXPECT_EQ(sweep("--quick").status, 2);  // no quick: section
+  EXPECT_NE(err().find("has no quick: section"), std::string::npos) << err();
+  EXPECT_FALSE(fs::exists(sweep_dir()));
 }
 
 TEST_F(SweepEndToEndTest, InvalidPointsStopEverythingBeforeAnyRun) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "core/errors.h"
@@ -239,6 +240,31 @@ TEST(SweepConfigTest, EveryPointIsValidatedAndProblemsNameTheSweepLine) {
   ASSERT_EQ(configs.size(), 2u);
   EXPECT_EQ(configs[1].model.layout, "post");
   EXPECT_EQ(configs[1].out_dir, "runs/sweeps/g/runs/layout=post,seed=1337");
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// Every shipped sweep, full and quick, expands and validates (data paths are relative to the
+// repository root, as when run from there).
+TEST(SweepConfigTest, ShippedSweepsAreValid) {
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(testing::source_dir());
+  for (const char* name : {"placement", "norms", "depth", "lr"}) {
+    for (bool quick : {false, true}) {
+      SweepOptions o;
+      o.quick = quick;
+      const Sweep s = parse_sweep_file(std::string("configs/sweeps/") + name + ".yaml", o);
+      const auto points = expand_sweep(s);
+      EXPECT_NO_THROW(validate_points(s, points)) << name << (quick ? " --quick" : "");
+      EXPECT_NE(s.out_dir.find(name), std::string::npos);
+      if (quick) EXPECT_NE(s.out_dir.find("-quick"), std::string::npos) << name;
+    }
+  }
+  std::filesystem::current_path(cwd);
 }
 
 }  // namespace
