@@ -233,7 +233,8 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
     } else if (rec.status == "running") {
       what = "interrupted; a re-run resumes it";
     } else {
-      what = fmt::format("loss {:.4f}", m[kFinalTrainLoss]);
+      what = std::isfinite(m[kFinalTrainLoss]) ? fmt::format("loss {:.4f}", m[kFinalTrainLoss])
+                                               : "loss not finite";
       if (code != 0) what += fmt::format(" (exit {}: {})", code, last_line(run + "/stderr.log"));
     }
     spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished, points.size(), rec.status, p.name, what,
