@@ -115,6 +115,38 @@ TEST_F(SweepEndToEndTest, RunsSkipsResumesAndIsolatesFailures) {
   EXPECT_NE(err().find("hold a run of another config"), std::string::npos) << err();
 }
 
+// Ctrl-C reaches the sweep only (children run in their own process group); it forwards one
+// SIGINT, the children checkpoint and exit 130, the sweep records them unfinished and exits 130.
+TEST_F(SweepEndToEndTest, SigintIsForwardedAndARerunResumes) {
+  const std::string cmd = "exec " + testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml" +
+                          " --jobs 2 --set optim.lr=3.0e-3 --set train.steps=100000 --set "
+                          "train.checkpoint_every=100000";
+  std::ofstream(dir_ / "sweep.yaml")
+      << "base: base.yaml\nout_dir: " << sweep_dir() << "\nseeds: [1, 2, 3]\n";
+  // Interrupt once both children train (their metrics exist: past their own set-up).
+  const std::string wait_for_runs = "for i in $(seq 150); do [ -e " + run("seed=1") +
+                                    "/metrics.jsonl ] && [ -e " + run("seed=2") +
+                                    "/metrics.jsonl ] && break; sleep 0.2; done; sleep 0.5; ";
+  const std::string script = "(" + cmd + " 2>" + dir_ / "err" + " & pid=$!; " + wait_for_runs +
+                             "kill -INT $pid; wait $pid; echo $?)";
+  auto r = testing::run_command("bash -c '" + script + "'");
+  EXPECT_EQ(r.out, "130\n") << err();
+  EXPECT_NE(err().find("interrupted: asking 2 running points"), std::string::npos) << err();
+  for (const char* name : {"seed=1", "seed=2"}) {
+    const YAML::Node p = YAML::LoadFile(run(name) + "/point.json");
+    EXPECT_EQ(p["status"].as<std::string>(), "running") << name;
+    EXPECT_EQ(p["exit_code"].as<int>(), 130) << name;
+    EXPECT_TRUE(file_exists(run(name) + "/checkpoints/LATEST")) << name << ": " << err();
+  }
+  EXPECT_FALSE(fs::exists(run("seed=3")));  // never started
+  EXPECT_NE(read_file(sweep_dir() + "/summary.csv").find(",pending,"), std::string::npos);
+  // The re-run plans to resume both (stopped again at once: --set changes nothing of the runs).
+  auto again = testing::run_command("bash -c '(" + cmd + " 2>" + dir_ / "err" +
+                                    " & pid=$!; sleep 2; kill -INT $pid; wait $pid; echo $?)'");
+  EXPECT_EQ(again.out, "130\n") << err();
+  EXPECT_NE(err().find("0 finished earlier, 2 to resume, 1 new"), std::string::npos) << err();
+}
+
 TEST_F(SweepEndToEndTest, UsageErrorsExitTwo) {
   EXPECT_EQ(testing::run_command(testing::normlab_binary() + " sweep --help").status, 0);
   EXPECT_EQ(testing::run_command(testing::normlab_binary() + " sweep").status, 2);
