@@ -292,6 +292,11 @@ std::string summary_markdown(const SweepSummary& s) {
     }
     out += line + "\n";
   }
+  const auto count = [&](const char* row) {
+    return std::count_if(s.rows.begin(), s.rows.end(),
+                         [&](const SummaryRow& r) { return r.row == row; });
+  };
+  if (count("run") == count("mean")) return out;  // one seed per combination: nothing to aggregate
   out += "\n## Mean ± std over seeds\n\n";
   header(true);
   for (size_t i = 0; i + 1 < s.rows.size(); ++i) {

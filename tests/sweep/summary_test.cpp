@@ -207,3 +207,21 @@ TEST(SweepSummaryTest, PointRecordRoundTrips) {
 
 }  // namespace
 }  // namespace normlab
+
+namespace normlab {
+namespace {
+
+TEST(SweepSummaryTest, MarkdownLeavesOutTheAggregateTableWithOneSeed) {
+  testing::TempDir dir;
+  Sweep sweep;
+  sweep.axes = {SweepAxis{{"model.layout"}, {{"pre"}, {"post"}}}};
+  sweep.seeds = {1};
+  const SweepSummary s = summarise_sweep(sweep, expand_sweep(sweep), dir.path());
+  EXPECT_EQ(s.rows.size(), 2u + 2 * 2);  // the CSV keeps its mean/std rows
+  const std::string md = summary_markdown(s);
+  EXPECT_NE(md.find("| post | 1 | pending |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("## Mean"), std::string::npos) << md;
+}
+
+}  // namespace
+}  // namespace normlab
