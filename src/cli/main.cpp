@@ -20,6 +20,8 @@
 #include "data/corpus.h"
 #include "metrics/report.h"
 #include "model/transformer.h"
+#include "sweep/runner.h"
+#include "sweep/summary.h"
 #include "train/bench.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -186,8 +188,21 @@ int run_cli(int argc, char** argv) {
   bench_norms_cmd
       ->add_option("--threads", bench_norms_opts.threads, "intra-op threads; 0 = all cores")
       ->capture_default_str();
-  auto* report_cmd = app.add_subcommand("report", "summary of a run: losses, spikes, per-layer gradient profile");
-  report_cmd->add_option("run", run_dir, "run directory")->required();
+  SweepOptions sweep_opts;
+  SweepRunOptions sweep_run;
+  auto* sweep_cmd = app.add_subcommand(
+      "sweep", "run a sweep file's points (axes x seeds) as parallel training runs, then summarise them");
+  sweep_cmd->add_option("-c,--config", config_path, "sweep YAML file (configs/sweeps/*.yaml)")->required();
+  sweep_cmd->add_option("--jobs", sweep_run.jobs, "training processes at a time (cores split between them)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sweep_cmd->add_flag("--quick", sweep_opts.quick, "apply the sweep file's quick: section (minutes)");
+  sweep_cmd->add_option("--set", sweep_opts.sets, "override a key in every point: --set train.steps=100");
+  sweep_cmd->add_option("--out", sweep_opts.out_dir, "sweep directory (overrides out_dir)");
+
+  auto* report_cmd = app.add_subcommand(
+      "report", "summary of a run (losses, spikes, per-layer gradient profile) or of a sweep directory (its table)");
+  report_cmd->add_option("run", run_dir, "run or sweep directory")->required();
   report_cmd->add_flag("--json", as_json, "the same as one JSON object");
 
   try {
@@ -218,6 +233,17 @@ int run_cli(int argc, char** argv) {
     Config cfg = load_run_config(config_path, overrides);
     auto r = bench_training(cfg, config_path, bench_warmup, bench_steps, bench_profile);
     std::cout << (as_json ? bench_json(r) : bench_text(r)) << std::flush;
+    return 0;
+  }
+  if (*sweep_cmd) {
+    const Sweep sweep = parse_sweep_file(config_path, sweep_opts);
+    std::signal(SIGINT, on_sigint);
+    sweep_run.stop = &g_stop;
+    return run_sweep(sweep, sweep_run);
+  }
+  if (*report_cmd && is_sweep_dir(run_dir)) {
+    const SweepSummary summary = load_sweep_summary(run_dir);
+    std::cout << (as_json ? summary_json(summary) : summary_markdown(summary)) << std::flush;
     return 0;
   }
   if (*report_cmd) {

@@ -1,0 +1,311 @@
+#include "sweep/runner.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "config/load.h"
+#include "core/errors.h"
+#include "core/fs.h"
+#include "core/log.h"
+#include "sweep/summary.h"
+
+extern char** environ;
+
+namespace normlab {
+namespace {
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// Everything the child needs, prepared before fork (the child only calls async-signal-safe code).
+struct ChildCommand {
+  std::vector<std::string> argv, env;
+  std::string log_path;
+};
+
+pid_t spawn(const ChildCommand& cmd, const std::string& exe) {
+  std::vector<char*> argv, envp;
+  for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& e : cmd.env) envp.push_back(const_cast<char*>(e.c_str()));
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  const int log = ::open(cmd.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log < 0)
+    throw RuntimeFailure(fmt::format("cannot open {}: {}", cmd.log_path, std::strerror(errno)));
+  const int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Own process group: the terminal's Ctrl-C reaches only the sweep, which forwards it once
+    // (a second SIGINT would kill the child before its checkpoint). If the sweep dies, the
+    // child gets SIGINT and checkpoints.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGINT);
+    if (::getppid() != parent) ::_exit(130);
+    if (null_in >= 0) ::dup2(null_in, 0);
+    ::dup2(log, 1);
+    ::dup2(log, 2);
+    ::execve(exe.c_str(), argv.data(), envp.data());
+    const char msg[] = "error: normlab sweep: cannot execute the normlab binary\n";
+    [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  ::close(log);
+  if (null_in >= 0) ::close(null_in);
+  if (pid < 0)
+    throw RuntimeFailure(
+        fmt::format("cannot start a child process: {}", std::strerror(fork_errno)));
+  return pid;
+}
+
+// The environment with the thread counts set (OpenBLAS and OpenMP read them at start-up).
+std::vector<std::string> child_env(int threads) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const std::string s = *e;
+    const std::string name = s.substr(0, s.find('='));
+    if (name == "OPENBLAS_NUM_THREADS" || name == "OMP_NUM_THREADS" || name == "OMP_WAIT_POLICY")
+      continue;
+    env.push_back(s);
+  }
+  env.push_back(fmt::format("OPENBLAS_NUM_THREADS={}", threads));
+  env.push_back(fmt::format("OMP_NUM_THREADS={}", threads));
+  env.push_back("OMP_WAIT_POLICY=passive");
+  return env;
+}
+
+// A config with what may differ between sessions of the same point blanked out.
+std::string comparable(Config c) {
+  c.train.threads = 0;
+  c.out_dir.clear();
+  return dump_config(c);
+}
+
+std::string last_line(const std::string& path) {
+  if (!file_exists(path)) return "";
+  std::istringstream in(read_file(path));
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+  }
+  return last;
+}
+
+std::string seconds(double s) { return std::isfinite(s) ? fmt::format("{:.1f} s", s) : "-"; }
+
+// One sweep per directory at a time: an flock held while the sweep runs (released by the
+// kernel if the process dies).
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (fd_ >= 0) ::close(fd_);
+      throw UsageError(fmt::format("{}: another normlab sweep is running on this directory",
+                                   fs::path(path).parent_path().string()));
+    }
+  }
+  ~DirectoryLock() { ::close(fd_); }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+enum class Plan { kSkip, kResume, kFresh };
+
+struct Job {
+  size_t point;
+  pid_t pid;
+  Clock::time_point start;
+  double prior_wall_s;
+};
+
+}  // namespace
+
+int threads_per_job(int jobs) {
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(1, jobs));
+}
+
+int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
+  if (options.jobs < 1) throw UsageError("--jobs must be at least 1");
+  const std::vector<SweepPoint> points = expand_sweep(sweep);
+  const std::vector<Config> configs = validate_points(sweep, points);
+  const std::string& dir = sweep.out_dir;
+
+  // Decide every point before touching anything; runs of another config are never mixed in.
+  std::vector<Plan> plans(points.size(), Plan::kFresh);
+  std::vector<std::string> stale;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const fs::path run = point_run_dir(dir, points[i]);
+    if (file_exists((run / "config.yaml").string())) {
+      bool same = false;
+      try {
+        same = comparable(parse_config_file((run / "config.yaml").string()).config) ==
+               comparable(configs[i]);
+      } catch (const UsageError&) {
+      }
+      if (!same) stale.push_back(run.string());
+    }
+    const auto rec = read_point_record(run.string());
+    if (rec && (rec->status == "done" || rec->status == "diverged")) {
+      plans[i] = Plan::kSkip;
+    } else if (file_exists((run / "checkpoints" / "LATEST").string())) {
+      plans[i] = Plan::kResume;
+    }
+  }
+  if (!stale.empty()) {
+    throw UsageError(fmt::format(
+        "{}: {} run director{} hold a run of another config than this sweep gives {} (first: {}); "
+        "use --out DIR for a new sweep directory, or delete them to run them again",
+        dir, stale.size(), stale.size() == 1 ? "y" : "ies", stale.size() == 1 ? "it" : "them",
+        stale[0]));
+  }
+
+  fs::create_directories(fs::path(dir) / "runs");
+  const DirectoryLock lock((fs::path(dir) / "sweep.lock").string());
+  add_log_file((fs::path(dir) / "sweep.log").string());
+  write_file_atomic((fs::path(dir) / "sweep.yaml").string(), dump_sweep(sweep));
+  const int threads = threads_per_job(options.jobs);
+  const auto env = child_env(threads);
+  const size_t n_skip = std::count(plans.begin(), plans.end(), Plan::kSkip);
+  const size_t n_resume = std::count(plans.begin(), plans.end(), Plan::kResume);
+  spdlog::info(
+      "normlab sweep: {} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} "
+      "thread{} | {}",
+      points.size(), n_skip, n_resume, points.size() - n_skip - n_resume, options.jobs,
+      options.jobs == 1 ? "" : "s", threads, threads == 1 ? "" : "s", dir);
+  auto write_summary = [&] { write_summary_files(summarise_sweep(sweep, points, dir)); };
+  write_summary();
+
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (plans[i] != Plan::kSkip) todo.push_back(i);
+  }
+  size_t next = 0, finished = n_skip;
+  std::vector<Job> running;
+  bool forwarded = false;
+
+  auto start = [&](size_t i) {
+    const SweepPoint& p = points[i];
+    const std::string run = point_run_dir(dir, p);
+    const bool resume = plans[i] == Plan::kResume;
+    double prior = 0;
+    if (resume) {
+      if (const auto rec = read_point_record(run); rec && std::isfinite(rec->wall_s))
+        prior = rec->wall_s;
+    } else {
+      fs::remove_all(run);  // a start that never reached its first checkpoint
+    }
+    fs::create_directories(run);
+    PointRecord rec;
+    rec.status = "running";
+    write_point_record(run, p, rec);
+    ChildCommand cmd;
+    cmd.argv = {"normlab", "train", "-c", sweep.base};
+    for (const auto& o : point_overrides(sweep, p)) cmd.argv.insert(cmd.argv.end(), {"--set", o});
+    cmd.argv.insert(cmd.argv.end(),
+                    {"--set", fmt::format("train.threads={}", threads), "--out", run});
+    if (resume) cmd.argv.push_back("--resume");
+    cmd.env = env;
+    cmd.log_path = (fs::path(run) / "stderr.log").string();
+    running.push_back({i, spawn(cmd, options.exe), Clock::now(), prior});
+    spdlog::info("start   {}{}", p.name, resume ? " (resuming from its checkpoint)" : "");
+  };
+
+  auto finish = [&](const Job& job, int wait_status) {
+    const SweepPoint& p = points[job.point];
+    const std::string run = point_run_dir(dir, p);
+    const int code =
+        WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+    const SummaryValues m = run_metrics((fs::path(run) / "metrics.jsonl").string());
+    const bool diverged = m[kDiverged] == 1;
+    PointRecord rec;
+    rec.exit_code = code;
+    rec.wall_s = job.prior_wall_s + std::chrono::duration<double>(Clock::now() - job.start).count();
+    if (code == 0) {
+      rec.status = diverged ? "diverged" : "done";
+    } else if (code == 130 || (forwarded && WIFSIGNALED(wait_status))) {
+      rec.status = "running";  // interrupted: resumable, not done
+    } else {
+      rec.status = diverged ? "diverged" : "failed";
+    }
+    write_point_record(run, p, rec);
+    ++finished;
+    std::string what;
+    if (rec.status == "failed") {
+      what = fmt::format("exit {}: {} (log: {}/stderr.log)", code, last_line(run + "/stderr.log"),
+                         run);
+    } else if (rec.status == "running") {
+      what = "interrupted; a re-run resumes it";
+    } else {
+      what = std::isfinite(m[kFinalTrainLoss]) ? fmt::format("loss {:.4f}", m[kFinalTrainLoss])
+                                               : "loss not finite";
+      if (code != 0) what += fmt::format(" (exit {}: {})", code, last_line(run + "/stderr.log"));
+    }
+    spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished, points.size(), rec.status, p.name, what,
+                 seconds(rec.wall_s));
+    write_summary();
+  };
+
+  while (next < todo.size() || !running.empty()) {
+    const bool stopping = options.stop && options.stop->load();
+    if (stopping && !forwarded) {
+      forwarded = true;
+      spdlog::info("interrupted: asking {} running point{} to checkpoint and stop ({} not started)",
+                   running.size(), running.size() == 1 ? "" : "s", todo.size() - next);
+      for (const auto& j : running) ::kill(j.pid, SIGINT);
+    }
+    while (!stopping && running.size() < static_cast<size_t>(options.jobs) && next < todo.size()) {
+      start(todo[next++]);
+    }
+    int st = 0;
+    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      auto it =
+          std::find_if(running.begin(), running.end(), [&](const Job& j) { return j.pid == pid; });
+      if (it != running.end()) {
+        const Job job = *it;
+        running.erase(it);
+        finish(job, st);
+      }
+      continue;
+    }
+    if (stopping && running.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+
+  const SweepSummary summary = summarise_sweep(sweep, points, dir);
+  write_summary_files(summary);
+  size_t done = 0, diverged = 0, failed = 0;
+  for (const auto& r : summary.rows) {
+    if (r.row != "run") continue;
+    done += r.status == "done";
+    diverged += r.status == "diverged";
+    failed += r.status == "failed";
+  }
+  spdlog::info(
+      "sweep {}: {} done, {} diverged, {} failed, {} not finished of {}; summary in {}/summary.md",
+      forwarded ? "interrupted" : "finished", done, diverged, failed,
+      points.size() - done - diverged - failed, points.size(), dir);
+  if (forwarded) return 130;
+  return failed ? 1 : 0;
+}
+
+}  // namespace normlab

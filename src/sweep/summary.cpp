@@ -1,0 +1,352 @@
+#include "sweep/summary.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "core/errors.h"
+#include "core/fs.h"
+#include "core/json.h"
+
+namespace normlab {
+
+const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames = {
+    "steps",  "final_train_loss", "best_val_loss",         "best_val_excess", "diverged",
+    "spikes", "max_grad_norm",    "grad_ratio_first_last", "tok_per_s",       "wall_s"};
+
+namespace {
+namespace fs = std::filesystem;
+
+const double kNaN = std::nan("");
+
+double num(const YAML::Node& n) {
+  if (!n || !n.IsScalar()) return kNaN;  // JSON null (a non-finite value) or absent
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    return kNaN;
+  }
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+void keep_min(double& acc, double v) {
+  if (std::isfinite(v) && !(acc <= v)) acc = v;
+}
+void keep_max(double& acc, double v) {
+  if (std::isfinite(v) && !(acc >= v)) acc = v;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : ""; }
+
+// Markdown precision per column; aggregated rows show fractions for counts.
+std::string md_number(SummaryColumn c, double v, bool aggregated) {
+  if (!std::isfinite(v)) return "-";
+  switch (c) {
+    case kSteps:
+    case kTokPerS:
+      return fmt::format("{:.0f}", v);
+    case kFinalTrainLoss:
+    case kBestValLoss:
+    case kBestValExcess:
+      return fmt::format("{:.4f}", v);
+    case kDiverged:
+      return aggregated ? fmt::format("{:.2f}", v) : fmt::format("{:.0f}", v);
+    case kSpikes:
+      return aggregated ? fmt::format("{:.1f}", v) : fmt::format("{:.0f}", v);
+    case kWallS:
+      return fmt::format("{:.1f}", v);
+    default:
+      return fmt::format("{:.3g}", v);
+  }
+}
+
+const std::array<const char*, kNumSummaryColumns> kMarkdownHeaders = {
+    "steps",  "final loss", "best val", "excess", "diverged",
+    "spikes", "max gnorm",  "g0/gL",    "tok/s",  "wall s"};
+
+constexpr const char* kLegend =
+    "final loss: last train loss; best val: lowest validation loss; excess: best val above the "
+    "corpus's entropy floor (nats/token); diverged: 1 if a value went non-finite or the last loss "
+    "is not below the first (aggregated: fraction of seeds); spikes: loss and grad-norm spike "
+    "records; max gnorm: largest gradient norm before clipping; g0/gL: first- over last-block "
+    "gradient norm at step 0; tok/s: median training throughput; wall s: wall time of the point.";
+
+}  // namespace
+
+SummaryValues run_metrics(const std::string& metrics_path) {
+  SummaryValues v;
+  v.fill(kNaN);
+  if (!file_exists(metrics_path)) return v;
+  bool any_train = false, nonfinite = false;
+  double first_loss = kNaN, last_loss = kNaN, best_val = kNaN, best_excess = kNaN, max_gnorm = kNaN;
+  double ratio = kNaN;
+  int64_t last_step = -1, spikes = 0;
+  std::vector<double> tok_per_s;
+  std::istringstream in(read_file(metrics_path));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    YAML::Node r;
+    try {
+      r = YAML::Load(line);
+    } catch (const YAML::Exception&) {
+      continue;  // a torn last line of an interrupted write
+    }
+    if (!r.IsMap() || !r["kind"]) continue;
+    const std::string kind = r["kind"].as<std::string>();
+    if (r["nonfinite"] && r["nonfinite"].as<bool>()) nonfinite = true;
+    if (kind == "train") {
+      const double loss = num(r["loss"]);
+      if (!any_train) {
+        first_loss = loss;
+        const YAML::Node g = r["layers"]["grad_norm"];
+        if (g && g.IsSequence() && g.size() > 0) ratio = num(g[0]) / num(g[g.size() - 1]);
+      }
+      any_train = true;
+      last_loss = loss;
+      last_step = r["step"].as<int64_t>();
+      keep_max(max_gnorm, num(r["grad_norm"]));
+      if (const double t = num(r["tok_per_s"]); std::isfinite(t)) tok_per_s.push_back(t);
+    } else if (kind == "eval") {
+      keep_min(best_val, num(r["val_loss"]));
+      keep_min(best_excess, num(r["val_excess"]));
+    } else if (kind == "spike") {
+      ++spikes;
+    }
+  }
+  if (any_train) {
+    v[kSteps] = static_cast<double>(last_step + 1);
+    v[kFinalTrainLoss] = last_loss;
+    v[kGradRatioFirstLast] = ratio;
+    v[kTokPerS] = median(tok_per_s);
+  }
+  if (any_train || nonfinite) {
+    v[kDiverged] = nonfinite || !std::isfinite(last_loss) || !(last_loss < first_loss) ? 1 : 0;
+  }
+  v[kBestValLoss] = best_val;
+  v[kBestValExcess] = best_excess;
+  v[kSpikes] = static_cast<double>(spikes);
+  v[kMaxGradNorm] = max_gnorm;
+  return v;
+}
+
+std::optional<PointRecord> read_point_record(const std::string& run_dir) {
+  const std::string path = (fs::path(run_dir) / "point.json").string();
+  if (!file_exists(path)) return std::nullopt;
+  try {
+    const YAML::Node j = YAML::Load(read_file(path));
+    PointRecord r;
+    r.status = j["status"].as<std::string>();
+    if (j["exit_code"] && !j["exit_code"].IsNull()) r.exit_code = j["exit_code"].as<int>();
+    r.wall_s = num(j["wall_s"]);
+    return r;
+  } catch (const YAML::Exception&) {
+    return std::nullopt;  // unreadable: treat the point as never recorded
+  }
+}
+
+void write_point_record(const std::string& run_dir, const SweepPoint& point,
+                        const PointRecord& record) {
+  JsonObject overrides;
+  for (const auto& [k, v] : point.overrides) overrides.add(k, v);
+  JsonObject j;
+  j.add("name", point.name)
+      .add("overrides", overrides)
+      .add("seed", point.seed)
+      .add("status", record.status);
+  if (record.exit_code) {
+    j.add("exit_code", *record.exit_code);
+  } else {
+    j.add_raw("exit_code", "null");
+  }
+  j.add("wall_s", record.wall_s);
+  write_file_atomic((fs::path(run_dir) / "point.json").string(), j.str() + "\n");
+}
+
+SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& points,
+                             const std::string& sweep_dir) {
+  SweepSummary s;
+  s.sweep_dir = sweep_dir;
+  s.keys = sweep.axis_keys();
+  std::vector<std::string> groups;  // in order of first appearance
+  std::map<std::string, std::vector<size_t>> members;
+  for (const auto& p : points) {
+    const std::string run = point_run_dir(sweep_dir, p);
+    SummaryRow r;
+    r.row = "run";
+    r.name = p.name;
+    for (const auto& [k, v] : p.overrides) r.axis_values.push_back(v);
+    r.seed = std::to_string(p.seed);
+    r.values = run_metrics((fs::path(run) / "metrics.jsonl").string());
+    const auto rec = read_point_record(run);
+    r.status = rec ? rec->status : "pending";
+    r.values[kWallS] = rec ? rec->wall_s : kNaN;
+    if (!members.count(p.group)) groups.push_back(p.group);
+    members[p.group].push_back(s.rows.size());
+    s.rows.push_back(r);
+  }
+  for (const auto& g : groups) {
+    const auto& idx = members[g];
+    SummaryRow mean = s.rows[idx[0]], std_row;
+    mean.row = "mean";
+    mean.name = g;
+    mean.seed.clear();
+    int64_t with_metrics = 0, done = 0;
+    for (size_t i : idx) {
+      with_metrics += std::isfinite(s.rows[i].values[kSteps]) ? 1 : 0;
+      done += s.rows[i].status == "done" ? 1 : 0;
+    }
+    mean.n = with_metrics;
+    mean.status = fmt::format("{}/{} done", done, idx.size());
+    std_row = mean;
+    std_row.row = "std";
+    for (int c = 0; c < kNumSummaryColumns; ++c) {
+      double sum = 0, sq = 0;
+      int64_t count = 0;
+      for (size_t i : idx) {
+        const double v = s.rows[i].values[c];
+        if (!std::isfinite(v)) continue;
+        sum += v;
+        ++count;
+      }
+      const double m = count ? sum / count : kNaN;
+      for (size_t i : idx) {
+        const double v = s.rows[i].values[c];
+        if (std::isfinite(v)) sq += (v - m) * (v - m);
+      }
+      mean.values[c] = m;
+      std_row.values[c] = count ? std::sqrt(sq / count) : kNaN;  // population std
+    }
+    s.rows.push_back(mean);
+    s.rows.push_back(std_row);
+  }
+  return s;
+}
+
+std::string summary_csv(const SweepSummary& s) {
+  std::vector<std::string> header = {"row", "name"};
+  header.insert(header.end(), s.keys.begin(), s.keys.end());
+  header.insert(header.end(), {"seed", "n", "status"});
+  header.insert(header.end(), kSummaryColumnNames.begin(), kSummaryColumnNames.end());
+  std::string out;
+  auto line = [&](const std::vector<std::string>& fields) {
+    for (size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_field(fields[i]);
+    out += "\n";
+  };
+  line(header);
+  for (const auto& r : s.rows) {
+    std::vector<std::string> f = {r.row, r.name};
+    f.insert(f.end(), r.axis_values.begin(), r.axis_values.end());
+    f.insert(f.end(), {r.seed, std::to_string(r.n), r.status});
+    for (double v : r.values) f.push_back(csv_number(v));
+    line(f);
+  }
+  return out;
+}
+
+std::string summary_markdown(const SweepSummary& s) {
+  const auto shorts = short_names(s.keys);
+  std::string out = fmt::format("# Sweep {}\n\n{}\n\n## Runs\n\n", s.sweep_dir, kLegend);
+  auto header = [&](bool aggregated) {
+    std::string h = "|", rule = "|";
+    for (const auto& k : s.keys) {
+      h += " " + shorts.at(k) + " |";
+      rule += "---|";
+    }
+    h += aggregated ? " n | status |" : " seed | status |";
+    rule += "---:|---|";
+    for (int c = aggregated ? 1 : 0; c < kNumSummaryColumns; ++c) {
+      h += fmt::format(" {} |", kMarkdownHeaders[c]);
+      rule += "---:|";
+    }
+    out += h + "\n" + rule + "\n";
+  };
+  auto cells = [&](const SummaryRow& r) {
+    std::string line = "|";
+    for (const auto& v : r.axis_values) line += " " + v + " |";
+    return line;
+  };
+  header(false);
+  for (const auto& r : s.rows) {
+    if (r.row != "run") continue;
+    std::string line = cells(r) + fmt::format(" {} | {} |", r.seed, r.status);
+    for (int c = 0; c < kNumSummaryColumns; ++c) {
+      line += " " + md_number(static_cast<SummaryColumn>(c), r.values[c], false) + " |";
+    }
+    out += line + "\n";
+  }
+  const auto count = [&](const char* row) {
+    return std::count_if(s.rows.begin(), s.rows.end(),
+                         [&](const SummaryRow& r) { return r.row == row; });
+  };
+  if (count("run") == count("mean")) return out;  // one seed per combination: nothing to aggregate
+  out += "\n## Mean ± std over seeds\n\n";
+  header(true);
+  for (size_t i = 0; i + 1 < s.rows.size(); ++i) {
+    const SummaryRow& m = s.rows[i];
+    if (m.row != "mean") continue;
+    const SummaryRow& sd = s.rows[i + 1];
+    std::string line = cells(m) + fmt::format(" {} | {} |", m.n, m.status);
+    for (int c = 1; c < kNumSummaryColumns; ++c) {
+      const auto col = static_cast<SummaryColumn>(c);
+      const std::string mv = md_number(col, m.values[c], true);
+      line += " " + (mv == "-" || m.n < 2 ? mv : mv + " ± " + md_number(col, sd.values[c], true)) +
+              " |";
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string summary_json(const SweepSummary& s) {
+  std::string rows;
+  for (const auto& r : s.rows) {
+    JsonObject j;
+    j.add("row", r.row).add("name", r.name);
+    for (size_t k = 0; k < s.keys.size(); ++k) j.add(s.keys[k], r.axis_values[k]);
+    if (r.seed.empty()) {
+      j.add_raw("seed", "null");
+    } else {
+      j.add_raw("seed", r.seed);
+    }
+    j.add("n", r.n).add("status", r.status);
+    for (int c = 0; c < kNumSummaryColumns; ++c) j.add(kSummaryColumnNames[c], r.values[c]);
+    rows += (rows.empty() ? "" : ",") + j.str();
+  }
+  return JsonObject().add("sweep", s.sweep_dir).add_raw("rows", "[" + rows + "]").str() + "\n";
+}
+
+void write_summary_files(const SweepSummary& s) {
+  write_file_atomic((fs::path(s.sweep_dir) / "summary.csv").string(), summary_csv(s));
+  write_file_atomic((fs::path(s.sweep_dir) / "summary.md").string(), summary_markdown(s));
+}
+
+bool is_sweep_dir(const std::string& dir) {
+  return file_exists((fs::path(dir) / "sweep.yaml").string());
+}
+
+SweepSummary load_sweep_summary(const std::string& sweep_dir) {
+  SweepOptions options;
+  options.check_base = false;
+  const Sweep sweep = parse_sweep_file((fs::path(sweep_dir) / "sweep.yaml").string(), options);
+  return summarise_sweep(sweep, expand_sweep(sweep), sweep_dir);
+}
+
+}  // namespace normlab

@@ -1,0 +1,80 @@
+// The sweep's results table (/work/notes/SWEEP_FORMAT.md, "summary.csv"): one row per run with
+// numbers computed from its metrics.jsonl and point.json, then mean and population-std rows over
+// the seeds of each axis combination; written as summary.csv (for scripts) and summary.md (for
+// people), and printed by `normlab report SWEEP_DIR`.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sweep/sweep_config.h"
+
+namespace normlab {
+
+// The numeric columns, in CSV order. NaN = not available (an empty cell).
+enum SummaryColumn {
+  kSteps,
+  kFinalTrainLoss,
+  kBestValLoss,
+  kBestValExcess,
+  kDiverged,
+  kSpikes,
+  kMaxGradNorm,
+  kGradRatioFirstLast,
+  kTokPerS,
+  kWallS,
+  kNumSummaryColumns
+};
+extern const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames;
+
+using SummaryValues = std::array<double, kNumSummaryColumns>;
+
+// Everything but wall_s from one metrics.jsonl (NaN where the records do not have it; all NaN
+// when the file does not exist).
+SummaryValues run_metrics(const std::string& metrics_path);
+
+// <run>/point.json: the sweep's record of one point.
+struct PointRecord {
+  std::string status = "pending";  // done | failed | diverged | running | pending
+  std::optional<int> exit_code;
+  double wall_s = std::nan("");
+};
+std::optional<PointRecord> read_point_record(const std::string& run_dir);
+void write_point_record(const std::string& run_dir, const SweepPoint& point,
+                        const PointRecord& record);
+
+struct SummaryRow {
+  std::string row;  // run | mean | std
+  std::string name;
+  std::vector<std::string> axis_values;  // one per axis key, YAML text as written
+  std::string seed;                      // empty on mean/std rows
+  int64_t n = 1;
+  std::string status;
+  SummaryValues values;
+};
+
+struct SweepSummary {
+  std::string sweep_dir;
+  std::vector<std::string> keys;  // axis keys, full dotted
+  std::vector<SummaryRow> rows;   // run rows in point order, then mean/std per group
+};
+
+// Reads every point's run directory under sweep_dir.
+SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& points,
+                             const std::string& sweep_dir);
+
+std::string summary_csv(const SweepSummary& s);
+std::string summary_markdown(const SweepSummary& s);
+std::string summary_json(const SweepSummary& s);  // {"sweep":..,"rows":[{column: value}, ...]}
+
+// summary.csv and summary.md, each written atomically.
+void write_summary_files(const SweepSummary& s);
+
+// `normlab report` on a sweep directory: recomputes the summary from the runs (nothing written).
+bool is_sweep_dir(const std::string& dir);
+SweepSummary load_sweep_summary(const std::string& sweep_dir);
+
+}  // namespace normlab

@@ -1,0 +1,515 @@
+#include "sweep/sweep_config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "config/load.h"
+#include "core/errors.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "train/run_config.h"
+
+namespace normlab {
+namespace {
+namespace fs = std::filesystem;
+
+// Point names become directory names; keep well below the usual 255-byte limit.
+constexpr size_t kMaxNameLength = 200;
+
+std::string at(const std::string& file, const YAML::Node& n) {
+  return fmt::format("{}:{}", file, n.Mark().line + 1);
+}
+
+std::string describe_node(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a mapping";
+  return "nothing";
+}
+
+// A value as --set takes it: scalars as written, lists and mappings as flow YAML.
+std::string value_text(const YAML::Node& n) {
+  if (n.IsScalar()) return n.Scalar();
+  if (n.IsNull()) return "null";
+  YAML::Emitter e;
+  e << YAML::Flow << n;
+  return e.c_str();
+}
+
+template <class T>
+std::string join(const std::vector<T>& v, const std::string& sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + fmt::format("{}", v[i]);
+  return out;
+}
+
+class Collector {
+ public:
+  void add(const std::string& where, const std::string& key, const std::string& message) {
+    lines_.push_back(fmt::format("{}: {}: {}", where, key, message));
+  }
+  void add_all(const std::vector<std::string>& lines) {
+    lines_.insert(lines_.end(), lines.begin(), lines.end());
+  }
+  bool empty() const { return lines_.empty(); }
+  void raise_if_any() const {
+    if (!lines_.empty()) throw ConfigError(lines_);
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+// A run-config key as written in a sweep: dotted, non-empty parts, no '='. `seed` and `out_dir`
+// belong to the sweep itself (`seeds:`, one run directory per point).
+bool check_key(const std::string& key, const std::string& where, const std::string& section,
+               Collector& problems) {
+  const bool well_formed =
+      !key.empty() && key.front() != '.' && key.back() != '.' &&
+      key.find("..") == std::string::npos && std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+      });
+  if (!well_formed) {
+    problems.add(where, section + "." + key, "expected a dotted config key such as model.layout");
+    return false;
+  }
+  if (key == "seed") {
+    problems.add(where, section + "." + key, "list seeds under `seeds:`, not as an override");
+    return false;
+  }
+  if (key == "out_dir") {
+    problems.add(where, section + "." + key,
+                 "each point runs in <sweep>/runs/<name>; set the sweep's out_dir instead");
+    return false;
+  }
+  return true;
+}
+
+// `set:` mapping: key -> any YAML value.
+void parse_set(const YAML::Node& n, const std::string& file, const std::string& section,
+               std::vector<std::pair<std::string, std::string>>& out,
+               std::map<std::string, std::string>& where, Collector& problems) {
+  if (!n || n.IsNull()) return;
+  if (!n.IsMap()) {
+    problems.add(at(file, n), section,
+                 "expected a mapping of config keys to values, got " + describe_node(n));
+    return;
+  }
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    if (!check_key(key, at(file, kv.first), section, problems)) continue;
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == key; });
+    if (it != out.end()) {
+      it->second = value_text(kv.second);
+    } else {
+      out.emplace_back(key, value_text(kv.second));
+    }
+    where[key] = at(file, kv.first);
+  }
+}
+
+// A mapping of key -> non-empty list of values, as in `axes:` and each `zip:` entry.
+std::vector<SweepAxis> parse_lists(const YAML::Node& n, const std::string& file,
+                                   const std::string& section,
+                                   std::map<std::string, std::string>& where, Collector& problems) {
+  std::vector<SweepAxis> out;
+  if (!n || n.IsNull()) return out;
+  if (!n.IsMap()) {
+    problems.add(at(file, n), section,
+                 "expected a mapping of config keys to lists of values, got " + describe_node(n));
+    return out;
+  }
+  for (const auto& kv : n) {
+    const std::string key = kv.first.Scalar();
+    if (!check_key(key, at(file, kv.first), section, problems)) continue;
+    if (!kv.second.IsSequence() || kv.second.size() == 0) {
+      problems.add(at(file, kv.first), section + "." + key,
+                   "expected a non-empty list of values, got " + describe_node(kv.second));
+      continue;
+    }
+    SweepAxis axis;
+    axis.keys = {key};
+    for (const auto& v : kv.second) axis.values.push_back({value_text(v)});
+    out.push_back(axis);
+    where[key] = at(file, kv.first);
+  }
+  return out;
+}
+
+// `zip:` list: each entry one axis whose keys vary together.
+std::vector<SweepAxis> parse_zip(const YAML::Node& n, const std::string& file,
+                                 const std::string& section,
+                                 std::map<std::string, std::string>& where, Collector& problems) {
+  std::vector<SweepAxis> out;
+  if (!n || n.IsNull()) return out;
+  if (!n.IsSequence()) {
+    problems.add(
+        at(file, n), section,
+        "expected a list of mappings ({key: [values], key: [values]}), got " + describe_node(n));
+    return out;
+  }
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string entry = fmt::format("{}[{}]", section, i);
+    auto lists = parse_lists(n[i], file, entry, where, problems);
+    if (lists.empty()) {
+      if (n[i].IsMap() && n[i].size() == 0) problems.add(at(file, n[i]), entry, "empty zip entry");
+      continue;
+    }
+    SweepAxis axis;
+    axis.zip = true;
+    std::vector<std::string> lengths;
+    bool equal = true;
+    for (const auto& l : lists) {
+      axis.keys.push_back(l.keys[0]);
+      lengths.push_back(fmt::format("{}: {}", l.keys[0], l.values.size()));
+      equal = equal && l.values.size() == lists[0].values.size();
+    }
+    if (!equal) {
+      problems.add(
+          at(file, n[i]), entry,
+          fmt::format("zipped lists must have equal lengths, got {}", join(lengths, ", ")));
+      continue;
+    }
+    for (size_t v = 0; v < lists[0].values.size(); ++v) {
+      std::vector<std::string> row;
+      for (const auto& l : lists) row.push_back(l.values[v][0]);
+      axis.values.push_back(row);
+    }
+    out.push_back(axis);
+  }
+  return out;
+}
+
+std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
+                                 const std::string& section, Collector& problems) {
+  std::vector<int64_t> out;
+  if (!n.IsSequence() || n.size() == 0) {
+    problems.add(at(file, n), section,
+                 "expected a non-empty list of integer seeds, got " + describe_node(n));
+    return out;
+  }
+  for (const auto& v : n) {
+    try {
+      const int64_t s = v.as<int64_t>();
+      if (std::find(out.begin(), out.end(), s) != out.end()) {
+        problems.add(at(file, v), section, fmt::format("seed {} is listed twice", s));
+      }
+      out.push_back(s);
+    } catch (const YAML::Exception&) {
+      problems.add(at(file, v), section, "expected an integer seed, got " + describe_node(v));
+    }
+  }
+  return out;
+}
+
+void reject_unknown(const YAML::Node& n, const std::string& file, const std::string& prefix,
+                    const std::vector<std::string>& known, Collector& problems) {
+  for (const auto& kv : n) {
+    const std::string k = kv.first.Scalar();
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      problems.add(at(file, kv.first), prefix + k,
+                   "unknown key; expected one of: " + join(known, ", "));
+    }
+  }
+}
+
+YAML::Node load_sweep_yaml(const std::string& path) {
+  try {
+    return YAML::Load(read_file(path));
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.msg)});
+  }
+}
+
+// The sweep's own key a run-config problem comes from: the override key equal to the problem's
+// key, or the nearest one above or below it in the dotted path.
+const std::string* owning_key(const std::map<std::string, std::string>& where,
+                              const std::string& key) {
+  for (const auto& [k, w] : where) {
+    if (k == key || key.rfind(k + ".", 0) == 0 || k.rfind(key + ".", 0) == 0) return &w;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> Sweep::axis_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& a : axes) keys.insert(keys.end(), a.keys.begin(), a.keys.end());
+  return keys;
+}
+
+Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
+  if (!file_exists(path)) throw UsageError(path + ": sweep file not found");
+  const YAML::Node root = load_sweep_yaml(path);
+  Collector problems;
+  if (!root.IsMap()) {
+    throw ConfigError({path + ": (top level): expected a mapping with base:, axes:, seeds:, ..."});
+  }
+  reject_unknown(root, path, "", {"base", "out_dir", "set", "axes", "zip", "seeds", "quick"},
+                 problems);
+
+  Sweep s;
+  s.file = path;
+  const fs::path dir = fs::path(path).parent_path();
+  if (const YAML::Node b = root["base"]; !b || !b.IsScalar()) {
+    problems.add(b ? at(path, b) : path, "base",
+                 "expected the path of the base run config (relative to this file)");
+  } else {
+    const fs::path base = fs::absolute(dir / b.Scalar()).lexically_normal();
+    s.base = base.string();
+    if (options.check_base && !file_exists(s.base))
+      problems.add(at(path, b), "base", fmt::format("file '{}' not found", s.base));
+  }
+  if (const YAML::Node o = root["out_dir"]; o && !o.IsScalar()) {
+    problems.add(at(path, o), "out_dir", "expected the sweep directory, got " + describe_node(o));
+  } else {
+    s.out_dir = o ? o.Scalar() : "runs/sweeps/" + fs::path(path).stem().string();
+  }
+  parse_set(root["set"], path, "set", s.set, s.where, problems);
+  s.axes = parse_lists(root["axes"], path, "axes", s.where, problems);
+  auto zips = parse_zip(root["zip"], path, "zip", s.where, problems);
+  s.axes.insert(s.axes.end(), zips.begin(), zips.end());
+  if (const YAML::Node n = root["seeds"]) {
+    s.seeds = parse_seeds(n, path, "seeds", problems);
+    s.where["seed"] = at(path, n);
+  }
+
+  // The quick section is checked whether or not it is applied.
+  if (const YAML::Node q = root["quick"]; q && !q.IsNull()) {
+    if (!q.IsMap()) {
+      problems.add(at(path, q), "quick",
+                   "expected a mapping with any of set, axes, zip, seeds, out_dir");
+    } else {
+      reject_unknown(q, path, "quick.", {"set", "axes", "zip", "seeds", "out_dir"}, problems);
+      Sweep quick = s;
+      parse_set(q["set"], path, "quick.set", quick.set, quick.where, problems);
+      for (const auto& a : parse_lists(q["axes"], path, "quick.axes", quick.where, problems)) {
+        auto it = std::find_if(quick.axes.begin(), quick.axes.end(),
+                               [&](const SweepAxis& x) { return !x.zip && x.keys == a.keys; });
+        if (it == quick.axes.end()) {
+          problems.add(quick.where[a.keys[0]], "quick.axes." + a.keys[0], "not a key under axes:");
+        } else {
+          *it = a;
+        }
+      }
+      if (q["zip"]) {
+        quick.axes.erase(std::remove_if(quick.axes.begin(), quick.axes.end(),
+                                        [](const SweepAxis& x) { return x.zip; }),
+                         quick.axes.end());
+        auto qz = parse_zip(q["zip"], path, "quick.zip", quick.where, problems);
+        quick.axes.insert(quick.axes.end(), qz.begin(), qz.end());
+      }
+      if (q["seeds"]) {
+        quick.seeds = parse_seeds(q["seeds"], path, "quick.seeds", problems);
+        quick.where["seed"] = at(path, q["seeds"]);
+      }
+      if (const YAML::Node o = q["out_dir"]) {
+        if (!o.IsScalar()) {
+          problems.add(at(path, o), "quick.out_dir",
+                       "expected a directory, got " + describe_node(o));
+        } else {
+          quick.out_dir = o.Scalar();
+        }
+      }
+      if (options.quick) s = quick;
+    }
+  } else if (options.quick) {
+    problems.add(path, "quick", "--quick given but the sweep file has no quick: section");
+  }
+
+  for (const auto& o : options.sets) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      problems.add("--set", o, "expected key.path=value");
+      continue;
+    }
+    const std::string key = o.substr(0, eq);
+    if (!check_key(key, "--set", "set", problems)) continue;
+    auto it =
+        std::find_if(s.set.begin(), s.set.end(), [&](const auto& p) { return p.first == key; });
+    if (it != s.set.end()) {
+      it->second = o.substr(eq + 1);
+    } else {
+      s.set.emplace_back(key, o.substr(eq + 1));
+    }
+    s.where[key] = "--set";
+  }
+  if (!options.out_dir.empty()) s.out_dir = options.out_dir;
+
+  std::set<std::string> seen;
+  for (const auto& k : s.axis_keys()) {
+    if (!seen.insert(k).second) problems.add(s.where[k], k, "appears in more than one axis");
+  }
+  if (s.seeds.empty() && problems.empty() && file_exists(s.base)) {
+    // Default: the base config's own seed.
+    s.seeds = {parse_config_file(s.base).config.seed};
+    s.where["seed"] = s.base;
+  }
+  problems.raise_if_any();
+  return s;
+}
+
+std::map<std::string, std::string> short_names(const std::vector<std::string>& keys) {
+  std::map<std::string, std::string> shorts;
+  std::map<std::string, int> count;
+  for (const auto& k : keys) {
+    const auto dot = k.find('.');
+    shorts[k] = dot == std::string::npos ? k : k.substr(dot + 1);
+    ++count[shorts[k]];
+  }
+  for (auto& [k, s] : shorts) {
+    if (count[s] > 1 || s == "seed") s = k;
+  }
+  return shorts;
+}
+
+std::string sanitize_value(const std::string& text) {
+  std::string out = text;
+  for (char& c : out) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '+' ||
+          c == '-'))
+      c = '_';
+  }
+  return out;
+}
+
+std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
+  const auto shorts = short_names(sweep.axis_keys());
+  std::vector<SweepPoint> points;
+  std::vector<size_t> index(sweep.axes.size(), 0);
+  while (true) {
+    SweepPoint base;
+    std::vector<std::string> parts;
+    for (size_t a = 0; a < sweep.axes.size(); ++a) {
+      const SweepAxis& axis = sweep.axes[a];
+      for (size_t k = 0; k < axis.keys.size(); ++k) {
+        const std::string& v = axis.values[index[a]][k];
+        base.overrides.emplace_back(axis.keys[k], v);
+        parts.push_back(shorts.at(axis.keys[k]) + "=" + sanitize_value(v));
+      }
+    }
+    base.group = join(parts, ",");
+    for (int64_t seed : sweep.seeds) {
+      SweepPoint p = base;
+      p.seed = seed;
+      p.name = (p.group.empty() ? "" : p.group + ",") + fmt::format("seed={}", seed);
+      points.push_back(p);
+    }
+    // Odometer: the last axis turns fastest.
+    size_t a = sweep.axes.size();
+    while (a > 0 && ++index[a - 1] == sweep.axes[a - 1].values.size()) index[--a] = 0;
+    if (a == 0) break;
+  }
+  Collector problems;
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < points.size(); ++i) {
+    const std::string& n = points[i].name;
+    if (n.size() > kMaxNameLength) {
+      problems.add(sweep.file, n.substr(0, 40) + "...",
+                   fmt::format("point name longer than {} characters; use shorter axis values",
+                               kMaxNameLength));
+    }
+    auto [it, fresh] = seen.emplace(n, i);
+    if (!fresh) {
+      problems.add(
+          sweep.file, n,
+          fmt::format("points {} and {} get the same name (a value listed twice, or values "
+                      "that differ only in characters outside [A-Za-z0-9._+-])",
+                      it->second + 1, i + 1));
+    }
+  }
+  problems.raise_if_any();
+  return points;
+}
+
+std::string point_run_dir(const std::string& sweep_dir, const SweepPoint& point) {
+  return (fs::path(sweep_dir) / "runs" / point.name).string();
+}
+
+std::vector<std::string> point_overrides(const Sweep& sweep, const SweepPoint& point) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : sweep.set) out.push_back(k + "=" + v);
+  for (const auto& [k, v] : point.overrides) out.push_back(k + "=" + v);
+  out.push_back(fmt::format("seed={}", point.seed));
+  return out;
+}
+
+std::vector<Config> validate_points(const Sweep& sweep, const std::vector<SweepPoint>& points) {
+  std::vector<Config> configs;
+  std::vector<std::string> lines;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& line, const SweepPoint& p) {
+    if (seen.insert(line).second) lines.push_back(line + " (point " + p.name + ")");
+  };
+  for (const auto& p : points) {
+    auto overrides = point_overrides(sweep, p);
+    overrides.push_back("out_dir=" + json_quote(point_run_dir(sweep.out_dir, p)));
+    try {
+      configs.push_back(
+          check_and_resolve(parse_config_file(sweep.base, overrides), /*check_data_files=*/true));
+    } catch (const ConfigError& e) {
+      for (const auto& line : e.problems()) {
+        // "WHERE: key: message": name the sweep file's line for keys the sweep set.
+        const auto a = line.find(": ");
+        const auto b = a == std::string::npos ? a : line.find(": ", a + 2);
+        if (b == std::string::npos) {
+          add(line, p);
+          continue;
+        }
+        const std::string where = line.substr(0, a), key = line.substr(a + 2, b - a - 2);
+        const std::string* w =
+            (where == "--set" || where == sweep.base) ? owning_key(sweep.where, key) : nullptr;
+        add(w ? *w + line.substr(a) : line, p);
+      }
+    } catch (const UsageError& e) {
+      add(fmt::format("{}: {}", sweep.file, e.what()), p);
+    }
+  }
+  if (!lines.empty()) throw ConfigError(lines);
+  return configs;
+}
+
+std::string dump_sweep(const Sweep& sweep) {
+  YAML::Emitter e;
+  auto value = [&](const std::string& text) { e << YAML::Load(text); };
+  e << YAML::BeginMap;
+  e << YAML::Key << "base" << YAML::Value << sweep.base;
+  e << YAML::Key << "out_dir" << YAML::Value << sweep.out_dir;
+  e << YAML::Key << "set" << YAML::Value << YAML::BeginMap;
+  for (const auto& [k, v] : sweep.set) {
+    e << YAML::Key << k << YAML::Value;
+    value(v);
+  }
+  e << YAML::EndMap;
+  auto lists = [&](const SweepAxis& a) {
+    for (size_t k = 0; k < a.keys.size(); ++k) {
+      e << YAML::Key << a.keys[k] << YAML::Value << YAML::Flow << YAML::BeginSeq;
+      for (const auto& row : a.values) value(row[k]);
+      e << YAML::EndSeq;
+    }
+  };
+  e << YAML::Key << "axes" << YAML::Value << YAML::BeginMap;
+  for (const auto& a : sweep.axes) {
+    if (!a.zip) lists(a);
+  }
+  e << YAML::EndMap;
+  e << YAML::Key << "zip" << YAML::Value << YAML::BeginSeq;
+  for (const auto& a : sweep.axes) {
+    if (!a.zip) continue;
+    e << YAML::BeginMap;
+    lists(a);
+    e << YAML::EndMap;
+  }
+  e << YAML::EndSeq;
+  e << YAML::Key << "seeds" << YAML::Value << YAML::Flow << sweep.seeds;
+  e << YAML::EndMap;
+  return "# The resolved sweep (quick and --set applied), written by normlab sweep.\n" +
+         std::string(e.c_str()) + "\n";
+}
+
+}  // namespace normlab

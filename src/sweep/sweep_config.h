@@ -1,0 +1,83 @@
+// A sweep file (/work/notes/SWEEP_FORMAT.md): a base run config, overrides for every point
+// (`set:`), axes whose cartesian product gives the points (`axes:`, plus `zip:` groups whose keys
+// vary together), seeds, and a `quick:` variant. This file parses and checks the sweep file,
+// expands it into named points and validates every point's run config before anything runs.
+// It refuses to run anything itself: that is runner.h.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace normlab {
+
+// One axis: a single key (`axes:` entry) or a zip group (several keys, equal-length lists).
+struct SweepAxis {
+  std::vector<std::string> keys;                 // {"model.layout"} or {"optim.lr", "optim.warmup"}
+  std::vector<std::vector<std::string>> values;  // values[i][k]: i-th value of keys[k], YAML text
+  bool zip = false;                              // from `zip:` (kept apart when dumped)
+};
+
+struct Sweep {
+  std::string file;     // the sweep file as given ("configs/sweeps/placement.yaml")
+  std::string base;     // absolute path of the base run config
+  std::string out_dir;  // the sweep directory ("runs/sweeps/placement")
+  std::vector<std::pair<std::string, std::string>> set;  // key -> YAML value text, every point
+  std::vector<SweepAxis> axes;  // `axes:` keys in order, then `zip:` groups
+  std::vector<int64_t> seeds;
+  // Where each set/axis key and `seeds` was written ("file:12", "--set"), for error messages.
+  std::map<std::string, std::string> where;
+
+  std::vector<std::string> axis_keys() const;  // every axis's keys, in axis order
+};
+
+struct SweepOptions {
+  bool quick = false;             // apply the file's `quick:` section
+  std::vector<std::string> sets;  // command-line `--set key=value`, added to `set:` last
+  std::string out_dir;            // non-empty: replaces out_dir
+  bool check_base = true;         // false: a missing base file is no error (reading results only)
+};
+
+// One run of the sweep.
+struct SweepPoint {
+  std::string name;   // "layout=pre,norm.type=rmsnorm,seed=1337"
+  std::string group;  // the name without the seed: the seeds of one group are aggregated
+  std::vector<std::pair<std::string, std::string>> overrides;  // axis key -> YAML value text
+  int64_t seed = 0;
+};
+
+// Parses and checks a sweep file; every problem is reported at once (ConfigError, lines
+// "file:line: key: message").
+Sweep parse_sweep_file(const std::string& path, const SweepOptions& options = {});
+
+// The points in order: cartesian product of the axes (the first axis varies slowest), each
+// point once per seed (seeds innermost). Throws ConfigError when two points get the same name.
+std::vector<SweepPoint> expand_sweep(const Sweep& sweep);
+
+// Short name of each axis key: the key without its first section, or the full key when that
+// would collide with another key's short name (or with `seed`) or the key has one section.
+std::map<std::string, std::string> short_names(const std::vector<std::string>& keys);
+
+// A value as it appears in a point name: characters outside [A-Za-z0-9._+-] become '_'.
+std::string sanitize_value(const std::string& text);
+
+// The point's run directory: <out_dir>/runs/<name>.
+std::string point_run_dir(const std::string& sweep_dir, const SweepPoint& point);
+
+// The `--set` overrides that make a point's run config from the base (set, axes, seed).
+std::vector<std::string> point_overrides(const Sweep& sweep, const SweepPoint& point);
+
+// Builds and validates every point's run config (parse, overrides, check_and_resolve with data
+// files) with out_dir = its run directory. All problems of all points at once (ConfigError),
+// each naming the sweep file and line of the key that caused it.
+std::vector<Config> validate_points(const Sweep& sweep, const std::vector<SweepPoint>& points);
+
+// The resolved sweep as YAML: quick applied, --set merged, base absolute, seeds explicit.
+// Parses back to the same Sweep.
+std::string dump_sweep(const Sweep& sweep);
+
+}  // namespace normlab
