@@ -349,8 +349,13 @@ def readable_log(axis_obj, lo=None, hi=None, dense=True):
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
     if lo is None or hi is None:
         lo, hi = axis_obj.get_view_interval()
-    narrow = dense and lo > 0 and hi / lo < 12
-    subs = (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0) if narrow else (1.0, 2.0, 5.0)
+    ratio = hi / lo if lo > 0 else float("inf")
+    if dense and ratio < 12:
+        subs = (1.0, 1.2, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)
+    elif ratio < 2000:
+        subs = (1.0, 2.0, 5.0)
+    else:
+        subs = (1.0,)
     axis_obj.set_major_locator(LogLocator(base=10, subs=subs, numticks=30))
     axis_obj.set_major_formatter(FuncFormatter(lambda v, _: "%g" % float("%.2g" % v)))
     axis_obj.set_minor_formatter(NullFormatter())
@@ -383,9 +388,15 @@ def per_layer_lines(ax, steps, rows, labels, title, ylabel, logy=False, colorbar
     ax.set_title(title)
     ax.set_xlabel("update step")
     ax.set_ylabel(ylabel)
-    pos = a[np.isfinite(a) & (a > 0)]
-    if logy and pos.size and pos.max() / pos.min() > 20:
+    fin = a[np.isfinite(a)]
+    pos = fin[fin > 0]
+    if logy and pos.size == fin.size and pos.size and pos.max() / pos.min() > 20:
         set_logy(ax)
+    elif logy and fin.size and np.abs(fin).max() > 500:  # huge range that crosses zero
+        from matplotlib.ticker import FuncFormatter
+        ax.set_yscale("symlog", linthresh=10)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+        ax.set_ylabel(ylabel + " (linear below 10, log above)")
     if n <= 9:
         ax.legend(loc="best", ncol=1 if n <= 5 else 2, framealpha=0.8)
     else:
@@ -588,14 +599,21 @@ def plot_run(run, outdir):
                 a.text(0.5, 0.5, "no act_rms in metrics.jsonl", ha="center", va="center", transform=a.transAxes)
         if ms_:
             per_layer_lines(a3, ms_, mr, ["block %d" % j for j in range(len(mr[0]))],
-                            "attention: max pre-softmax logit", "max attention logit")
+                            "attention: max pre-softmax logit", "max attention logit", logy=True)
         else:
             a3.text(0.5, 0.5, "no attn_logit_max in metrics.jsonl", ha="center", va="center", transform=a3.transAxes)
         if hs:
             ctx = num(run.cfg.get("model.ctx"))
             per_layer_lines(a4, hs, hr, ["block %d" % j for j in range(len(hr[0]))],
-                            "attention entropy (mean over heads, queries)",
-                            "entropy (nats)" + (" [uniform: ln %d = %.2f]" % (ctx, math.log(ctx)) if finite(ctx) and ctx > 1 else ""))
+                            "attention entropy (mean over heads and queries)", "entropy (nats)")
+            if finite(ctx) and 1 < ctx < 1e6:
+                # causal attention spread evenly: query i sees i+1 keys, so the mean entropy is
+                # mean_i ln(i+1); the level every block starts from with small initial weights
+                uni = sum(math.log(i + 1) for i in range(int(ctx))) / int(ctx)
+                a4.axhline(uni, color="0.4", ls="--", lw=1)
+                a4.text(0.01, uni, " uniform causal attention (T=%d): %.2f" % (ctx, uni), color="0.3", fontsize=8,
+                        ha="left", va="bottom", transform=a4.get_yaxis_transform())
+                a4.set_ylim(top=max(a4.get_ylim()[1], uni * 1.12))
             a4.axhline(0.1, color="red", ls=":", lw=1)
             a4.text(0.99, 0.1, " collapse warning (0.1 nats)", color="red", fontsize=8, ha="right", va="bottom",
                     transform=a4.get_yaxis_transform())
