@@ -898,20 +898,32 @@ def plot_sweep_final_vs(sweep, x_axis, logx, fname, what, outdir):
     any_div = False
     line_keys = sorted({tuple(p["over"].get(a) for a in others) for p in sweep.points},
                        key=lambda t: [sort_key(v) for v in t])
-    cmap = plt.get_cmap("tab10" if len(line_keys) <= 10 else "tab20")
+    # colour by the first of the other axes (the layout when it is one), line style and marker by the rest
+    firsts = sorted({k[0] for k in line_keys if k}, key=sort_key) if others else []
+    cmap = plt.get_cmap("tab10" if max(len(firsts), len(line_keys) if not firsts else 0) <= 10 else "tab20")
+    rests = sorted({k[1:] for k in line_keys}, key=lambda t: [sort_key(v) for v in t])
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
+
+    def line_style(li, key):
+        if not firsts:
+            return cmap(li % cmap.N), "-", "o"
+        ls, mk = styles[rests.index(key[1:]) % len(styles)]
+        return cmap(firsts.index(key[0]) % cmap.N), ls, mk
     xs_all = sorted({num(p["over"].get(x_axis)) for p in sweep.points if finite(num(p["over"].get(x_axis)))})
     for ax, (field, ylabel, floor) in zip(axs[0], panels):
         sane = [p[field] for p in sweep.points if finite(p[field]) and not p["diverged"] and not p["failed"]]
         if not sane:
             sane = [p[field] for p in sweep.points if finite(p[field])]
         lo_lim, hi_lim = (min(sane), max(sane)) if sane else (0.5, 6.0)
-        if finite(floor):
+        # the floor joins the y range only when that does not squash the results into a sliver
+        floor_in = finite(floor) and floor >= lo_lim - 0.6 * max(hi_lim - lo_lim, 0.05)
+        if floor_in:
             lo_lim = min(lo_lim, floor)
         span = max(hi_lim - lo_lim, 0.05 * max(abs(hi_lim), 1e-3))
         top = hi_lim + 0.15 * span
         div_x, div_c = [], []
         for li, key in enumerate(line_keys):
-            c = cmap(li % cmap.N)
+            c, lstyle, mk = line_style(li, key)
             lab = ", ".join("%s=%s" % (sweep.short(a), v) for a, v in zip(others, key)) or "all runs"
             mx, my, sd = [], [], []
             for x in xs_all:
@@ -929,10 +941,10 @@ def plot_sweep_final_vs(sweep, x_axis, logx, fname, what, outdir):
                     my.append(float(np.mean(good)))
                     sd.append(float(np.std(good)))
             if mx:
-                ax.errorbar(mx, my, yerr=sd if any(s > 0 for s in sd) else None, fmt="o-", color=c, lw=1.6,
+                ax.errorbar(mx, my, yerr=sd if any(s > 0 for s in sd) else None, fmt=mk, ls=lstyle, color=c, lw=1.6,
                             ms=5, capsize=3, label=lab, zorder=4)
             else:
-                ax.plot([], [], "o-", color=c, label=lab + " (no finite result)")
+                ax.plot([], [], marker=mk, ls=lstyle, color=c, label=lab + " (no finite result)")
         if logx:
             ax.set_xscale("log")
             from matplotlib.ticker import NullFormatter, NullLocator
@@ -953,10 +965,13 @@ def plot_sweep_final_vs(sweep, x_axis, logx, fname, what, outdir):
         if div_x:
             clip_top(ax, div_x, None, top, div_c, size=80)
             any_div = True
-        if finite(floor):
+        if floor_in:
             ax.axhline(floor, color="k", ls="--", lw=1)
             ax.text(0.99, floor, "entropy floor %.3f " % floor, transform=ax.get_yaxis_transform(),
                     ha="right", va="bottom", fontsize=8)
+        elif finite(floor):
+            ax.text(0.99, 0.02, "entropy floor %.3f (below this range)" % floor, transform=ax.transAxes,
+                    ha="right", va="bottom", fontsize=8, color="0.3")
         ax.set_xlabel(what)
         ax.set_ylabel(ylabel + " (nats/token)")
         ax.set_title(ylabel + (" (last logged batch)" if field == "final" else " (min over evals)"))
