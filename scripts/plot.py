@@ -873,7 +873,7 @@ def plot_sweep_curves(sweep, group_axis, outdir):
     if div_x:
         handles.append(Line2D([], [], color="0.3", marker="x", ls="", ms=8, mew=2,
                               label="x at the top: diverged / off scale\nfrom that step"))
-    ax.legend(handles=handles, loc="upper right", framealpha=0.85, ncol=2 if len(handles) > 9 else 1)
+    ax.legend(handles=handles, loc="best", framealpha=0.85, ncol=2 if len(handles) > 6 else 1)
     ax.set_xlabel("update step")
     ax.set_ylabel("loss (nats/token)")
     by = (" by %s" % sweep.short(group_axis)) if group_axis else ""
