@@ -330,6 +330,10 @@ def mpl():
 
 def save(fig, path):
     plt = mpl()
+    from matplotlib.ticker import MaxNLocator
+    for ax in fig.axes:  # update steps are whole numbers
+        if ax.get_xlabel().startswith("update step") and ax.get_xscale() == "linear":
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=DPI)
     try:  # a 256-colour palette keeps the PNGs small (a third of the size) with no visible change
