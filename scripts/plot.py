@@ -524,7 +524,7 @@ def plot_run(run, outdir):
         a = np.array(rows, dtype=float).T  # [L, records]
         L = a.shape[0]
         a = np.where(np.isfinite(a) & (a > 0), a, np.nan)
-        fig, ax = plt.subplots(figsize=(9, 1.6 + 0.32 * min(L, 24) + 1.2))
+        fig, ax = plt.subplots(figsize=(9, max(3.6, 2.7 + 0.18 * min(L, 24))))
         s = np.array(steps, dtype=float)
         if len(s) > 1:
             mids = (s[1:] + s[:-1]) / 2
