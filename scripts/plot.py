@@ -404,7 +404,8 @@ def per_layer_lines(ax, steps, rows, labels, title, ylabel, logy=False, colorbar
     if n <= 9:
         ax.legend(loc="best", ncol=1 if n <= 5 else 2, framealpha=0.8)
     else:
-        sm = plt.cm.ScalarMappable(cmap="viridis", norm=plt.Normalize(0, n - 1))
+        from matplotlib.colors import ListedColormap
+        sm = plt.cm.ScalarMappable(cmap=ListedColormap(cols), norm=plt.Normalize(-0.5, n - 0.5))
         cb = ax.figure.colorbar(sm, ax=ax, pad=0.01)
         cb.set_label(colorbar_label)
 
@@ -760,8 +761,9 @@ class Sweep:
         for a in self.axes:
             if key == a or key == self.short(a) or a.endswith("." + key):
                 return a
-        raise SystemExit("plot.py: --group-by %r is not an axis of this sweep (axes: %s)"
-                         % (key, ", ".join(self.axes) or "none"))
+        print("plot.py: --group-by %r is not an axis of this sweep (axes: %s)"
+              % (key, ", ".join(self.axes) or "none"), file=sys.stderr)
+        raise SystemExit(2)
 
     def tied(self, a, b):
         """True when axis b's value is a function of axis a's and vice versa (a zip axis)."""
