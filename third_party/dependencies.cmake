@@ -16,7 +16,13 @@ if(NOT TARGET yaml-cpp)
 endif()
 
 # ccache when present: LibTorch headers make every compile expensive.
+# Every file is compiled against the precompiled LibTorch header, which ccache only caches with
+# the pch sloppiness (and -fpch-preprocess); without it all those compiles count as uncacheable
+# and any CMake re-run (a new source file) rebuilds everything from scratch.
 find_program(NORMLAB_CCACHE ccache)
 if(NORMLAB_CCACHE)
-  set(CMAKE_CXX_COMPILER_LAUNCHER "${NORMLAB_CCACHE}")
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env
+      "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      ${NORMLAB_CCACHE})
+  add_compile_options(-fpch-preprocess)
 endif()

@@ -185,12 +185,18 @@ torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, 
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = o_.n_heads;
-  // Heads stay where the projections put them: (B, T, H, dh) views, no transposes.
-  auto q = q_proj(x).view({B, T, H, dh_}), k = k_proj(x).view({B, T, H, dh_});
-  auto v = v_proj(x).view({B, T, H, dh_});
+  // One GEMM for the three projections (the parameters stay separate, as the contract names
+  // them; concatenating three d x d weights costs nothing next to the matmul it saves). Heads
+  // stay where the projection put them: (B, T, H, dh) views of (B, T, 3d), no transposes.
+  const int64_t d = o_.d_model;
+  auto w = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight});
+  auto b = o_.bias ? torch::cat({q_proj->bias, k_proj->bias, v_proj->bias}) : torch::Tensor();
+  auto qkv = torch::linear(x, w, b).split(d, -1);  // (B, T, d) x 3
+  auto q = qkv[0].view({B, T, H, dh_}), k = qkv[1].view({B, T, H, dh_}),
+       v = qkv[2].view({B, T, H, dh_});
   if (q_norm) {
-    q = q_norm->forward(q);
-    k = k_norm->forward(k);
+    q = q_norm->forward(q.contiguous());  // contiguous: the norms' fast path
+    k = k_norm->forward(k.contiguous());
   }
   if (o_.rope) {
     q = apply_rope(q);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/errors.h"
+#include "train/adamw_kernel.h"
 
 namespace normlab {
 
@@ -22,7 +23,18 @@ void AdamW::zero_grad() {
   }
 }
 
-void AdamW::step(double lr) {
+bool AdamW::fast_path_ok() const {
+  auto ok = [](const torch::Tensor& t) {
+    return t.device().is_cpu() && t.scalar_type() == torch::kFloat && t.is_contiguous();
+  };
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& p = params_[i].second;
+    if (!ok(p) || !ok(m_[i]) || !ok(v_[i]) || (p.grad().defined() && !ok(p.grad()))) return false;
+  }
+  return true;
+}
+
+void AdamW::step(double lr, double grad_scale) {
   torch::NoGradGuard ng;
   ++t_;
   const double b1 = o_.betas[0], b2 = o_.betas[1];
@@ -30,10 +42,23 @@ void AdamW::step(double lr) {
   const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t_));
   const double step_size = lr / bc1;
   const double bc2_sqrt = std::sqrt(bc2);
+  if (fast_path_ok()) {
+    std::vector<adamw_kernel::Buffers> buffers;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      auto& p = params_[i].second;
+      if (!p.grad().defined()) continue;
+      buffers.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(), m_[i].data_ptr<float>(),
+                         v_[i].data_ptr<float>(), p.numel(), decay_[i]});
+    }
+    adamw_kernel::adamw_step(
+        buffers, {grad_scale, lr * o_.weight_decay, b1, b2, o_.eps, step_size, bc2_sqrt});
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i].second;
+    if (!p.grad().defined()) continue;
+    if (grad_scale != 1.0) p.mutable_grad().mul_(grad_scale);
     const auto& g = p.grad();
-    if (!g.defined()) continue;
     if (decay_[i] && o_.weight_decay != 0) p.mul_(1.0 - lr * o_.weight_decay);
     m_[i].mul_(b1).add_(g, 1.0 - b1);
     v_[i].mul_(b2).addcmul_(g, g, 1.0 - b2);
@@ -51,7 +76,8 @@ std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {
   return out;
 }
 
-void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state, int64_t steps) {
+void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state,
+                       int64_t steps) {
   std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
   torch::NoGradGuard ng;
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -59,7 +85,8 @@ void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>&
       const std::string key = prefix + params_[i].first;
       auto it = by_name.find(key);
       if (it == by_name.end()) throw RuntimeFailure("optimizer state lacks " + key);
-      if (!it->second.sizes().equals(dst->sizes())) throw RuntimeFailure("optimizer state " + key + " has the wrong shape");
+      if (!it->second.sizes().equals(dst->sizes()))
+        throw RuntimeFailure("optimizer state " + key + " has the wrong shape");
       dst->copy_(it->second);
     }
   }

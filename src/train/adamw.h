@@ -16,7 +16,10 @@ class AdamW {
  public:
   AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o);
 
-  void step(double lr);  // one update with the current .grad() of every parameter
+  // One update with the current .grad() of every parameter, each gradient multiplied by
+  // grad_scale first (the clipping coefficient). Contiguous float32 CPU parameters take the
+  // fused kernel of adamw_kernel.h; anything else the same update in LibTorch ops.
+  void step(double lr, double grad_scale = 1.0);
   void zero_grad();
 
   int64_t steps_taken() const { return t_; }
@@ -32,6 +35,7 @@ class AdamW {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<bool> decay_;
   std::vector<torch::Tensor> m_, v_;
+  bool fast_path_ok() const;
   OptimConfig o_;
   int64_t t_ = 0;
 };

@@ -73,8 +73,12 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
     const auto t0 = Clock::now();
     Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false);
     auto groups = grad_stats.squared(params);
-    const double loss = pass.loss.item<double>();  // the host read every training step makes
-    clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps), groups[0]);
+    // the host read every training step makes: loss and gradient norms in one transfer
+    const auto host =
+        torch::stack({pass.loss.to(torch::kDouble), groups[0].to(torch::kDouble)}).cpu();
+    const double loss = host[0].item<double>();
+    clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps),
+                  std::sqrt(host[1].item<double>()));
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s == 0) r.first_loss = loss;
     r.last_loss = loss;

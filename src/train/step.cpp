@@ -1,5 +1,7 @@
 #include "train/step.h"
 
+#include <algorithm>
+
 #include "train/evaluate.h"
 
 namespace normlab {
@@ -36,15 +38,10 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
   return pass;
 }
 
-void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, const torch::Tensor& grad_total_sq) {
-  if (cfg.optim.grad_clip > 0) {
-    torch::NoGradGuard ng;
-    auto coef = (cfg.optim.grad_clip / (grad_total_sq.sqrt() + 1e-6)).clamp_max(1.0);
-    for (const auto& [name, p] : optimizer.params()) {
-      if (p.grad().defined()) p.mutable_grad().mul_(coef);
-    }
-  }
-  optimizer.step(lr);
+void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_norm) {
+  const double coef =
+      cfg.optim.grad_clip > 0 ? std::min(1.0, cfg.optim.grad_clip / (grad_norm + 1e-6)) : 1.0;
+  optimizer.step(lr, coef);
 }
 
 }  // namespace normlab

@@ -26,7 +26,8 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
                       const torch::Device& device, int64_t& micro_batch, bool diag);
 
 // Global-norm clipping at cfg.optim.grad_clip (coefficient min(1, clip / (norm + 1e-6)), as
-// torch.nn.utils.clip_grad_norm_) from the squared total norm, then one AdamW step.
-void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, const torch::Tensor& grad_total_sq);
+// torch.nn.utils.clip_grad_norm_) from the total gradient norm (already read to the host, where
+// the step decides on spikes), applied inside the AdamW step.
+void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_norm);
 
 }  // namespace normlab

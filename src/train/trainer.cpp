@@ -301,7 +301,7 @@ class Run {
 
       UpdateProbe probe;
       if (diag) probe.before(params_);
-      clip_and_step(cfg_, *optimizer_, lr, groups[0]);
+      clip_and_step(cfg_, *optimizer_, lr, g.total);
       loss_spikes_.accept(loss);
       grad_spikes_.accept(g.total);
       const auto lv = layer_values(g);

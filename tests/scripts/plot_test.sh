@@ -68,50 +68,30 @@ check_pngs "$TMP/partial_plots" 8000 $RUN_PNGS
 
 echo "== a sweep"
 SWEEP="$TMP/sweep"
-# ---------------------------------------------------------------------------------------------
-# SWEEP: hand-built sweep directory (layout of notes/SWEEP_FORMAT.md) until `normlab sweep`
-# exists. Replace this block with
-#     "$BIN" sweep -c <tiny sweep file> ...   (axes optim.lr x model.n_layers, one seed)
-# and keep the plot.py call and the checks below.
-mkdir -p "$SWEEP/runs"
-for lr in 1.0e-3 3.0e-3; do
-  for nl in 1 2; do
-    name="lr=$lr,n_layers=$nl,seed=1337"
-    tiny_run "$SWEEP/runs/$name" --set optim.lr=$lr --set model.n_layers=$nl
-    printf '{"name":"%s","overrides":{"optim.lr":%s,"model.n_layers":%s},"seed":1337,"status":"done","exit_code":0,"wall_s":1.0}\n' \
-      "$name" "$lr" "$nl" >"$SWEEP/runs/$name/point.json"
-  done
-done
-python3 - "$SWEEP" <<'PY'
-import csv, json, math, os, sys
-sweep = sys.argv[1]
-cols = ["row", "name", "optim.lr", "model.n_layers", "seed", "n", "status", "steps", "final_train_loss",
-        "best_val_loss", "best_val_excess", "diverged", "spikes", "max_grad_norm", "grad_ratio_first_last",
-        "tok_per_s", "wall_s"]
-rows = []
-for name in sorted(os.listdir(os.path.join(sweep, "runs"))):
-    d = os.path.join(sweep, "runs", name)
-    pj = json.load(open(os.path.join(d, "point.json")))
-    recs = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl")) if l.strip()]
-    tr = [r for r in recs if r["kind"] == "train"]
-    ev = [r for r in recs if r["kind"] == "eval"]
-    g = tr[0]["layers"]["grad_norm"]
-    rows.append({"row": "run", "name": name, "optim.lr": name.split(",")[0].split("=")[1],
-                 "model.n_layers": pj["overrides"]["model.n_layers"], "seed": 1337, "n": 1, "status": "done",
-                 "steps": tr[-1]["step"] + 1, "final_train_loss": tr[-1]["loss"],
-                 "best_val_loss": min(r["val_loss"] for r in ev), "best_val_excess": min(r["val_excess"] for r in ev),
-                 "diverged": int(tr[-1]["loss"] >= tr[0]["loss"]), "spikes": 0,
-                 "max_grad_norm": max(r["grad_norm"] for r in tr), "grad_ratio_first_last": g[0] / g[-1],
-                 "tok_per_s": sorted(r["tok_per_s"] for r in tr)[len(tr) // 2], "wall_s": pj["wall_s"]})
-with open(os.path.join(sweep, "summary.csv"), "w", newline="") as f:
-    w = csv.DictWriter(f, cols)
-    w.writeheader()
-    w.writerows(rows)
-    for r in rows:  # one seed: mean = the run, std = 0
-        w.writerow(dict(r, row="mean", seed="", status="1/1 done"))
-        w.writerow({k: (0 if isinstance(v, float) else v) for k, v in dict(r, row="std", seed="", status="1/1 done").items()})
-PY
-# ---------------------------------------------------------------------------------------------
+# A real `normlab sweep`: learning rate x depth, one seed, the tiny model of tiny_run.
+cat >"$TMP/sweep.yaml" <<YAML
+base: $ROOT/configs/default.yaml
+out_dir: $SWEEP
+set:
+  model.d_model: 32
+  model.n_heads: 2
+  model.d_ff: 64
+  model.ctx: 32
+  train.batch_size: 4
+  train.steps: 20
+  train.log_every: 2
+  diag.every: 2
+  eval.every: 10
+  eval.max_windows: 4
+  optim.warmup: 5
+axes:
+  optim.lr: [1.0e-3, 3.0e-3]
+  model.n_layers: [1, 2]
+seeds: [1337]
+YAML
+"$BIN" sweep -c "$TMP/sweep.yaml" --jobs 2 >"$TMP/sweep.out" 2>"$TMP/sweep.log" ||
+  { cat "$TMP/sweep.log" >&2; fail "normlab sweep"; }
+[ -f "$SWEEP/summary.csv" ] || fail "normlab sweep wrote no summary.csv"
 "$PLOT" "$SWEEP" --group-by lr >"$TMP/sweep_plot.out" || fail "plot.py on a sweep"
 cat "$TMP/sweep_plot.out"
 check_pngs "$SWEEP/plots" 8000 loss_curves.png final_vs_lr.png final_vs_depth.png

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace normlab {
 namespace {
 
@@ -28,7 +30,8 @@ TEST(AdamWTest, MatchesHandWrittenUpdateAndDecaysOnlyMatrices) {
     b.mutable_grad() = gb.clone();
     const double lr = lrs[t - 1];
     opt.step(lr);
-    auto ref = [&](torch::Tensor& p, torch::Tensor& m, torch::Tensor& v, const torch::Tensor& g, bool decay) {
+    auto ref = [&](torch::Tensor& p, torch::Tensor& m, torch::Tensor& v, const torch::Tensor& g,
+                   bool decay) {
       if (decay) p = p * (1 - lr * 0.1);
       m = 0.9 * m + 0.1 * g;
       v = 0.95 * v + 0.05 * g * g;
@@ -61,6 +64,60 @@ TEST(AdamWTest, StateRoundTripsByName) {
   EXPECT_TRUE(torch::equal(w.detach(), w2.detach()));
   EXPECT_EQ(a.state()[0].first, "exp_avg.w");
   EXPECT_EQ(a.state()[1].first, "exp_avg_sq.w");
+}
+
+// The hand-written update in double, with the gradient scaled by the clipping coefficient.
+void reference_step(torch::Tensor& p, torch::Tensor& m, torch::Tensor& v, const torch::Tensor& g,
+                    bool decay, double lr, double scale, int t) {
+  const auto gs = g * scale;
+  if (decay) p = p * (1 - lr * 0.1);
+  m = 0.9 * m + 0.1 * gs;
+  v = 0.95 * v + 0.05 * gs * gs;
+  p = p - lr * (m / (1 - std::pow(0.9, t))) / ((v / (1 - std::pow(0.95, t))).sqrt() + 1e-8);
+}
+
+// Float CPU parameters take the fused kernel: several pieces per tensor (60000 elements), a
+// clipping scale folded into the gradient, decay on the matrix only.
+TEST(AdamWTest, FusedKernelMatchesHandWrittenUpdateWithClipScale) {
+  OptimConfig o;
+  o.betas = {0.9, 0.95};
+  o.weight_decay = 0.1;
+  torch::manual_seed(4);
+  auto w = torch::randn({200, 300}).requires_grad_(true);
+  auto b = torch::randn({300}).requires_grad_(true);
+  AdamW opt({{"w", w}, {"b", b}}, o);
+  auto w_ref = w.detach().to(torch::kDouble), b_ref = b.detach().to(torch::kDouble);
+  auto m_w = torch::zeros_like(w_ref), v_w = torch::zeros_like(w_ref);
+  auto m_b = torch::zeros_like(b_ref), v_b = torch::zeros_like(b_ref);
+  for (int t = 1; t <= 3; ++t) {
+    const double lr = 1e-2 / t, scale = t == 2 ? 1.0 : 0.25;
+    auto gw = torch::randn({200, 300}), gb = torch::randn({300});
+    w.mutable_grad() = gw.clone();
+    b.mutable_grad() = gb.clone();
+    opt.step(lr, scale);
+    reference_step(w_ref, m_w, v_w, gw.to(torch::kDouble), true, lr, scale, t);
+    reference_step(b_ref, m_b, v_b, gb.to(torch::kDouble), false, lr, scale, t);
+    EXPECT_LT((w.detach().to(torch::kDouble) - w_ref).abs().max().item<double>(), 2e-6) << t;
+    EXPECT_LT((b.detach().to(torch::kDouble) - b_ref).abs().max().item<double>(), 2e-6) << t;
+  }
+  auto state = opt.state();
+  EXPECT_LT((state[0].second.to(torch::kDouble) - m_w).abs().max().item<double>(), 1e-6);
+  EXPECT_LT((state[1].second.to(torch::kDouble) - v_w).abs().max().item<double>(), 1e-6);
+}
+
+// Double parameters take the composed path, with the same clipping scale.
+TEST(AdamWTest, ComposedPathAppliesTheClipScale) {
+  OptimConfig o;
+  o.betas = {0.9, 0.95};
+  o.weight_decay = 0.1;
+  auto w = torch::tensor({{1.0, -2.0}, {0.5, 3.0}}, torch::kDouble).requires_grad_(true);
+  AdamW opt({{"w", w}}, o);
+  auto w_ref = w.detach().clone(), m = torch::zeros_like(w_ref), v = torch::zeros_like(w_ref);
+  auto g = torch::tensor({{0.1, -0.2}, {0.3, 0.05}}, torch::kDouble);
+  w.mutable_grad() = g.clone();
+  opt.step(1e-2, 0.3);
+  reference_step(w_ref, m, v, g, true, 1e-2, 0.3, 1);
+  EXPECT_TRUE(torch::allclose(w.detach(), w_ref, 1e-12, 1e-14));
 }
 
 }  // namespace
