@@ -5,18 +5,21 @@
 #   scripts/bench.sh --layouts  step time of every layout x {layernorm, rmsnorm} relative to
 #                               pre/layernorm, on the tiny workload
 # Options: --steps N (timed steps, default 20), --rounds R (interleaved repeats, default 2; the
-# best round of each counts). Run it on an otherwise idle machine.
+# best round of each counts), --ref-blas-timeout N (run the PyTorch reference with
+# OPENBLAS_THREAD_TIMEOUT=N, the OpenBLAS setting NormLab gives itself; by default the reference
+# runs as a PyTorch user would, with OpenBLAS's default). Run it on an otherwise idle machine.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh" --target normlab
 cd "$ROOT"
 BIN="${NORMLAB_BUILD_DIR:-$ROOT/build}/normlab"
-STEPS=20; ROUNDS=2; MODE=workloads
+STEPS=20; ROUNDS=2; MODE=workloads; REF_ENV=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --layouts) MODE=layouts ;;
     --steps) STEPS="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
+    --ref-blas-timeout) REF_ENV=("OPENBLAS_THREAD_TIMEOUT=$2"); shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -54,7 +57,7 @@ for r in $(seq "$ROUNDS"); do
   for w in tiny small medium; do
     echo "round $r: $w" >&2
     "$BIN" bench -c configs/bench/$w.yaml --steps "$STEPS" --json 2>/dev/null >> "$out/normlab.jsonl"
-    /usr/bin/python3 scripts/bench_reference.py -c configs/bench/$w.yaml --steps "$STEPS" --json 2>/dev/null >> "$out/pytorch.jsonl"
+    env "${REF_ENV[@]}" /usr/bin/python3 scripts/bench_reference.py -c configs/bench/$w.yaml --steps "$STEPS" --json 2>/dev/null >> "$out/pytorch.jsonl"
   done
 done
 /usr/bin/python3 - "$out/normlab.jsonl" "$out/pytorch.jsonl" <<'PY'

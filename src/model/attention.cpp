@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "model/attention_kernels.h"
-#include "model/ffn_kernels.h"
 
 namespace normlab {
 
@@ -91,30 +90,6 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
   }
 };
 
-// Exact GELU through the kernels of ffn_kernels.h: forward saves its input, as LibTorch's does.
-struct GeluFunction : public torch::autograd::Function<GeluFunction> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
-    auto y = torch::empty_like(x);
-    ffn_kernels::gelu_forward(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
-    ctx->save_for_backward({x});
-    return y;
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto x = ctx->get_saved_variables()[0];
-    const auto g = grads[0].contiguous();
-    if (torch::GradMode::is_enabled()) {  // create_graph=true: differentiable ops
-      auto cdf = 0.5 * (1.0 + torch::erf(x * M_SQRT1_2));
-      auto pdf = torch::exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
-      return {g * (cdf + x * pdf)};
-    }
-    auto dx = torch::empty_like(x);
-    ffn_kernels::gelu_backward(g.data_ptr<float>(), x.data_ptr<float>(), dx.data_ptr<float>(),
-                               x.numel());
-    return {dx};
-  }
-};
-
 }  // namespace
 
 bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) {
@@ -156,15 +131,6 @@ torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor&
     stats->logit_max = st.select(1, 1).max().to(torch::kFloat);
   }
   return o;
-}
-
-bool gelu_fast_path_applies(const torch::Tensor& x) {
-  return x.device().is_cpu() && x.layout() == torch::kStrided && x.scalar_type() == torch::kFloat &&
-         x.is_contiguous() && x.numel() > 0;
-}
-
-torch::Tensor gelu(const torch::Tensor& x, bool allow_fast) {
-  return allow_fast && gelu_fast_path_applies(x) ? GeluFunction::apply(x) : torch::gelu(x);
 }
 
 torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, H, dh)
@@ -223,7 +189,7 @@ torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
   if (o_.swiglu) {
     h = torch::silu(gate(x)) * fc1(x);
   } else {
-    h = gelu(fc1(x), fast_path_);  // exact erf GELU
+    h = torch::gelu(fc1(x));  // exact erf GELU
   }
   if (mid_norm) h = mid_norm->forward(h);
   return fc2(h);

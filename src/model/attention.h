@@ -67,11 +67,6 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
-// Exact (erf) GELU; float32 contiguous CPU input takes the kernel of ffn_kernels.h unless
-// allow_fast is false, everything else LibTorch's gelu.
-torch::Tensor gelu(const torch::Tensor& x, bool allow_fast = true);
-bool gelu_fast_path_applies(const torch::Tensor& x);
-
 struct FfnOptions {
   int64_t d_model = 128;
   int64_t d_ff = 512;
@@ -89,12 +84,9 @@ class FfnImpl : public torch::nn::Module {
 
   torch::nn::Linear fc1{nullptr}, gate{nullptr}, fc2{nullptr};
   NormPtr mid_norm;
-  // Tests: false forces LibTorch's gelu even where the kernel applies.
-  void set_fast_path(bool on) { fast_path_ = on; }
 
  private:
   FfnOptions o_;
-  bool fast_path_ = true;
 };
 TORCH_MODULE(Ffn);
 

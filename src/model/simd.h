@@ -1,6 +1,6 @@
-// Small 8-lane float helpers (GCC/Clang vector extensions) shared by the hand-written CPU
-// kernels of the fast paths (attention_kernels.cpp, ffn_kernels.cpp). Included only by those
-// files, which are compiled outside the precompiled LibTorch header and with -fopenmp.
+// Small 8-lane float helpers (GCC/Clang vector extensions) for the hand-written CPU kernels of
+// the fast paths (attention_kernels.cpp). Included only by such files, which are compiled
+// outside the precompiled LibTorch header and with -fopenmp.
 //
 // The build targets baseline x86-64, while LibTorch's own kernels pick AVX2 at run time. To
 // compete on equal terms the hot loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and for

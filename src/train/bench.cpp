@@ -123,8 +123,9 @@ std::string bench_json(const BenchResult& r) {
 std::string bench_text(const BenchResult& r) {
   std::string o;
   o += fmt::format("config            {}\n", r.config);
-  o += fmt::format("threads           {} (OMP_WAIT_POLICY={})\n", r.threads,
-                   std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset");
+  auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
+  o += fmt::format("threads           {} (OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n",
+                   r.threads, env("OMP_WAIT_POLICY"), env("OPENBLAS_THREAD_TIMEOUT"));
   o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n",
                    r.median_step_s * 1e3, r.steps, r.min_step_s * 1e3);
   o += fmt::format("tokens/s          {:.0f}\n", r.tokens_per_s);
