@@ -44,6 +44,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SCRIPT = os.path.abspath(__file__)
@@ -495,7 +496,7 @@ def plot_run(run, outdir):
     for m in marks["grad_norm"]:
         ax.axvline(m[0], color="purple", lw=0.8, alpha=0.35, zorder=0)
     ax.set_ylabel("loss (nats/token)")
-    ax.set_title("%s: loss" % head)
+    ax.set_title(textwrap.fill("%s: loss" % head, 80))
     ax.legend(loc="best", framealpha=0.85)
 
     gs, gv = run.series("grad_norm")
@@ -547,7 +548,7 @@ def plot_run(run, outdir):
         ax.set_ylabel("block index\n(0 = bottom, next to embedding)")
         ax.set_xlabel("update step")
         ax.grid(False)
-        ax.set_title("%s: per-block gradient norm over training" % head)
+        ax.set_title(textwrap.fill("%s: per-block gradient norm over training" % head, 80))
         fig.tight_layout()
         written.append(save(fig, os.path.join(outdir, "grad_heatmap.png")))
 
@@ -568,7 +569,7 @@ def plot_run(run, outdir):
         ax.set_xticks(range(L) if L <= 24 else range(0, L, max(1, L // 12)))
         ax.set_xlabel("block index (0 = first block after the embedding)")
         ax.set_ylabel("gradient norm of the block (L2)")
-        ax.set_title("%s: per-block gradient-norm profile" % head)
+        ax.set_title(textwrap.fill("%s: per-block gradient-norm profile" % head, 80))
         ax.legend(loc="best", framealpha=0.85, title="update step")
         fig.tight_layout()
         written.append(save(fig, os.path.join(outdir, "grad_profile.png")))
@@ -625,7 +626,8 @@ def plot_run(run, outdir):
             a4.set_ylim(bottom=0)
         else:
             a4.text(0.5, 0.5, "no attn_entropy in metrics.jsonl", ha="center", va="center", transform=a4.transAxes)
-        fig.suptitle("%s: activations and attention per block (diagnostic steps only)" % head)
+        title = "%s: activations and attention per block (diagnostic steps only)" % head
+        fig.suptitle(textwrap.fill(title, 95))  # long sweep run names would run off the figure
         fig.tight_layout()
         written.append(save(fig, os.path.join(outdir, "layers.png")))
     return written

@@ -1,9 +1,10 @@
 #include "core/json.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
-
-#include <fmt/format.h>
+#include <fstream>
 
 namespace normlab {
 
@@ -11,11 +12,21 @@ std::string json_quote(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -86,6 +97,22 @@ JsonObject& JsonObject::add_raw(std::string_view k, std::string_view json) {
   key(k);
   body_ += json;
   return *this;
+}
+
+std::vector<YAML::Node> read_json_lines(const std::string& path) {
+  std::vector<YAML::Node> records;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      YAML::Node r = YAML::Load(line);
+      if (r.IsMap()) records.push_back(r);
+    } catch (const YAML::Exception&) {
+      // a torn line of an interrupted write
+    }
+  }
+  return records;
 }
 
 }  // namespace normlab

@@ -4,6 +4,8 @@
 // whole metrics file unreadable.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -34,5 +36,10 @@ class JsonObject {
   void key(std::string_view k);
   std::string body_;
 };
+
+// The JSON objects of a one-object-per-line file (metrics.jsonl), in order. Lines that do not
+// parse as an object are skipped: the torn last line of a run that is still writing or was
+// killed must not make the rest unreadable. A missing file gives no records.
+std::vector<YAML::Node> read_json_lines(const std::string& path);
 
 }  // namespace normlab

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "model/simd.h"
+#include "core/simd.h"
 
 namespace normlab::attention_kernels {
 namespace {

@@ -99,17 +99,9 @@ SummaryValues run_metrics(const std::string& metrics_path) {
   double ratio = kNaN;
   int64_t last_step = -1, spikes = 0;
   std::vector<double> tok_per_s;
-  std::istringstream in(read_file(metrics_path));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    YAML::Node r;
-    try {
-      r = YAML::Load(line);
-    } catch (const YAML::Exception&) {
-      continue;  // a torn last line of an interrupted write
-    }
-    if (!r.IsMap() || !r["kind"]) continue;
+  for (YAML::Node r : read_json_lines(
+           metrics_path)) {  // non-const: a missing key gives an empty node, not a throw
+    if (!r["kind"]) continue;
     const std::string kind = r["kind"].as<std::string>();
     if (r["nonfinite"] && r["nonfinite"].as<bool>()) nonfinite = true;
     if (kind == "train") {

@@ -6,11 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NORMLAB_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NORMLAB_CPU_CLONES
-#endif
+#include "core/simd.h"  // NORMLAB_CPU_CLONES
 
 namespace normlab::adamw_kernel {
 namespace {

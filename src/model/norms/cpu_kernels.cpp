@@ -8,16 +8,10 @@
 #include <cstring>
 #include <vector>
 
-// The build targets baseline x86-64 (no -march=native), while LibTorch's own kernels pick AVX2 at
-// run time. To compete on equal terms the row loops are compiled twice, for x86-64-v3
-// (AVX2 + FMA) and for the baseline, and the loader picks one per CPU (GCC function
-// multi-versioning). Other compilers and architectures get the plain build.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NORMLAB_CPU_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define NORMLAB_CPU_CLONES
-#endif
-#define NORMLAB_ALWAYS_INLINE inline __attribute__((always_inline))
+#include "core/simd.h"
+
+// NORMLAB_CPU_CLONES (an AVX2 + FMA and a baseline build of each row loop, picked per CPU) and
+// NORMLAB_ALWAYS_INLINE come from core/simd.h.
 
 namespace normlab::cpu_kernels {
 namespace {

@@ -1,6 +1,7 @@
-// Small 8-lane float helpers (GCC/Clang vector extensions) for the hand-written CPU kernels of
-// the fast paths (attention_kernels.cpp). Included only by such files, which are compiled
-// outside the precompiled LibTorch header and with -fopenmp.
+// Small 8-lane float helpers (GCC/Clang vector extensions) and the function multi-versioning
+// macro for the hand-written CPU kernels of the fast paths (model/attention_kernels.cpp,
+// model/norms/cpu_kernels.cpp, train/adamw_kernel.cpp). Included only by such files, which are
+// compiled outside the precompiled LibTorch header and with -fopenmp.
 //
 // The build targets baseline x86-64, while LibTorch's own kernels pick AVX2 at run time. To
 // compete on equal terms the hot loops are compiled twice, for x86-64-v3 (AVX2 + FMA) and for
