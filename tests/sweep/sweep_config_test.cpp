@@ -261,7 +261,9 @@ TEST(SweepConfigTest, ShippedSweepsAreValid) {
       const auto points = expand_sweep(s);
       EXPECT_NO_THROW(validate_points(s, points)) << name << (quick ? " --quick" : "");
       EXPECT_NE(s.out_dir.find(name), std::string::npos);
-      if (quick) EXPECT_NE(s.out_dir.find("-quick"), std::string::npos) << name;
+      if (quick) {
+        EXPECT_NE(s.out_dir.find("-quick"), std::string::npos) << name;
+      }
     }
   }
   std::filesystem::current_path(cwd);
