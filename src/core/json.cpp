@@ -1,10 +1,10 @@
 #include "core/json.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+
+#include <fmt/format.h>
 
 namespace normlab {
 
@@ -12,21 +12,11 @@ std::string json_quote(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
       default:
         if (c < 0x20) {
           char buf[8];

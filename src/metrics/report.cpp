@@ -1,11 +1,11 @@
 #include "metrics/report.h"
 
-#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <filesystem>
-#include <sstream>
+
+#include <fmt/format.h>
 
 #include "config/load.h"
 #include "core/errors.h"
@@ -41,8 +41,7 @@ struct Spike {
 struct Summary {
   std::string run, layout, norm;
   int64_t n_layers = 0, d_model = 0, last_step = -1, tokens = 0, skipped = 0, nonfinite = 0;
-  double final_train = std::nan(""), final_val = std::nan(""), best_val = std::nan(""),
-         floor = std::nan("");
+  double final_train = std::nan(""), final_val = std::nan(""), best_val = std::nan(""), floor = std::nan("");
   int64_t best_val_step = -1, final_val_step = -1;
   std::vector<Spike> spikes;
   std::vector<Profile> profiles;  // first, middle, last logged
@@ -70,8 +69,7 @@ Summary summarise(const std::string& run_dir) {
 
   std::vector<Profile> all;
   std::vector<std::pair<int64_t, std::vector<double>>> entropy, logit_max;
-  for (YAML::Node r :
-       read_json_lines(metrics)) {  // non-const: a missing key gives an empty node, not a throw
+  for (YAML::Node r : read_json_lines(metrics)) {  // non-const: a missing key gives an empty node
     if (!r["kind"] || !r["step"]) continue;
     const std::string kind = r["kind"].as<std::string>();
     const int64_t step = r["step"].as<int64_t>();
@@ -86,12 +84,10 @@ Summary summarise(const std::string& run_dir) {
       if (r["tokens"]) s.tokens = r["tokens"].as<int64_t>();
       const auto& layers = r["layers"];
       if (layers && layers["grad_norm"]) {
-        all.push_back(
-            {step, vec(layers["grad_norm"]), num(r["grad_norm_embed"]), num(r["grad_norm_head"])});
+        all.push_back({step, vec(layers["grad_norm"]), num(r["grad_norm_embed"]), num(r["grad_norm_head"])});
       }
       if (layers && layers["attn_entropy"]) entropy.emplace_back(step, vec(layers["attn_entropy"]));
-      if (layers && layers["attn_logit_max"])
-        logit_max.emplace_back(step, vec(layers["attn_logit_max"]));
+      if (layers && layers["attn_logit_max"]) logit_max.emplace_back(step, vec(layers["attn_logit_max"]));
     } else if (kind == "eval") {
       const double v = num(r["val_loss"]);
       s.final_val = v;
@@ -101,8 +97,7 @@ Summary summarise(const std::string& run_dir) {
         s.best_val_step = step;
       }
     } else if (kind == "spike") {
-      s.spikes.push_back({step, r["metric"].as<std::string>(), r["action"].as<std::string>(),
-                          num(r["value"]), num(r["z"])});
+      s.spikes.push_back({step, r["metric"].as<std::string>(), r["action"].as<std::string>(), num(r["value"]), num(r["z"])});
     }
   }
   if (!all.empty()) {
@@ -115,11 +110,9 @@ Summary summarise(const std::string& run_dir) {
     const auto& first = entropy.front().second;
     for (size_t i = 0; i < last.size(); ++i) {
       if (last[i] < kEntropyCollapseNats) {
-        s.warnings.push_back(
-            fmt::format("attention entropy collapse in blocks.{}: {:.3f} nats at step {} (was "
-                        "{:.3f} at step {}); "
-                        "its heads attend to a single position",
-                        i, last[i], step, first[i], entropy.front().first));
+        s.warnings.push_back(fmt::format(
+            "attention entropy collapse in blocks.{}: {:.3f} nats at step {} (was {:.3f} at step {}); "
+            "its heads attend to a single position", i, last[i], step, first[i], entropy.front().first));
       }
     }
   }
@@ -130,8 +123,7 @@ Summary summarise(const std::string& run_dir) {
       if (last[i] > kLogitGrowthFloor && last[i] > kLogitGrowthFactor * first[i]) {
         s.warnings.push_back(fmt::format(
             "growing attention logits in blocks.{}: max {:.1f} at step {} (was {:.2f} at step {}); "
-            "QK-norm or attn_softcap bound them",
-            i, last[i], s1, first[i], s0));
+            "QK-norm or attn_softcap bound them", i, last[i], s1, first[i], s0));
       }
     }
   }
@@ -139,9 +131,7 @@ Summary summarise(const std::string& run_dir) {
 }
 
 std::string excess(double v, double floor) {
-  return std::isfinite(floor) && std::isfinite(v)
-             ? fmt::format(" (excess over floor {:.4f})", v - floor)
-             : "";
+  return std::isfinite(floor) && std::isfinite(v) ? fmt::format(" (excess over floor {:.4f})", v - floor) : "";
 }
 
 }  // namespace
@@ -150,24 +140,17 @@ std::string report_text(const std::string& run_dir) {
   const Summary s = summarise(run_dir);
   std::string o;
   o += fmt::format("run         {}\n", s.run);
-  if (!s.layout.empty())
-    o += fmt::format("model       layout {}, norm {}, L={}, d={}\n", s.layout, s.norm, s.n_layers,
-                     s.d_model);
-  o += fmt::format(
-      "progress    last logged step {}, {} tokens, {} skipped updates ({} non-finite)\n",
-      s.last_step, s.tokens, s.skipped, s.nonfinite);
-  if (std::isfinite(s.floor))
-    o += fmt::format("floor       {:.4f} nats/token (val entropy floor)\n", s.floor);
+  if (!s.layout.empty()) o += fmt::format("model       layout {}, norm {}, L={}, d={}\n", s.layout, s.norm, s.n_layers, s.d_model);
+  o += fmt::format("progress    last logged step {}, {} tokens, {} skipped updates ({} non-finite)\n", s.last_step,
+                   s.tokens, s.skipped, s.nonfinite);
+  if (std::isfinite(s.floor)) o += fmt::format("floor       {:.4f} nats/token (val entropy floor)\n", s.floor);
   o += fmt::format("train loss  {:.4f} at the last logged step\n", s.final_train);
-  o += fmt::format("val loss    final {:.4f} at step {}{}\n", s.final_val, s.final_val_step,
-                   excess(s.final_val, s.floor));
-  o += fmt::format("            best  {:.4f} at step {}{}\n", s.best_val, s.best_val_step,
-                   excess(s.best_val, s.floor));
+  o += fmt::format("val loss    final {:.4f} at step {}{}\n", s.final_val, s.final_val_step, excess(s.final_val, s.floor));
+  o += fmt::format("            best  {:.4f} at step {}{}\n", s.best_val, s.best_val_step, excess(s.best_val, s.floor));
   o += fmt::format("spikes      {}\n", s.spikes.size());
   for (size_t i = 0; i < s.spikes.size() && i < 10; ++i) {
     const auto& p = s.spikes[i];
-    o += fmt::format("            step {:>6}  {:<9} {:.4g}  z {:.1f}  -> {}\n", p.step, p.metric,
-                     p.value, p.z, p.action);
+    o += fmt::format("            step {:>6}  {:<9} {:.4g}  z {:.1f}  -> {}\n", p.step, p.metric, p.value, p.z, p.action);
   }
   if (s.spikes.size() > 10) o += fmt::format("            ... {} more\n", s.spikes.size() - 10);
   if (!s.profiles.empty()) {
@@ -182,13 +165,10 @@ std::string report_text(const std::string& run_dir) {
     };
     row("embed", [](const Profile& p) { return p.embed; });
     for (size_t i = 0; i < s.profiles[0].blocks.size(); ++i) {
-      row(fmt::format("blocks.{}", i),
-          [i](const Profile& p) { return i < p.blocks.size() ? p.blocks[i] : std::nan(""); });
+      row(fmt::format("blocks.{}", i), [i](const Profile& p) { return i < p.blocks.size() ? p.blocks[i] : std::nan(""); });
     }
     row("head", [](const Profile& p) { return p.head; });
-    row("first/last", [](const Profile& p) {
-      return p.blocks.empty() ? std::nan("") : p.blocks.front() / p.blocks.back();
-    });
+    row("first/last", [](const Profile& p) { return p.blocks.empty() ? std::nan("") : p.blocks.front() / p.blocks.back(); });
   }
   o += "\n";
   if (s.warnings.empty()) o += "warnings    none\n";
@@ -201,44 +181,22 @@ std::string report_json(const std::string& run_dir) {
   std::string spikes = "[", profiles = "[", warnings = "[";
   for (size_t i = 0; i < s.spikes.size(); ++i) {
     const auto& p = s.spikes[i];
-    spikes += (i ? "," : "") + JsonObject()
-                                   .add("step", p.step)
-                                   .add("metric", p.metric)
-                                   .add("value", p.value)
-                                   .add("z", p.z)
-                                   .add("action", p.action)
-                                   .str();
+    spikes += (i ? "," : "") + JsonObject().add("step", p.step).add("metric", p.metric).add("value", p.value)
+                                    .add("z", p.z).add("action", p.action).str();
   }
   for (size_t i = 0; i < s.profiles.size(); ++i) {
     const auto& p = s.profiles[i];
-    profiles += (i ? "," : "") + JsonObject()
-                                     .add("step", p.step)
-                                     .add("grad_norm", p.blocks)
-                                     .add("grad_norm_embed", p.embed)
-                                     .add("grad_norm_head", p.head)
-                                     .str();
+    profiles += (i ? "," : "") + JsonObject().add("step", p.step).add("grad_norm", p.blocks).add("grad_norm_embed", p.embed)
+                                      .add("grad_norm_head", p.head).str();
   }
-  for (size_t i = 0; i < s.warnings.size(); ++i)
-    warnings += (i ? "," : "") + json_quote(s.warnings[i]);
+  for (size_t i = 0; i < s.warnings.size(); ++i) warnings += (i ? "," : "") + json_quote(s.warnings[i]);
   JsonObject j;
-  j.add("run", s.run)
-      .add("layout", s.layout)
-      .add("norm", s.norm)
-      .add("n_layers", s.n_layers)
-      .add("last_step", s.last_step)
-      .add("tokens", s.tokens)
-      .add("skipped", s.skipped)
-      .add("nonfinite", s.nonfinite)
-      .add("entropy_floor", s.floor)
-      .add("final_train_loss", s.final_train)
-      .add("final_val_loss", s.final_val)
-      .add("final_val_step", s.final_val_step)
-      .add("best_val_loss", s.best_val)
-      .add("best_val_step", s.best_val_step)
-      .add("best_val_excess", s.best_val - s.floor)
-      .add_raw("spikes", spikes + "]")
-      .add_raw("grad_norm_profiles", profiles + "]")
-      .add_raw("warnings", warnings + "]");
+  j.add("run", s.run).add("layout", s.layout).add("norm", s.norm).add("n_layers", s.n_layers)
+      .add("last_step", s.last_step).add("tokens", s.tokens).add("skipped", s.skipped).add("nonfinite", s.nonfinite)
+      .add("entropy_floor", s.floor).add("final_train_loss", s.final_train).add("final_val_loss", s.final_val)
+      .add("final_val_step", s.final_val_step).add("best_val_loss", s.best_val).add("best_val_step", s.best_val_step)
+      .add("best_val_excess", s.best_val - s.floor).add_raw("spikes", spikes + "]")
+      .add_raw("grad_norm_profiles", profiles + "]").add_raw("warnings", warnings + "]");
   return j.str() + "\n";
 }
 

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
 #include "core/errors.h"
 #include "core/fs.h"

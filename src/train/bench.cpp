@@ -1,11 +1,12 @@
 #include "train/bench.h"
 
-#include <fmt/format.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
-
 #include <algorithm>
 #include <chrono>
 #include <memory>
+
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <fmt/format.h>
 
 #include "core/json.h"
 #include "core/system.h"
@@ -33,8 +34,8 @@ double gemm_peak_gflops(int64_t n, int repeats) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup,
-                           int64_t steps, const std::string& profile_path) {
+BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps,
+                           const std::string& profile_path) {
   configure_threads(cfg.train.threads);
   const torch::Device device(cfg.train.device);
   Corpus data = Corpus::load(cfg.data.train);
@@ -74,11 +75,9 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
     Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false);
     auto groups = grad_stats.squared(params);
     // the host read every training step makes: loss and gradient norms in one transfer
-    const auto host =
-        torch::stack({pass.loss.to(torch::kDouble), groups[0].to(torch::kDouble)}).cpu();
+    const auto host = torch::stack({pass.loss.to(torch::kDouble), groups[0].to(torch::kDouble)}).cpu();
     const double loss = host[0].item<double>();
-    clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps),
-                  std::sqrt(host[1].item<double>()));
+    clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps), std::sqrt(host[1].item<double>()));
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s == 0) r.first_loss = loss;
     r.last_loss = loss;
@@ -99,23 +98,13 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
 
 std::string bench_json(const BenchResult& r) {
   return JsonObject()
-             .add("impl", "normlab")
-             .add("config", r.config)
-             .add("threads", r.threads)
-             .add("steps", r.steps)
-             .add("median_step_s", r.median_step_s)
-             .add("min_step_s", r.min_step_s)
-             .add("tokens_per_s", r.tokens_per_s)
-             .add("flops_per_token", r.flops_per_token)
-             .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx")
-             .add("gflops", r.gflops)
-             .add("gemm_peak_gflops", r.gemm_peak_gflops)
-             .add("mfu", r.mfu)
-             .add("peak_rss_mib", r.peak_rss_mib)
-             .add("params", r.params)
-             .add("non_embedding_params", r.non_embedding_params)
-             .add("first_loss", r.first_loss)
-             .add("last_loss", r.last_loss)
+             .add("impl", "normlab").add("config", r.config).add("threads", r.threads).add("steps", r.steps)
+             .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
+             .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
+             .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
+             .add("gemm_peak_gflops", r.gemm_peak_gflops).add("mfu", r.mfu).add("peak_rss_mib", r.peak_rss_mib)
+             .add("params", r.params).add("non_embedding_params", r.non_embedding_params)
+             .add("first_loss", r.first_loss).add("last_loss", r.last_loss)
              .str() +
          "\n";
 }
@@ -124,16 +113,15 @@ std::string bench_text(const BenchResult& r) {
   std::string o;
   o += fmt::format("config            {}\n", r.config);
   auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
-  o += fmt::format("threads           {} (OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n",
-                   r.threads, env("OMP_WAIT_POLICY"), env("OPENBLAS_THREAD_TIMEOUT"));
-  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n",
-                   r.median_step_s * 1e3, r.steps, r.min_step_s * 1e3);
+  o += fmt::format("threads           {} (OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n", r.threads,
+                   env("OMP_WAIT_POLICY"), env("OPENBLAS_THREAD_TIMEOUT"));
+  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n", r.median_step_s * 1e3,
+                   r.steps, r.min_step_s * 1e3);
   o += fmt::format("tokens/s          {:.0f}\n", r.tokens_per_s);
   o += fmt::format("FLOPs/token       {:.4g} = 6 x {} non-embedding params + 12 x L x d x ctx\n",
                    r.flops_per_token, r.non_embedding_params);
   o += fmt::format("achieved          {:.1f} GFLOP/s\n", r.gflops);
-  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 1024^3 matmul, same process)\n",
-                   r.gemm_peak_gflops);
+  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 1024^3 matmul, same process)\n", r.gemm_peak_gflops);
   o += fmt::format("MFU               {:.1f}%\n", 100 * r.mfu);
   o += fmt::format("peak RSS          {:.0f} MiB\n", r.peak_rss_mib);
   return o;
