@@ -7,7 +7,9 @@
 # Options: --steps N (timed steps, default 20), --rounds R (interleaved repeats, default 2; the
 # best round of each counts), --ref-blas-timeout N (run the PyTorch reference with
 # OPENBLAS_THREAD_TIMEOUT=N, the OpenBLAS setting NormLab gives itself; by default the reference
-# runs as a PyTorch user would, with OpenBLAS's default). Run it on an otherwise idle machine.
+# runs as a PyTorch user would, with OpenBLAS's default), --ref-openmp-blas (run the reference on
+# the OpenMP build of OpenBLAS too, the one NormLab's binaries load; by default it gets the system's
+# libblas alternative, the pthread build). Run it on an otherwise idle machine.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh" --target normlab
@@ -19,7 +21,8 @@ while [ $# -gt 0 ]; do
     --layouts) MODE=layouts ;;
     --steps) STEPS="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
-    --ref-blas-timeout) REF_ENV=("OPENBLAS_THREAD_TIMEOUT=$2"); shift ;;
+    --ref-blas-timeout) REF_ENV+=("OPENBLAS_THREAD_TIMEOUT=$2"); shift ;;
+    --ref-openmp-blas) REF_ENV+=("LD_LIBRARY_PATH=/usr/lib/$(gcc -print-multiarch)/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -80,5 +83,7 @@ for k in ["tiny", "small", "medium"]:
     ratio = x["tokens_per_s"] / y["tokens_per_s"]
     print(f'{k:<9}{x["tokens_per_s"]:>14.0f}{y["tokens_per_s"]:>14.0f}{ratio:>7.2f}x{targets[k]:>7.2f}x'
           f'{100*x["mfu"]:>7.1f}%{100*y["mfu"]:>7.1f}%{x["peak_rss_mib"]:>7.0f}M{y["peak_rss_mib"]:>7.0f}M')
-print(f'threads: normlab {a["tiny"]["threads"]}, pytorch {b["tiny"]["threads"]}; GEMM peak {a["tiny"]["gemm_peak_gflops"]:.0f} GFLOP/s')
+t, u = next(iter(a.values())), next(iter(b.values()))
+print(f'threads: normlab {t["threads"]}, pytorch {u["threads"]}; OpenBLAS: normlab {t.get("blas") or "?"}, '
+      f'pytorch {u.get("blas_threading") or "?"}; GEMM peak {t["gemm_peak_gflops"]:.0f} GFLOP/s')
 PY

@@ -27,7 +27,9 @@ itself under /usr/bin/python3 if the running interpreter has no torch, installs 
 python3-yaml and python3-numpy with apt-get when they are missing, and re-execs itself once with
 OMP_WAIT_POLICY=passive when that variable is unset: OpenBLAS runs GEMMs on its own pthread pool
 whatever torch.set_num_threads says, and with 2 ATen (OpenMP) threads the spinning OpenMP workers
-would fight it for the 2 cores. An OMP_WAIT_POLICY set by the caller is respected.
+would fight it for the 2 cores. An OMP_WAIT_POLICY set by the caller is respected. When the loaded
+OpenBLAS is the OpenMP build (LD_LIBRARY_PATH=/usr/lib/<multiarch>/openblas-openmp, what
+`scripts/bench.sh --ref-openmp-blas` does) there is one pool and the wait policy is left alone.
 
 Mirrored from NormLab so that both train the same numbers (step 0 loss agrees to float precision):
 the init stream (torch.manual_seed(seed), modules built in NormLab's registration order, then
@@ -90,8 +92,19 @@ def ensure_environment():
             sys.exit(1)
         python = SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else sys.executable
         _reexec(python, {"NORMLAB_BENCH_INSTALLED": "1"})
-    if "OMP_WAIT_POLICY" not in os.environ:
+    if "OMP_WAIT_POLICY" not in os.environ and openblas_threading() != "openmp":
         _reexec(sys.executable, {"OMP_WAIT_POLICY": "passive"})
+
+
+def openblas_threading():
+    """'openmp', 'pthreads' or 'sequential' for the libopenblas.so.0 this process loads (torch loads
+    the same one), '' when there is none."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        return {0: "sequential", 1: "pthreads", 2: "openmp"}.get(lib.openblas_get_parallel(), "")
+    except (OSError, AttributeError):
+        return ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -708,7 +721,7 @@ def run_bench(args):
         "flops_formula": "6 x %d + 12 x %d x %d x %d" % (n_nonemb, c.L, c.d, c.ctx),
         "thread_trials_median_s": {str(k): v for k, v in trials.items()},
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        "blas": blas, "blas_threads": blas_threads,
+        "blas": blas, "blas_threads": blas_threads, "blas_threading": openblas_threading(),
         "torch": torch.__version__,
         "batch_size": c.B, "ctx": c.ctx, "tokens_per_step": c.B * c.ctx,
         "steps": args.steps, "warmup": args.warmup,
@@ -730,8 +743,9 @@ def run_bench(args):
     if trials:
         tr_txt = "; trials " + ", ".join("%d: %.4f s" % (k, v) for k, v in sorted(trials.items()))
     row("threads", "%d (%s%s)" % (threads, "best" if trials else "fixed", tr_txt))
-    row("environment", "OMP_WAIT_POLICY=%s, %s with %s threads"
-        % (os.environ.get("OMP_WAIT_POLICY"), blas or "BLAS ?", blas_threads if blas_threads else "?"))
+    row("environment", "OMP_WAIT_POLICY=%s, %s (%s) with %s threads"
+        % (os.environ.get("OMP_WAIT_POLICY"), blas or "BLAS ?", openblas_threading() or "?",
+           blas_threads if blas_threads else "?"))
     row("steps", "%d timed after %d warm-up (+%d trial steps)" % (args.steps, args.warmup, first))
     row("median step", "%.4f s  (min %.4f, max %.4f)" % (med, min(times), max(times)))
     row("  phases", "  ".join("%s %.4f" % kv for kv in phases.items()))

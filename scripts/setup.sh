@@ -4,7 +4,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PKGS=(cmake g++ make ccache libtorch-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
-      libopenblas0-pthread python3 python3-numpy python3-yaml python3-matplotlib)
+      libopenblas0-pthread libopenblas0-openmp python3 python3-numpy python3-yaml python3-matplotlib)
 
 missing=()
 for p in "${PKGS[@]}"; do

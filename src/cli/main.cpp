@@ -17,6 +17,7 @@
 #include "core/errors.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/system.h"
 #include "data/corpus.h"
 #include "metrics/report.h"
 #include "model/transformer.h"
@@ -263,15 +264,18 @@ int run_cli(int argc, char** argv) {
 }
 
 // The thread policy measured on 2-core machines: nobody may spin while another pool needs the
-// core. LibTorch's OpenMP workers sleep between parallel regions (OMP_WAIT_POLICY=passive), and
-// OpenBLAS's GEMM workers go to sleep right after each GEMM instead of spinning on sched_yield
-// for ~2^28 cycles (OPENBLAS_THREAD_TIMEOUT=4, its minimum): the spinning workers took half of
-// each core from every elementwise op and kernel between the GEMMs (tiny benchmark: 27k instead
-// of 20k tokens/s). Both variables are read when the libraries load, before main, so they are
-// set and the process re-executes itself once. A value the caller set is kept;
-// NORMLAB_NO_REEXEC=1 disables all this.
+// core. With the OpenMP build of OpenBLAS (linked first, third_party/dependencies.cmake) there is
+// one pool: GEMMs, LibTorch's ops and NormLab's kernels all run on libgomp's workers, whose default
+// wait (spin briefly, then sleep) is the fastest setting measured, so nothing is changed.
+// With OpenBLAS's pthread build there are two pools on the same cores: LibTorch's OpenMP workers
+// must sleep between parallel regions (OMP_WAIT_POLICY=passive), and OpenBLAS's GEMM workers go to
+// sleep right after each GEMM instead of spinning on sched_yield for ~2^28 cycles
+// (OPENBLAS_THREAD_TIMEOUT=4, its minimum): the spinning workers took half of each core from every
+// elementwise op and kernel between the GEMMs (tiny benchmark: 27k instead of 20k tokens/s). Both
+// variables are read when the libraries load, before main, so they are set and the process
+// re-executes itself once. A value the caller set is kept; NORMLAB_NO_REEXEC=1 disables all this.
 void ensure_thread_policy(char** argv) {
-  if (std::getenv("NORMLAB_NO_REEXEC")) return;
+  if (std::getenv("NORMLAB_NO_REEXEC") || blas_threading() == "openmp") return;
   bool changed = false;
   for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "passive"}, std::pair{"OPENBLAS_THREAD_TIMEOUT", "4"}}) {
     if (std::getenv(name)) continue;

@@ -1,5 +1,6 @@
 #include "core/system.h"
 
+#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <filesystem>
@@ -25,6 +26,20 @@ std::string loaded_blas_library() {
 bool reference_blas_loaded() {
   const std::string lib = loaded_blas_library();
   return lib.find("/blas/libblas") != std::string::npos;
+}
+
+std::string blas_threading() {
+  // openblas_get_parallel(): 0 sequential, 1 pthreads, 2 OpenMP (OpenBLAS's own API, looked up in
+  // the libraries already loaded so that NormLab does not link OpenBLAS itself).
+  using Fn = int (*)();
+  auto fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, "openblas_get_parallel"));
+  if (!fn) return "";
+  switch (fn()) {
+    case 0: return "sequential";
+    case 1: return "pthreads";
+    case 2: return "openmp";
+    default: return "";
+  }
 }
 
 double peak_rss_mib() {

@@ -10,6 +10,9 @@ namespace normlab {
 std::string loaded_blas_library();
 // True when the loaded BLAS is Debian's slow reference implementation.
 bool reference_blas_loaded();
+// How the loaded OpenBLAS runs its GEMMs: "openmp" (on libgomp's workers, the pool LibTorch uses),
+// "pthreads" (a pool of its own), "sequential", or "" when no OpenBLAS is loaded.
+std::string blas_threading();
 // Peak resident set size in MiB.
 double peak_rss_mib();
 

@@ -72,19 +72,18 @@ pid_t spawn(const ChildCommand& cmd, const std::string& exe) {
   return pid;
 }
 
-// The environment with the thread counts set (OpenBLAS and OpenMP read them at start-up).
+// The environment with the thread counts set (OpenBLAS and OpenMP read them at start-up). The wait
+// policy is the child's own start-up decision (src/cli/main.cpp), or the caller's if set.
 std::vector<std::string> child_env(int threads) {
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string s = *e;
     const std::string name = s.substr(0, s.find('='));
-    if (name == "OPENBLAS_NUM_THREADS" || name == "OMP_NUM_THREADS" || name == "OMP_WAIT_POLICY")
-      continue;
+    if (name == "OPENBLAS_NUM_THREADS" || name == "OMP_NUM_THREADS") continue;
     env.push_back(s);
   }
   env.push_back(fmt::format("OPENBLAS_NUM_THREADS={}", threads));
   env.push_back(fmt::format("OMP_NUM_THREADS={}", threads));
-  env.push_back("OMP_WAIT_POLICY=passive");
   return env;
 }
 

@@ -58,6 +58,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   BenchResult r;
   r.config = config_name;
   r.threads = torch::get_num_threads();
+  r.blas = blas_threading();
   r.steps = steps;
   r.params = count_params(model, true);
   r.non_embedding_params = count_params(model, false);
@@ -101,7 +102,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
 
 std::string bench_json(const BenchResult& r) {
   return JsonObject()
-             .add("impl", "normlab").add("config", r.config).add("threads", r.threads).add("steps", r.steps)
+             .add("impl", "normlab").add("config", r.config).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
              .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
              .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
              .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
@@ -116,7 +117,9 @@ std::string bench_text(const BenchResult& r) {
   std::string o;
   o += fmt::format("config            {}\n", r.config);
   auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
-  o += fmt::format("threads           {} (OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n", r.threads,
+  o += fmt::format("threads           {} (OpenBLAS {}{}; OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n",
+                   r.threads, r.blas.empty() ? "not loaded" : r.blas,
+                   r.blas == "openmp" ? ": one pool with LibTorch" : r.blas == "pthreads" ? ": a pool of its own" : "",
                    env("OMP_WAIT_POLICY"), env("OPENBLAS_THREAD_TIMEOUT"));
   o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n", r.median_step_s * 1e3,
                    r.steps, r.min_step_s * 1e3);

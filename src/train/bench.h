@@ -12,6 +12,7 @@ namespace normlab {
 
 struct BenchResult {
   std::string config;
+  std::string blas;  // OpenBLAS threading: openmp, pthreads, sequential ("" if not OpenBLAS)
   int64_t threads = 0, steps = 0, params = 0, non_embedding_params = 0;
   double median_step_s = 0, min_step_s = 0, tokens_per_s = 0, flops_per_token = 0, gflops = 0,
          gemm_peak_gflops = 0, mfu = 0, peak_rss_mib = 0, first_loss = 0, last_loss = 0;
