@@ -4,7 +4,7 @@
 #                               normlab and scripts/bench_reference.py interleaved, then the ratios
 #   scripts/bench.sh --layouts  step time of every layout x {layernorm, rmsnorm} relative to
 #                               pre/layernorm, on the tiny workload
-# Options: --steps N (timed steps, default 20), --rounds R (interleaved repeats, default 2; the
+# Options: --steps N (timed steps, default 20), --rounds R (interleaved repeats, default 3; the
 # best round of each counts), --ref-blas-timeout N (run the PyTorch reference with
 # OPENBLAS_THREAD_TIMEOUT=N, the OpenBLAS setting NormLab gives itself; by default the reference
 # runs as a PyTorch user would, with OpenBLAS's default), --ref-openmp-blas (run the reference on
@@ -15,7 +15,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$ROOT/scripts/setup.sh" --target normlab
 cd "$ROOT"
 BIN="${NORMLAB_BUILD_DIR:-$ROOT/build}/normlab"
-STEPS=20; ROUNDS=2; MODE=workloads; REF_ENV=()
+STEPS=20; ROUNDS=3; MODE=workloads; REF_ENV=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --layouts) MODE=layouts ;;
