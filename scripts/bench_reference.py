@@ -703,6 +703,7 @@ def run_bench(args):
     peak = max(peak_before, gemm_peak())
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     blas, blas_threads = blas_info()
+    blas_threading = openblas_threading()
 
     res = {
         "impl": "pytorch",
@@ -721,7 +722,7 @@ def run_bench(args):
         "flops_formula": "6 x %d + 12 x %d x %d x %d" % (n_nonemb, c.L, c.d, c.ctx),
         "thread_trials_median_s": {str(k): v for k, v in trials.items()},
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-        "blas": blas, "blas_threads": blas_threads, "blas_threading": openblas_threading(),
+        "blas": blas, "blas_threads": blas_threads, "blas_threading": blas_threading,
         "torch": torch.__version__,
         "batch_size": c.B, "ctx": c.ctx, "tokens_per_step": c.B * c.ctx,
         "steps": args.steps, "warmup": args.warmup,
@@ -744,7 +745,7 @@ def run_bench(args):
         tr_txt = "; trials " + ", ".join("%d: %.4f s" % (k, v) for k, v in sorted(trials.items()))
     row("threads", "%d (%s%s)" % (threads, "best" if trials else "fixed", tr_txt))
     row("environment", "OMP_WAIT_POLICY=%s, %s (%s) with %s threads"
-        % (os.environ.get("OMP_WAIT_POLICY"), blas or "BLAS ?", openblas_threading() or "?",
+        % (os.environ.get("OMP_WAIT_POLICY"), blas or "BLAS ?", blas_threading or "?",
            blas_threads if blas_threads else "?"))
     row("steps", "%d timed after %d warm-up (+%d trial steps)" % (args.steps, args.warmup, first))
     row("median step", "%.4f s  (min %.4f, max %.4f)" % (med, min(times), max(times)))
