@@ -10,15 +10,22 @@
 # runs as a PyTorch user would, with OpenBLAS's default), --ref-openmp-blas (run the reference on
 # the OpenMP build of OpenBLAS too, the one NormLab's binaries load; by default it gets the system's
 # libblas alternative, the pthread build). Run it on an otherwise idle machine.
+#   scripts/bench.sh --torch2   the four-way CPU comparison: NormLab built against Debian's LibTorch
+#                               1.13 and against the pinned pip LibTorch 2.x (scripts/torch_env.sh),
+#                               the reference on PyTorch 1.13 (Debian) and on PyTorch 2.x (pip) in
+#                               three variants (eager, SDPA attention, torch.compile), all interleaved
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+unset NORMLAB_TORCH  # the main side is always Debian's LibTorch; --torch2 adds the pip one
+source "$ROOT/scripts/torch_env.sh"
 "$ROOT/scripts/setup.sh" --target normlab
 cd "$ROOT"
-BIN="${NORMLAB_BUILD_DIR:-$ROOT/build}/normlab"
+BIN="$NORMLAB_BUILD/normlab"
 STEPS=20; ROUNDS=3; MODE=workloads; REF_ENV=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --layouts) MODE=layouts ;;
+    --torch2) MODE=torch2 ;;
     --steps) STEPS="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
     --ref-blas-timeout) REF_ENV+=("OPENBLAS_THREAD_TIMEOUT=$2"); shift ;;
@@ -52,6 +59,61 @@ base = best[("pre", "layernorm")]
 print(f'{"layout":<12}{"norm":<11}{"step ms":>9}{"vs pre/layernorm":>18}')
 for (l, n), t in best.items():
     print(f"{l:<12}{n:<11}{t*1e3:>9.2f}{t/base:>17.2f}x")
+PY
+  exit 0
+fi
+
+if [ "$MODE" = torch2 ]; then
+  NORMLAB_TORCH=pip NORMLAB_BUILD_DIR= "$ROOT/scripts/setup.sh" --target normlab
+  BIN2="$ROOT/build-pip/normlab"
+  [ -z "${NORMLAB_BUILD_DIR:-}" ] || BIN2="$NORMLAB_BUILD_DIR-pip/normlab"
+  PT2=(env PYTHONPATH="$NORMLAB_TORCH_PIP_PREFIX" /usr/bin/python3 scripts/bench_reference.py)
+  for r in $(seq "$ROUNDS"); do
+    for w in tiny small medium; do
+      echo "round $r: $w" >&2
+      cfg=configs/bench/$w.yaml
+      "$BIN" bench -c $cfg --steps "$STEPS" --json 2>/dev/null | sed 's/^{/{"side":"normlab 1.13",/' >> "$out/all.jsonl"
+      env "${REF_ENV[@]}" /usr/bin/python3 scripts/bench_reference.py -c $cfg --steps "$STEPS" --json 2>/dev/null \
+        | sed 's/^{/{"side":"pytorch 1.13 eager",/' >> "$out/all.jsonl"
+      "$BIN2" bench -c $cfg --steps "$STEPS" --json 2>/dev/null | sed "s/^{/{\"side\":\"normlab $NORMLAB_TORCH_PIP_VERSION\",/" >> "$out/all.jsonl"
+      for v in eager sdpa compile; do
+        "${PT2[@]}" -c $cfg --steps "$STEPS" --variant $v --json 2>"$out/pt2.err" \
+          | sed "s/^{/{\"side\":\"pytorch $NORMLAB_TORCH_PIP_VERSION $v\",/" >> "$out/all.jsonl" \
+          || { echo "pytorch $NORMLAB_TORCH_PIP_VERSION $v failed on $w:" >&2; tail -3 "$out/pt2.err" >&2; }
+      done
+    done
+  done
+  /usr/bin/python3 - "$out/all.jsonl" <<'PY'
+import json, sys
+best = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    k = (r["side"], r["config"].split("/")[-1].replace(".yaml", ""))
+    if k not in best or r["tokens_per_s"] > best[k]["tokens_per_s"]:
+        best[k] = r
+sides = list(dict.fromkeys(s for s, _ in best))
+print("tokens/s, best round of each side")
+print(f'{"side":<24}' + "".join(f"{w:>10}" for w in ("tiny", "small", "medium")))
+for s in sides:
+    print(f"{s:<24}" + "".join(f'{best[(s, w)]["tokens_per_s"]:>10.0f}' if (s, w) in best else f'{"-":>10}'
+                              for w in ("tiny", "small", "medium")))
+nl = [s for s in sides if s.startswith("normlab")]
+pt2 = [s for s in sides if s.startswith("pytorch") and "1.13" not in s]
+for s in nl:
+    for ref in [x for x in sides if x.startswith("pytorch")]:
+        row = []
+        for w in ("tiny", "small", "medium"):
+            if (s, w) in best and (ref, w) in best:
+                row.append(f'{best[(s, w)]["tokens_per_s"] / best[(ref, w)]["tokens_per_s"]:>9.2f}x')
+            else:
+                row.append(f'{"-":>10}')
+        print(f"{s + ' / ' + ref:<48}" + "".join(row))
+for s in nl:
+    row = []
+    for w in ("tiny", "small", "medium"):
+        refs = [best[(p, w)]["tokens_per_s"] for p in pt2 if (p, w) in best]
+        row.append(f'{best[(s, w)]["tokens_per_s"] / max(refs):>9.2f}x' if refs and (s, w) in best else f'{"-":>10}')
+    print(f"{s + ' / best pytorch 2.x':<48}" + "".join(row))
 PY
   exit 0
 fi

@@ -5,5 +5,6 @@
 # Extra arguments go to `normlab bench norms` (e.g. --repeats 31 --threads 1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/torch_env.sh"
 "$ROOT/scripts/setup.sh" --target normlab
-exec "${NORMLAB_BUILD_DIR:-$ROOT/build}/normlab" bench norms "$@"
+exec "$NORMLAB_BUILD/normlab" bench norms "$@"

@@ -129,6 +129,10 @@ def parse_args(argv):
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a config key, value parsed as YAML (repeatable)")
     ap.add_argument("--verbose", "-v", action="store_true", help="per-step loss and times on stderr")
+    ap.add_argument("--variant", choices=("eager", "sdpa", "compile"), default="eager",
+                    help="eager (default): attention as explicit matmul/softmax ops; sdpa: "
+                         "F.scaled_dot_product_attention(is_causal=True) (PyTorch 2.x); compile: sdpa "
+                         "and torch.compile(model) (PyTorch 2.x; compile time is in the warm-up)")
     args = ap.parse_args(argv)
     if args.steps < 1:
         ap.error("--steps must be >= 1")
@@ -437,6 +441,9 @@ def build_model(c):
             q = self.q_proj(x).view(B, T, H, dh).transpose(1, 2)       # (B, H, T, dh)
             k = self.k_proj(x).view(B, T, H, dh).transpose(1, 2)
             v = self.v_proj(x).view(B, T, H, dh).transpose(1, 2)
+            if c.sdpa:  # the fused kernel: the same math with scale 1/sqrt(dh)
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                return self.out_proj(y.transpose(1, 2).reshape(B, T, C))
             # s = q k^T / sqrt(dh), causal mask, softmax (fp32). The scale and the mask are applied
             # in place on the fresh matmul output (neither backward needs the overwritten values).
             att = torch.matmul(q, k.transpose(-2, -1))
@@ -561,12 +568,14 @@ def median(xs):
 class Trainer:
     PHASES = ("data", "forward", "backward", "clip", "optim")
 
-    def __init__(self, c, verbose):
+    def __init__(self, c, verbose, compile_model=False):
         import torch
         self.c, self.verbose = c, verbose
         self.batches = Batches(c.train_path, c.ctx, c.B, c.seed, c.shuffle, c.V)
         torch.manual_seed(c.seed)
         self.model = build_model(c)
+        # torch.compile'd forward (and so backward); the first warm-up steps pay the compilation
+        self.forward = torch.compile(self.model) if compile_model else self.model
         self.params = [p for p in self.model.parameters()]
         decay = [p for p in self.params if p.dim() >= 2]
         no_decay = [p for p in self.params if p.dim() < 2]
@@ -592,7 +601,7 @@ class Trainer:
         for g in self.opt.param_groups:
             g["lr"] = lr
         t1 = perf_counter()
-        logits = self.model(x)
+        logits = self.forward(x)
         loss = F.cross_entropy(logits.view(-1, c.V), y.reshape(-1))
         t2 = perf_counter()
         loss.backward()
@@ -673,7 +682,10 @@ def run_bench(args):
 
     raw = apply_sets(load_config(args.config), args.set)
     c = Cfg(raw)
-    tr = Trainer(c, args.verbose)
+    if args.variant != "eager" and int(torch.__version__.split(".")[0]) < 2:
+        raise UsageError("--variant %s needs PyTorch 2.x; this is %s" % (args.variant, torch.__version__))
+    c.sdpa = args.variant in ("sdpa", "compile")
+    tr = Trainer(c, args.verbose, compile_model=args.variant == "compile")
     n_params = sum(p.numel() for p in tr.params)
     emb = tr.model.tok_emb.weight.numel() + tr.model.pos_emb.weight.numel()
     n_nonemb = n_params - emb
@@ -707,6 +719,7 @@ def run_bench(args):
 
     res = {
         "impl": "pytorch",
+        "variant": args.variant,
         "config": args.config,
         "threads": threads,
         "median_step_s": med,
@@ -737,7 +750,7 @@ def run_bench(args):
 
     def row(k, v):
         print("%-16s %s" % (k, v))
-    print("NormLab reference benchmark: PyTorch %s (Python), %s" % (torch.__version__, c.describe()))
+    print("NormLab reference benchmark: PyTorch %s (Python, %s), %s" % (torch.__version__, args.variant, c.describe()))
     row("config", args.config)
     row("params", "{:,} ({:,} non-embedding)".format(n_params, n_nonemb))
     tr_txt = ""

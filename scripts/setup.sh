@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Installs what is missing (Debian 12, as root or with sudo) and builds NormLab in build/ (Release).
-# Sourced by scripts/train.sh and scripts/test.sh; safe and fast to re-run.
+# Installs what is missing (Debian 12, as root or with sudo) and builds NormLab (Release) in the
+# build directory of the LibTorch family NORMLAB_TORCH selects (scripts/torch_env.sh: build/ for
+# Debian's LibTorch 1.13, the default; build-pip/ for NORMLAB_TORCH=pip). Run by scripts/train.sh
+# and scripts/test.sh; safe and fast to re-run. Extra arguments go to `cmake --build`.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PKGS=(cmake g++ make ccache libtorch-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libgtest-dev
+source "$ROOT/scripts/torch_env.sh"
+PKGS=(cmake g++ make ccache libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
       libopenblas0-pthread libopenblas0-openmp python3 python3-numpy python3-yaml python3-matplotlib)
+# Debian's LibTorch also for the other families: the reference checks and bench.sh's PyTorch 1.13
+# side use python3-torch, which comes with it.
+PKGS+=(libtorch-dev)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -17,9 +23,21 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+[ "$NORMLAB_TORCH_FAMILY" = pip ] && normlab_install_pip_torch
+if [ "$NORMLAB_TORCH_FAMILY" = libtorch ] && [ ! -d "$NORMLAB_TORCH_DIR/share/cmake/Torch" ]; then
+  echo "normlab setup: NORMLAB_TORCH=$NORMLAB_TORCH: expected debian, pip or a LibTorch folder holding share/cmake/Torch" >&2
+  exit 2
+fi
+
 JOBS="${NORMLAB_JOBS:-$(nproc)}"
-BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build}"
+BUILD="$NORMLAB_BUILD"
+# A build directory configured for another LibTorch starts over (its cache names the old one).
+if [ -f "$BUILD/CMakeCache.txt" ] &&
+   [ "$(sed -n 's/^NORMLAB_TORCH:PATH=//p' "$BUILD/CMakeCache.txt")" != "$NORMLAB_TORCH_DIR" ]; then
+  echo "normlab setup: $BUILD was configured for another LibTorch; configuring it again" >&2
+  rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
+fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >&2
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMLAB_TORCH="$NORMLAB_TORCH_DIR" >&2
 fi
 cmake --build "$BUILD" -j "$JOBS" "$@" >&2

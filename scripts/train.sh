@@ -5,6 +5,7 @@
 # (e.g. scripts/train.sh --set model.layout=post --set train.steps=500).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/torch_env.sh"
 "$ROOT/scripts/setup.sh" --target normlab
 cd "$ROOT"
 args=("$@")
@@ -12,4 +13,4 @@ case " $* " in
   *" --out "*|*" --resume "*) ;;
   *) args+=(--out "runs/default-$(date +%Y%m%d-%H%M%S)") ;;
 esac
-exec "${NORMLAB_BUILD_DIR:-$ROOT/build}/normlab" train -c configs/default.yaml "${args[@]}"
+exec "$NORMLAB_BUILD/normlab" train -c configs/default.yaml "${args[@]}"

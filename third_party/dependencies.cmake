@@ -1,14 +1,64 @@
 # How NormLab finds its dependencies. All come from Debian 12 packages (see VERSIONS.md);
 # no foreign source is vendored. Included once from the top-level CMakeLists.txt.
 
-find_package(Torch REQUIRED)          # libtorch-dev 1.13 (TorchConfig.cmake)
+# Two LibTorch families, one code base (README "LibTorch 2.x and CUDA"):
+# - default: Debian's libtorch-dev 1.13 (CPU), found in the system prefix;
+# - NORMLAB_TORCH=<dir>: any other LibTorch, <dir> holding share/cmake/Torch: the `torch` folder of
+#   a `pip install torch` (what scripts/setup.sh does with NORMLAB_TORCH=pip) or the official
+#   libtorch zip unpacked. Its prefix goes first, so that neither TorchConfig's Caffe2 package nor
+#   its libraries are picked up from Debian's copy in /usr (they were, silently, before).
+set(NORMLAB_TORCH "" CACHE PATH "LibTorch to build against (a folder holding share/cmake/Torch); empty: Debian's libtorch-dev")
+if(NORMLAB_TORCH)
+  get_filename_component(NORMLAB_TORCH "${NORMLAB_TORCH}" REALPATH)
+  list(PREPEND CMAKE_PREFIX_PATH "${NORMLAB_TORCH}")
+  set(Torch_DIR "${NORMLAB_TORCH}/share/cmake/Torch" CACHE PATH "" FORCE)
+endif()
+find_package(Torch REQUIRED)
+get_filename_component(NORMLAB_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
+get_filename_component(NORMLAB_TORCH_LIB_DIR "${NORMLAB_TORCH_LIB_DIR}" REALPATH)
+if(NORMLAB_TORCH AND NOT NORMLAB_TORCH_LIB_DIR STREQUAL "${NORMLAB_TORCH}/lib")
+  message(FATAL_ERROR "NORMLAB_TORCH=${NORMLAB_TORCH}, but TorchConfig found its libraries in "
+                      "${NORMLAB_TORCH_LIB_DIR}: two LibTorch installs would be mixed")
+endif()
+# A LibTorch with CUDA (TorchConfig lists its CUDA libraries): src/core/torch_compat.h's guard.
+if(TORCH_CUDA_LIBRARIES)
+  set(NORMLAB_WITH_CUDA ON)
+  message(STATUS "NormLab: LibTorch from ${NORMLAB_TORCH_LIB_DIR}, with CUDA")
+else()
+  set(NORMLAB_WITH_CUDA OFF)
+  message(STATUS "NormLab: LibTorch from ${NORMLAB_TORCH_LIB_DIR}, CPU only")
+endif()
 find_package(yaml-cpp REQUIRED)       # libyaml-cpp-dev 0.7
-find_package(spdlog REQUIRED)         # libspdlog-dev 1.10 (bundles fmt)
+find_package(spdlog REQUIRED)         # libspdlog-dev 1.10 (built against libfmt-dev 9)
+find_package(fmt REQUIRED)            # the fmt libspdlog was built against
 find_package(CLI11 REQUIRED)          # libcli11-dev 2.1
 find_package(Threads REQUIRED)
 
-# Debian's TorchConfig adds its own compile flags through TORCH_CXX_FLAGS; they are carried by
-# the imported target, so nothing else is needed here.
+# Build hazard 1, fmt: LibTorch 2.x ships its own, newer fmt headers in torch/include/fmt, and its
+# include directory comes before /usr/include, so spdlog's headers would be compiled against
+# LibTorch's fmt while libspdlog.so was built against Debian's fmt 9 (compile error in
+# spdlog/common.h, or worse, a silent ABI mismatch). Adding -I/usr/include does not help (GCC
+# ignores -I for system directories), so a folder in the build tree holds only a link to the fmt
+# that spdlog was built against, and it comes first on every NormLab include path. LibTorch's own
+# headers that mention fmt then see fmt 9 too; none that NormLab includes needs a newer one.
+# tests/core/build_hazards_test.cpp checks the fmt version every NormLab file compiles against.
+get_target_property(NORMLAB_FMT_INCLUDE fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+list(GET NORMLAB_FMT_INCLUDE 0 NORMLAB_FMT_INCLUDE)
+set(NORMLAB_FMT_SHADOW "${CMAKE_BINARY_DIR}/spdlog-fmt/include")
+file(MAKE_DIRECTORY "${NORMLAB_FMT_SHADOW}")
+file(CREATE_LINK "${NORMLAB_FMT_INCLUDE}/fmt" "${NORMLAB_FMT_SHADOW}/fmt" SYMBOLIC)
+set(NORMLAB_FMT_VERSION "${fmt_VERSION}")
+
+# Build hazard 2, std::filesystem: the pip wheel's libtorch.so carries (and exports) its own copies
+# of libstdc++ functions, std::filesystem::remove_all among them, without linking libstdc++.so
+# itself; a binary that lists libtorch.so before libstdc++.so.6 binds its own calls to those copies,
+# which crash (a call through a null pointer inside libtorch.so's remove_all). The fix is at the
+# root of symbol lookup: every NormLab binary names libstdc++.so.6 as its first needed library, so
+# the dynamic linker finds libstdc++'s definitions before any copy in a library loaded after it.
+# --no-as-needed keeps the early -lstdc++ on linkers that default to --as-needed (Ubuntu).
+set(NORMLAB_STDCXX_FIRST_LINK_OPTION "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+
+# TorchConfig adds its own compile flags (the C++ ABI) through the imported target.
 
 # yaml-cpp 0.7's package config exports the target "yaml-cpp" (no namespace).
 if(NOT TARGET yaml-cpp)
@@ -21,8 +71,11 @@ endif()
 # and any CMake re-run (a new source file) rebuilds everything from scratch.
 find_program(NORMLAB_CCACHE ccache)
 if(NORMLAB_CCACHE)
+  # CCACHE_BASEDIR: paths inside the checkout are hashed relative to the build directory, so a
+  # fresh clone elsewhere (CI's) hits the cache that a build in another clone filled.
   set(CMAKE_CXX_COMPILER_LAUNCHER ${CMAKE_COMMAND} -E env
       "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime"
+      "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR}"
       ${NORMLAB_CCACHE})
   add_compile_options(-fpch-preprocess)
 endif()
@@ -36,12 +89,21 @@ endif()
 # package NormLab uses whatever the alternative points to and its start-up sets a thread policy for
 # two pools instead (src/cli/main.cpp). Measured on the tiny benchmark: 27.4k against 25.7k tokens/s
 # (median of 4 interleaved runs each).
-option(NORMLAB_OPENMP_BLAS "prefer Debian's OpenMP build of OpenBLAS when it is installed" ON)
+# Only for Debian's LibTorch: a pip or zip LibTorch brings its own BLAS (MKL) and OpenMP runtime.
+if(NORMLAB_TORCH)
+  set(NORMLAB_OPENMP_BLAS_DEFAULT OFF)
+else()
+  set(NORMLAB_OPENMP_BLAS_DEFAULT ON)
+endif()
+option(NORMLAB_OPENMP_BLAS "prefer Debian's OpenMP build of OpenBLAS when it is installed" ${NORMLAB_OPENMP_BLAS_DEFAULT})
 set(NORMLAB_OPENMP_BLAS_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp")
 if(NORMLAB_OPENMP_BLAS AND EXISTS "${NORMLAB_OPENMP_BLAS_DIR}/libopenblas.so.0")
   message(STATUS "NormLab: OpenBLAS OpenMP build from ${NORMLAB_OPENMP_BLAS_DIR}")
   set(NORMLAB_BLAS_LINK_OPTIONS "LINKER:--disable-new-dtags" "LINKER:-rpath,${NORMLAB_OPENMP_BLAS_DIR}")
-else()
+elseif(NORMLAB_OPENMP_BLAS)
   message(STATUS "NormLab: libopenblas0-openmp not found; the system BLAS alternative is used")
+  set(NORMLAB_BLAS_LINK_OPTIONS "")
+else()
+  message(STATUS "NormLab: NORMLAB_OPENMP_BLAS is off; LibTorch's own BLAS is used")
   set(NORMLAB_BLAS_LINK_OPTIONS "")
 endif()

@@ -25,6 +25,7 @@
 #include "sweep/summary.h"
 #include "train/bench.h"
 #include "train/checkpoint.h"
+#include "train/device.h"
 #include "train/evaluate.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -46,7 +47,9 @@ struct LoadedModel {
   std::string checkpoint;
 };
 
-LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step) {
+// Checkpoints hold CPU float32 tensors; the model is moved to `device` after loading, so a
+// checkpoint written on a GPU evaluates on a CPU and the other way round.
+LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, const torch::Device& device) {
   LoadedModel lm;
   lm.checkpoint = find_checkpoint(run, step);
   lm.config = check_and_resolve(parse_config_text(checkpoint_config(lm.checkpoint),
@@ -54,29 +57,32 @@ LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step) 
                                 /*check_data_files=*/false);
   lm.model = Transformer(lm.config.model);
   load_model_weights(lm.checkpoint, lm.model);
+  lm.model->to(device);
   lm.model->eval();
   return lm;
 }
 
-int cmd_eval(const std::string& run, std::optional<int64_t> step, std::string data) {
-  auto lm = load_run_model(run, step);
+int cmd_eval(const std::string& run, std::optional<int64_t> step, std::string data, const std::string& device_name) {
+  const torch::Device device = resolve_device(device_name, "--device");
+  auto lm = load_run_model(run, step, device);
   if (data.empty()) data = lm.config.data.val;
   Corpus corpus = Corpus::load(data);
   if (corpus.max_token() >= lm.config.model.vocab_size) {
     throw UsageError(fmt::format("{}: holds token {} >= the model's vocab_size {}", data,
                                  corpus.max_token(), lm.config.model.vocab_size));
   }
-  auto r = evaluate(lm.model, corpus, lm.config.eval.max_windows, torch::kCPU);
+  auto r = evaluate(lm.model, corpus, lm.config.eval.max_windows, device);
   std::cout << JsonObject().add("loss", r.loss).add("windows", r.windows).add("tokens", r.tokens).str()
             << std::endl;
   return 0;
 }
 
 int cmd_sample(const std::string& run, std::optional<int64_t> step, const std::string& prompt,
-               int64_t max_new, double temperature, int64_t top_k, uint64_t seed) {
+               int64_t max_new, double temperature, int64_t top_k, uint64_t seed, const std::string& device_name) {
   if (temperature < 0) throw UsageError("--temperature must be >= 0");
   if (top_k < 0) throw UsageError("--top-k must be >= 0");
-  auto lm = load_run_model(run, step);
+  const torch::Device device = resolve_device(device_name, "--device");
+  auto lm = load_run_model(run, step, device);
   const int64_t V = lm.config.model.vocab_size, ctx = lm.config.model.ctx;
   std::vector<int64_t> tokens;
   for (unsigned char c : prompt) {
@@ -89,8 +95,9 @@ int cmd_sample(const std::string& run, std::optional<int64_t> step, const std::s
   std::string out;
   for (int64_t i = 0; i < max_new; ++i) {
     const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - ctx);
-    auto input = torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end())).unsqueeze(0);
-    auto logits = lm.model->forward(input).select(1, input.size(1) - 1).squeeze(0).to(torch::kDouble);
+    auto input = torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end())).unsqueeze(0).to(device);
+    // the last position's logits, read back once per token (sampling happens on the host)
+    auto logits = lm.model->forward(input).select(1, input.size(1) - 1).squeeze(0).to(torch::kCPU, torch::kDouble);
     int64_t next;
     if (temperature == 0) {
       next = logits.argmax().item<int64_t>();
@@ -137,12 +144,13 @@ int run_cli(int argc, char** argv) {
   train_cmd->add_option("--out", out_dir, "run directory (overrides out_dir)");
   train_cmd->add_flag("--resume", resume, "continue the run in out_dir from its latest checkpoint");
 
-  std::string run_dir, data_file, prompt;
+  std::string run_dir, data_file, prompt, device_name = "cpu";
   std::optional<int64_t> step;
   auto* eval_cmd = app.add_subcommand("eval", "validation loss of a checkpoint (one JSON line on stdout)");
   eval_cmd->add_option("--run", run_dir, "run directory")->required();
   eval_cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
   eval_cmd->add_option("--data", data_file, "data file (default: the run's data.val)");
+  eval_cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
 
   int64_t max_new = 256, top_k = 0;
   double temperature = 1.0;
@@ -155,6 +163,7 @@ int run_cli(int argc, char** argv) {
   sample_cmd->add_option("--temperature", temperature, "0 = greedy argmax");
   sample_cmd->add_option("--top-k", top_k, "sample from the k most likely tokens; 0 = all");
   sample_cmd->add_option("--seed", seed, "sampling seed");
+  sample_cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
 
   auto* keys_cmd = app.add_subcommand("keys", "list every config key with its default and meaning");
 
@@ -222,8 +231,8 @@ int run_cli(int argc, char** argv) {
     opts.stop = &g_stop;
     return train(cfg, opts);
   }
-  if (*eval_cmd) return cmd_eval(run_dir, step, data_file);
-  if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed);
+  if (*eval_cmd) return cmd_eval(run_dir, step, data_file, device_name);
+  if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed, device_name);
   if (*bench_norms_cmd) {
     std::cout << format_norm_bench(run_norm_bench(bench_norms_opts)) << std::flush;
     return 0;

@@ -10,10 +10,12 @@
 
 #include "core/json.h"
 #include "core/system.h"
+#include "core/torch_compat.h"
 #include "data/corpus.h"
 #include "metrics/grad_stats.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
+#include "train/device.h"
 #include "train/schedule.h"
 #include "train/step.h"
 #include "train/trainer.h"
@@ -22,12 +24,26 @@ namespace normlab {
 
 using Clock = std::chrono::steady_clock;
 
-double gemm_peak_gflops(int64_t n, int repeats) {
-  auto a = torch::randn({n, n}), b = torch::randn({n, n}), c = torch::empty({n, n});
+namespace {
+
+// Waits for the device's queued work (a no-op on the CPU, where every op is synchronous).
+void sync(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+}
+
+}  // namespace
+
+int64_t gemm_peak_size(const torch::Device& device) { return device.is_cuda() ? 8192 : 1024; }
+
+double gemm_peak_gflops(const torch::Device& device, torch::ScalarType dtype, int64_t n, int repeats) {
+  const auto opts = torch::TensorOptions().device(device).dtype(dtype);
+  auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
   double best = 1e30;
   for (int i = 0; i < repeats + 3; ++i) {
+    sync(device);
     const auto t0 = Clock::now();
     torch::mm_out(c, a, b);
+    sync(device);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (i >= 3) best = std::min(best, dt);
   }
@@ -37,7 +53,7 @@ double gemm_peak_gflops(int64_t n, int repeats) {
 BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps,
                            const std::string& profile_path) {
   configure_threads(cfg.train.threads);
-  const torch::Device device(cfg.train.device);
+  const torch::Device device = resolve_device(cfg.train.device, "train.device");
   Corpus data = Corpus::load(cfg.data.train);
   torch::manual_seed(cfg.seed);
   Transformer model(cfg.model);
@@ -59,6 +75,8 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   r.config = config_name;
   r.threads = torch::get_num_threads();
   r.blas = blas_threading();
+  r.device = device.str();
+  r.gemm_n = gemm_peak_size(device);
   r.steps = steps;
   r.params = count_params(model, true);
   r.non_embedding_params = count_params(model, false);
@@ -67,7 +85,8 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
 
   // The peak is measured before and after the timed steps and the better one kept: on a shared VM a
   // single short measurement can land in a burst of stolen time (and report an MFU above 100%).
-  const double peak_before = gemm_peak_gflops();
+  const double peak_before = gemm_peak_gflops(device, torch::kFloat, r.gemm_n);
+  cuda_reset_peak_allocated(device);  // the peak of the training steps, not of the GEMM measurement
   int64_t micro_batch = 0;
   std::vector<double> times;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
@@ -88,25 +107,31 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
     if (s >= warmup) times.push_back(dt);
   }
   profile.reset();  // writes the trace
+  sync(device);
   std::sort(times.begin(), times.end());
   r.median_step_s = times[times.size() / 2];
   r.min_step_s = times.front();
   const double tokens = static_cast<double>(cfg.train.batch_size * cfg.model.ctx * cfg.train.accum);
   r.tokens_per_s = tokens / r.median_step_s;
   r.gflops = r.tokens_per_s * r.flops_per_token / 1e9;
-  r.gemm_peak_gflops = std::max(peak_before, gemm_peak_gflops());
+  r.peak_device_mib = static_cast<double>(cuda_peak_allocated_bytes(device)) / (1 << 20);
+  r.gemm_peak_gflops = std::max(peak_before, gemm_peak_gflops(device, torch::kFloat, r.gemm_n));
   r.mfu = r.gflops / r.gemm_peak_gflops;
+  // The bf16 peak matters where bf16 is a speed option (CUDA); on the CPU it would only show how slow
+  // bf16 is there, so it is not measured.
+  if (device.is_cuda()) r.gemm_peak_bf16_gflops = gemm_peak_gflops(device, torch::kBFloat16, r.gemm_n);
   r.peak_rss_mib = peak_rss_mib();
   return r;
 }
 
 std::string bench_json(const BenchResult& r) {
   return JsonObject()
-             .add("impl", "normlab").add("config", r.config).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
+             .add("impl", "normlab").add("config", r.config).add("device", r.device).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
              .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
              .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
              .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
-             .add("gemm_peak_gflops", r.gemm_peak_gflops).add("mfu", r.mfu).add("peak_rss_mib", r.peak_rss_mib)
+             .add("gemm_peak_gflops", r.gemm_peak_gflops).add("gemm_peak_bf16_gflops", r.gemm_peak_bf16_gflops)
+             .add("mfu", r.mfu).add("peak_rss_mib", r.peak_rss_mib).add("peak_device_mib", r.peak_device_mib)
              .add("params", r.params).add("non_embedding_params", r.non_embedding_params)
              .add("first_loss", r.first_loss).add("last_loss", r.last_loss)
              .str() +
@@ -116,6 +141,7 @@ std::string bench_json(const BenchResult& r) {
 std::string bench_text(const BenchResult& r) {
   std::string o;
   o += fmt::format("config            {}\n", r.config);
+  o += fmt::format("device            {}\n", r.device);
   auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
   o += fmt::format("threads           {} (OpenBLAS {}{}; OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n",
                    r.threads, r.blas.empty() ? "not loaded" : r.blas,
@@ -127,9 +153,14 @@ std::string bench_text(const BenchResult& r) {
   o += fmt::format("FLOPs/token       {:.4g} = 6 x {} non-embedding params + 12 x L x d x ctx\n",
                    r.flops_per_token, r.non_embedding_params);
   o += fmt::format("achieved          {:.1f} GFLOP/s\n", r.gflops);
-  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 1024^3 matmul, best of 10 before and 10 after the timed steps, same process)\n", r.gemm_peak_gflops);
-  o += fmt::format("MFU               {:.1f}%\n", 100 * r.mfu);
+  o += fmt::format("GEMM peak         {:.1f} GFLOP/s (fp32 {}^3 matmul on {}, best of 10 before and 10 after the timed steps, same process)\n",
+                   r.gemm_peak_gflops, r.gemm_n, r.device);
+  if (r.gemm_peak_bf16_gflops > 0) {
+    o += fmt::format("GEMM peak bf16    {:.1f} GFLOP/s (same size, bf16)\n", r.gemm_peak_bf16_gflops);
+  }
+  o += fmt::format("MFU               {:.1f}% (of the fp32 peak: the step runs in fp32)\n", 100 * r.mfu);
   o += fmt::format("peak RSS          {:.0f} MiB\n", r.peak_rss_mib);
+  if (r.peak_device_mib > 0) o += fmt::format("peak GPU memory   {:.0f} MiB (allocated by LibTorch)\n", r.peak_device_mib);
   return o;
 }
 

@@ -7,15 +7,19 @@
 #include <string>
 
 #include "config/config.h"
+#include "core/torch.h"
 
 namespace normlab {
 
 struct BenchResult {
   std::string config;
-  std::string blas;  // OpenBLAS threading: openmp, pthreads, sequential ("" if not OpenBLAS)
-  int64_t threads = 0, steps = 0, params = 0, non_embedding_params = 0;
+  std::string device;  // "cpu", "cuda", "cuda:1"
+  std::string blas;    // OpenBLAS threading: openmp, pthreads, sequential ("" if not OpenBLAS)
+  int64_t threads = 0, steps = 0, params = 0, non_embedding_params = 0, gemm_n = 0;
   double median_step_s = 0, min_step_s = 0, tokens_per_s = 0, flops_per_token = 0, gflops = 0,
          gemm_peak_gflops = 0, mfu = 0, peak_rss_mib = 0, first_loss = 0, last_loss = 0;
+  double gemm_peak_bf16_gflops = 0;  // measured on CUDA only
+  double peak_device_mib = 0;        // CUDA: peak memory allocated by LibTorch's caching allocator
 };
 
 // profile_path: when not empty, the timed steps run under LibTorch's autograd profiler and its
@@ -23,7 +27,10 @@ struct BenchResult {
 // overhead.
 BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup,
                            int64_t steps, const std::string& profile_path = "");
-double gemm_peak_gflops(int64_t n = 1024, int repeats = 10);
+// The device's matmul rate: best of `repeats` n x n x n products of `dtype` on `device`.
+double gemm_peak_gflops(const torch::Device& device, torch::ScalarType dtype, int64_t n, int repeats = 10);
+// The matrix size the peak is measured at: 1024 on the CPU, 8192 on a GPU (large enough to fill it).
+int64_t gemm_peak_size(const torch::Device& device);
 std::string bench_json(const BenchResult& r);
 std::string bench_text(const BenchResult& r);
 

@@ -20,18 +20,19 @@ EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_window
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard ng;
-  double sum = 0;
+  // summed on the device, read once at the end
+  auto sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
   for (size_t i = 0; i < offsets.size(); i += batch_size) {
     std::vector<int64_t> chunk(offsets.begin() + i,
                                offsets.begin() + std::min(offsets.size(), i + batch_size));
     auto w = corpus.windows(chunk, ctx).to(device);
     auto logits = model->forward(w.narrow(1, 0, ctx));
-    sum += lm_loss(logits, w.narrow(1, 1, ctx)).item<double>() * static_cast<double>(chunk.size());
+    sum += lm_loss(logits, w.narrow(1, 1, ctx)).to(torch::kDouble) * static_cast<double>(chunk.size());
   }
   model->train(was_training);
   EvalResult r;
   r.windows = static_cast<int64_t>(offsets.size());
-  r.loss = sum / static_cast<double>(r.windows);
+  r.loss = sum.item<double>() / static_cast<double>(r.windows);
   r.tokens = r.windows * ctx;
   return r;
 }

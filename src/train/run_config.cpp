@@ -5,6 +5,7 @@
 #include "core/fs.h"
 #include "data/corpus.h"
 #include "model/transformer.h"
+#include "train/device.h"
 
 namespace normlab {
 
@@ -13,8 +14,8 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   Problems problems(loaded.source);
   validate_config(c, problems);
   check_model_config(c.model, problems);
-  if (c.train.device == "cuda" && !torch::cuda::is_available()) {
-    problems.add("train.device", "cuda requested but this LibTorch build sees no CUDA device");
+  if (const std::string why = device_unavailable_reason(c.train.device); !why.empty()) {
+    problems.add("train.device", fmt::format("{}: {}", c.train.device, why));
   }
   if (check_data_files) {
     for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val}}) {
