@@ -275,7 +275,8 @@ int run_cli(int argc, char** argv) {
 // The thread policy measured on 2-core machines: nobody may spin while another pool needs the
 // core. With the OpenMP build of OpenBLAS (linked first, third_party/dependencies.cmake) there is
 // one pool: GEMMs, LibTorch's ops and NormLab's kernels all run on libgomp's workers, whose default
-// wait (spin briefly, then sleep) is the fastest setting measured, so nothing is changed.
+// wait (spin briefly, then sleep) is the fastest setting measured, so nothing is changed. The same
+// holds for a pip LibTorch, whose MKL runs on libgomp as well.
 // With OpenBLAS's pthread build there are two pools on the same cores: LibTorch's OpenMP workers
 // must sleep between parallel regions (OMP_WAIT_POLICY=passive), and OpenBLAS's GEMM workers go to
 // sleep right after each GEMM instead of spinning on sched_yield for ~2^28 cycles
@@ -284,7 +285,8 @@ int run_cli(int argc, char** argv) {
 // variables are read when the libraries load, before main, so they are set and the process
 // re-executes itself once. A value the caller set is kept; NORMLAB_NO_REEXEC=1 disables all this.
 void ensure_thread_policy(char** argv) {
-  if (std::getenv("NORMLAB_NO_REEXEC") || blas_threading() == "openmp") return;
+  // Only OpenBLAS's pthread build keeps a second pool (MKL, in a pip LibTorch, runs on libgomp too).
+  if (std::getenv("NORMLAB_NO_REEXEC") || blas_threading() != "pthreads") return;
   bool changed = false;
   for (const auto& [name, value] : {std::pair{"OMP_WAIT_POLICY", "passive"}, std::pair{"OPENBLAS_THREAD_TIMEOUT", "4"}}) {
     if (std::getenv(name)) continue;

@@ -14,8 +14,11 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   Problems problems(loaded.source);
   validate_config(c, problems);
   check_model_config(c.model, problems);
-  if (const std::string why = device_unavailable_reason(c.train.device); !why.empty()) {
-    problems.add("train.device", fmt::format("{}: {}", c.train.device, why));
+  // (a name other than cpu or cuda is already reported by validate_config)
+  if (c.train.device == "cuda") {
+    if (const std::string why = device_unavailable_reason(c.train.device); !why.empty()) {
+      problems.add("train.device", "cuda: " + why);
+    }
   }
   if (check_data_files) {
     for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val}}) {

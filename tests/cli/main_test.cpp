@@ -119,6 +119,29 @@ TEST_F(CliRunTest, GreedySampleIsDeterministicAndPrintsOnlyNewBytes) {
   EXPECT_EQ(run_command(base + " --temperature -1").status, 2);
 }
 
+// eval and sample run on the device --device names; the checkpoint (CPU tensors) follows.
+TEST_F(CliRunTest, EvalAndSampleTakeADevice) {
+  ASSERT_EQ(status_, 0);
+  const std::string eval = bin() + " eval --run " + run();
+  auto plain = run_command(eval), on_cpu = run_command(eval + " --device cpu");
+  ASSERT_EQ(on_cpu.status, 0);
+  EXPECT_EQ(on_cpu.out, plain.out);
+  const std::string sample = bin() + " sample --run " + run() + " --prompt 'k: a=1' --max-new 5 --temperature 0";
+  EXPECT_EQ(run_command(sample + " --device cpu").out, run_command(sample).out);
+
+  testing::TempDir dir;
+  for (const std::string& cmd : {eval, sample}) {
+    auto bad = run_command(cmd + " --device tpu", dir / "err");
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_EQ(read_file(dir / "err"), "error: --device tpu: expected cpu, cuda or cuda:N\n");
+    if (!torch::cuda::is_available()) {
+      auto gpu = run_command(cmd + " --device cuda", dir / "err");
+      EXPECT_EQ(gpu.status, 2);
+      EXPECT_EQ(read_file(dir / "err"), "error: --device cuda: this LibTorch build sees no CUDA device\n");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace normlab
 

@@ -20,7 +20,9 @@ TEST(System, LoadsTheOpenBlasBuildTheBuildWasConfiguredFor) {
 
 TEST(System, ReportsTheLoadedBlasAndPeakMemory) {
   // Debian's LibTorch always loads a BLAS library; a pip or zip LibTorch has MKL linked in.
-  if (!at::hasMKL()) EXPECT_FALSE(loaded_blas_library().empty());
+  if (!at::hasMKL()) {
+    EXPECT_FALSE(loaded_blas_library().empty());
+  }
   EXPECT_FALSE(reference_blas_loaded()) << loaded_blas_library();
   EXPECT_GT(peak_rss_mib(), 1.0);
 }

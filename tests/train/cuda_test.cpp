@@ -85,7 +85,7 @@ TEST(CudaTrain, FollowsTheCpuAndCheckpointsMoveBetweenDevices) {
     EXPECT_NEAR(a[i]["loss"].as<double>(), b[i]["loss"].as<double>(), 1e-3 * a[i]["loss"].as<double>()) << i;
   }
   const std::string bin = testing::normlab_binary();
-  for (const std::string run : {dir / "cpu", dir / "cuda"}) {
+  for (const std::string& run : {dir / "cpu", dir / "cuda"}) {
     auto on_cpu = testing::run_command(bin + " eval --run " + run + " --device cpu");
     auto on_gpu = testing::run_command(bin + " eval --run " + run + " --device cuda");
     ASSERT_EQ(on_cpu.status, 0);
