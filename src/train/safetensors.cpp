@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -60,6 +61,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   if (!header.IsMap()) throw fail("header is not a JSON object");
   SafetensorsFile out;
+  struct Range {
+    size_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
   try {
     for (const auto& kv : header) {
       const std::string name = kv.first.as<std::string>();
@@ -68,22 +74,43 @@ SafetensorsFile read_safetensors(const std::string& path) {
         continue;
       }
       const auto& info = kv.second;
+      if (!info.IsMap()) throw fail(name + " has no dtype/shape/data_offsets");
       if (info["dtype"].as<std::string>() != "F32") throw fail(name + " is not F32");
       std::vector<int64_t> shape;
-      for (const auto& d : info["shape"]) shape.push_back(d.as<int64_t>());
-      const size_t begin = info["data_offsets"][0].as<size_t>();
-      const size_t end = info["data_offsets"][1].as<size_t>();
-      auto t = torch::empty(shape, torch::kFloat);
-      if (end < begin || data_start + end > bytes.size() ||
-          end - begin != static_cast<size_t>(t.numel()) * sizeof(float)) {
+      double numel = 1;  // in doubles: a hostile shape must not overflow before it is rejected
+      for (const auto& d : info["shape"]) {
+        const int64_t v = d.as<int64_t>();
+        if (v < 0) throw fail(name + " has a negative dimension");
+        shape.push_back(v);
+        numel *= static_cast<double>(v);
+      }
+      const auto& offsets = info["data_offsets"];
+      if (!offsets.IsSequence() || offsets.size() != 2) throw fail(name + " has bad data_offsets");
+      const size_t begin = offsets[0].as<size_t>();
+      const size_t end = offsets[1].as<size_t>();
+      if (end < begin || end > bytes.size() - data_start ||
+          static_cast<double>(end - begin) != numel * sizeof(float)) {
         throw fail(name + " has bad data_offsets");
       }
+      auto t = torch::empty(shape, torch::kFloat);
       std::memcpy(t.data_ptr<float>(), bytes.data() + data_start + begin, end - begin);
       out.tensors.emplace_back(name, t);
+      ranges.push_back({begin, end, name});
     }
   } catch (const YAML::Exception& e) {
     throw fail(e.msg);
   }
+  // The format's rule: the tensors' byte ranges tile the data, no overlap and no hole.
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  size_t at = 0;
+  for (const auto& r : ranges) {
+    if (r.begin < at) throw fail(r.name + "'s data_offsets overlap another tensor's");
+    if (r.begin > at) throw fail(fmt::format("bytes {}..{} of the data belong to no tensor", at, r.begin));
+    at = r.end;
+  }
+  if (at != bytes.size() - data_start) throw fail(fmt::format("bytes {}.. of the data belong to no tensor", at));
   return out;
 }
 
