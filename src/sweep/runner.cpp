@@ -91,6 +91,11 @@ std::vector<std::string> child_env(int threads) {
 std::string comparable(Config c) {
   c.train.threads = 0;
   c.out_dir.clear();
+  // Runs written before data paths were stored absolute hold them relative to the directory the
+  // sweep ran from.
+  for (std::string* p : {&c.data.train, &c.data.val}) {
+    if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
+  }
   return dump_config(c);
 }
 
