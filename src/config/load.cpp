@@ -1,7 +1,9 @@
 #include "config/load.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -285,30 +287,72 @@ void check_strict(const YAML::Node& n, const std::string& text, const std::strin
   }
 }
 
+// Counts the nodes of one document and remembers where its first one starts.
+class DocumentProbe : public YAML::EventHandler {
+ public:
+  int nodes = 0;
+  int first_line = -1;
+  bool only_null = true;
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m, true); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m, false); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override {
+    node(m, false);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(m, false);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m, false);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& m, bool null) {
+    if (nodes++ == 0) first_line = m.line + 1;
+    only_null = only_null && null;
+  }
+};
+
+// A config is exactly one YAML document. yaml-cpp's LoadAll never returns on stray text after a
+// document (a lone ',' makes it produce empty documents forever; YAML::Load silently ignores
+// it), so the documents are counted with the event parser, at most two.
+void check_single_document(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentProbe first, second;
+  if (!parser.HandleNextDocument(first) || !parser.HandleNextDocument(second)) return;
+  if (second.only_null) {
+    throw ConfigError({fmt::format("{}:{}: unexpected text after the end of the YAML document", name,
+                                   std::max(second.first_line, 1))});
+  }
+  // The line of the "---" that opens the second document.
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0, at = second.first_line;
+  bool content = false;
+  while (std::getline(lines, line)) {
+    ++n;
+    if (line.rfind("---", 0) == 0 && content) {
+      at = n;
+      break;
+    }
+    if (!line.empty() && line[0] != '#' && line.rfind("---", 0) != 0 && line.rfind("%", 0) != 0) content = true;
+  }
+  throw ConfigError({fmt::format("{}:{}: a second YAML document; a config is one document", name, at)});
+}
+
 YAML::Node load_yaml(const std::string& text, const std::string& name) {
-  std::vector<YAML::Node> docs;
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(text);
+    check_single_document(text, name);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.msg)});
   }
-  if (docs.size() > 1) {
-    // The line of the "---" that opens the second document.
-    std::istringstream in(text);
-    std::string line;
-    int n = 0, at = docs[1].Mark().line + 1;
-    bool content = false;
-    while (std::getline(in, line)) {
-      ++n;
-      if (line.rfind("---", 0) == 0 && content) {
-        at = n;
-        break;
-      }
-      if (!line.empty() && line[0] != '#' && line.rfind("---", 0) != 0 && line.rfind("%", 0) != 0) content = true;
-    }
-    throw ConfigError({fmt::format("{}:{}: a second YAML document; a config is one document", name, at)});
-  }
-  YAML::Node root = docs.empty() ? YAML::Node() : docs[0];
   std::vector<std::string> problems;
   check_strict(root, text, name, "", problems);
   if (!problems.empty()) throw ConfigError(problems);

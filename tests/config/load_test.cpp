@@ -104,6 +104,16 @@ TEST(ConfigStrictYamlTest, ASecondDocumentIsRejected) {
   EXPECT_TRUE(problems_of("---\nseed: 1\n").empty());
 }
 
+// Found by tests/fuzz/config_fuzz.cpp: yaml-cpp's LoadAll loops forever on a stray ',' after a
+// document, and YAML::Load ignores it.
+TEST(ConfigStrictYamlTest, StrayTextAfterTheDocumentIsRejectedAndDoesNotHang) {
+  for (const char* text : {",", "{model: {d_model: 64}},", "[1, 2],"}) {
+    auto p = problems_of(text);
+    ASSERT_EQ(p.size(), 1u) << text;
+    EXPECT_NE(p[0].find("unexpected text after the end of the YAML document"), std::string::npos) << p[0];
+  }
+}
+
 TEST(ConfigStrictYamlTest, AnUnterminatedQuoteIsRejected) {
   auto p = problems_of("seed: 1\nout_dir: \"runs/x\nmodel: {d_model: 64}\n");
   ASSERT_EQ(p.size(), 1u);
