@@ -113,6 +113,9 @@ class Run {
   // the run reads, whether this is a fresh start, a start-over or a resume.
   void open_directory() {
     const fs::path out(cfg_.out_dir);
+    if (opts_.resume && !fs::is_directory(out)) {
+      throw UsageError(fmt::format("{}: nothing to resume (no such directory)", cfg_.out_dir));
+    }
     fs::create_directories(out);
     lock_ = std::make_unique<DirectoryLock>(
         (out / "run.lock").string(),

@@ -230,6 +230,19 @@ TEST(TrainerRunDirTest, AFailedResumeChangesNothingAndNamesEveryRefusedKey) {
   EXPECT_NE(read_file(dir / "run/config.yaml").find("steps: 30"), std::string::npos);
 }
 
+TEST(TrainerRunDirTest, ResumingNothingCreatesNothing) {
+  testing::TempDir dir;
+  TrainOptions o;
+  o.resume = true;
+  try {
+    train(resolved(testing::tiny_config(dir / "none")), o);
+    FAIL() << "resumed nothing";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing to resume"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "none"));
+}
+
 TEST(TrainerRunDirTest, ResumingAFinishedRunWritesNothing) {
   testing::TempDir dir;
   Config c = finished_run(dir);
