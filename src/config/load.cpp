@@ -1,7 +1,10 @@
 #include "config/load.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <sstream>
 
@@ -22,7 +25,13 @@ std::string ConfigSource::where(const std::string& key) const {
 }
 
 void Problems::add(const std::string& key, const std::string& message) {
+  if (!keys_.insert(key).second) return;
   lines_.push_back(fmt::format("{}: {}: {}", src_.where(key), key, message));
+}
+
+void Problems::add_earlier(const std::vector<std::string>& lines, const std::set<std::string>& keys) {
+  lines_.insert(lines_.begin(), lines.begin(), lines.end());
+  keys_.insert(keys.begin(), keys.end());
 }
 
 void Problems::raise() const { throw ConfigError(lines_); }
@@ -50,10 +59,12 @@ bool convert(const YAML::Node& n, int64_t& out, std::string& expected) {
   }
 }
 bool convert(const YAML::Node& n, double& out, std::string& expected) {
-  expected = "a number";
+  expected = "a finite number";
   if (!n.IsScalar()) return false;
   try {
-    out = n.as<double>();
+    const double v = n.as<double>();
+    if (!std::isfinite(v)) return false;  // .inf / .nan reach no use a config has
+    out = v;
     return true;
   } catch (const YAML::Exception&) {
     return false;
@@ -82,7 +93,7 @@ bool convert(const YAML::Node& n, std::optional<double>& out, std::string& expec
   }
   double v = 0;
   bool ok = convert(n, v, expected);
-  expected = "a number or auto";
+  expected = "a finite number or auto";
   if (ok) out = v;
   return ok;
 }
@@ -109,7 +120,7 @@ bool convert(const YAML::Node& n, std::optional<std::string>& out, std::string& 
   return ok;
 }
 bool convert(const YAML::Node& n, std::array<double, 2>& out, std::string& expected) {
-  expected = "a list of two numbers";
+  expected = "a list of two finite numbers";
   if (!n.IsSequence() || n.size() != 2) return false;
   std::array<double, 2> v{};
   std::string unused;
@@ -227,12 +238,125 @@ YAML::Node merge_nodes(const YAML::Node& base, const YAML::Node& overlay) {
   return out;
 }
 
+// True when the quoted scalar opening at text[pos] is closed before the end of the text
+// (yaml-cpp accepts a missing closing quote and takes the rest of the file as the string).
+bool quote_is_closed(const std::string& text, size_t pos) {
+  const char q = text[pos];
+  for (size_t i = pos + 1; i < text.size(); ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == q) {
+      if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is an escaped quote
+        continue;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+// What YAML allows but a config must not contain: duplicate keys (yaml-cpp keeps both and one
+// silently wins) and unterminated quoted strings.
+void check_strict(const YAML::Node& n, const std::string& text, const std::string& name,
+                  const std::string& prefix, std::vector<std::string>& problems) {
+  if (n.IsScalar()) {
+    const auto pos = static_cast<size_t>(n.Mark().pos);
+    if (n.Tag() == "!" && pos < text.size() && (text[pos] == '"' || text[pos] == '\'') &&
+        !quote_is_closed(text, pos)) {
+      problems.push_back(fmt::format("{}:{}: {}: unterminated quoted string (missing closing {})", name,
+                                     n.Mark().line + 1, prefix.empty() ? "value" : prefix, text[pos]));
+    }
+  } else if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) check_strict(n[i], text, name, prefix, problems);
+  } else if (n.IsMap()) {
+    std::map<std::string, int> first_line;
+    for (const auto& kv : n) {
+      const std::string k = kv.first.Scalar();
+      const std::string key = prefix.empty() ? k : prefix + "." + k;
+      const int line = kv.first.Mark().line + 1;
+      if (first_line.count(k)) {
+        problems.push_back(fmt::format("{}:{}: {}: duplicate key (first set on line {})", name, line, key,
+                                       first_line[k]));
+      } else {
+        first_line[k] = line;
+      }
+      check_strict(kv.first, text, name, key, problems);
+      check_strict(kv.second, text, name, key, problems);
+    }
+  }
+}
+
+// Counts the nodes of one document and remembers where its first one starts.
+class DocumentProbe : public YAML::EventHandler {
+ public:
+  int nodes = 0;
+  int first_line = -1;
+  bool only_null = true;
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { node(m, true); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { node(m, false); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override {
+    node(m, false);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    node(m, false);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    node(m, false);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void node(const YAML::Mark& m, bool null) {
+    if (nodes++ == 0) first_line = m.line + 1;
+    only_null = only_null && null;
+  }
+};
+
+// A config is exactly one YAML document. yaml-cpp's LoadAll never returns on stray text after a
+// document (a lone ',' makes it produce empty documents forever; YAML::Load silently ignores
+// it), so the documents are counted with the event parser, at most two.
+void check_single_document(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentProbe first, second;
+  if (!parser.HandleNextDocument(first) || !parser.HandleNextDocument(second)) return;
+  if (second.only_null) {
+    throw ConfigError({fmt::format("{}:{}: unexpected text after the end of the YAML document", name,
+                                   std::max(second.first_line, 1))});
+  }
+  // The line of the "---" that opens the second document.
+  std::istringstream lines(text);
+  std::string line;
+  int n = 0, at = second.first_line;
+  bool content = false;
+  while (std::getline(lines, line)) {
+    ++n;
+    if (line.rfind("---", 0) == 0 && content) {
+      at = n;
+      break;
+    }
+    if (!line.empty() && line[0] != '#' && line.rfind("---", 0) != 0 && line.rfind("%", 0) != 0) content = true;
+  }
+  throw ConfigError({fmt::format("{}:{}: a second YAML document; a config is one document", name, at)});
+}
+
 YAML::Node load_yaml(const std::string& text, const std::string& name) {
+  YAML::Node root;
   try {
-    return YAML::Load(text);
+    check_single_document(text, name);
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", name, e.mark.line + 1, e.msg)});
   }
+  std::vector<std::string> problems;
+  check_strict(root, text, name, "", problems);
+  if (!problems.empty()) throw ConfigError(problems);
+  return root;
 }
 
 // Resolves `base:` chains. dir: the directory relative paths are taken from.
@@ -259,7 +383,8 @@ YAML::Node load_with_bases(const std::string& text, const std::string& name, con
   return merge_nodes(base, root);
 }
 
-LoadedConfig parse_node(YAML::Node root, ConfigSource src, const std::vector<std::string>& overrides) {
+LoadedConfig parse_node(YAML::Node root, ConfigSource src, const std::vector<std::string>& overrides,
+                        bool collect) {
   LoadedConfig out;
   Problems problems(src);
   if (root.IsNull() || !root.IsDefined()) root = YAML::Node(YAML::NodeType::Map);
@@ -290,8 +415,9 @@ LoadedConfig parse_node(YAML::Node root, ConfigSource src, const std::vector<std
   describe(out.config, parser);
   parser.reject_unknown();
   out.source = src;
-  // Problems holds a reference to the local src; re-create against the copy for messages.
-  if (!problems.empty()) problems.raise();
+  if (!problems.empty() && !collect) problems.raise();
+  out.problems = problems.lines();
+  out.problem_keys = problems.keys();
   return out;
 }
 
@@ -364,6 +490,33 @@ class Dumper {
   YAML::Emitter& out_;
 };
 
+class FlatLister {
+ public:
+  template <class T>
+  void field(const char* name, T& value, const char*) {
+    out_.emplace_back(prefix_ + name, repr(value));
+  }
+  template <class S>
+  void section(const char* name, S& sub) {
+    const std::string saved = prefix_;
+    prefix_ += std::string(name) + ".";
+    describe(sub, *this);
+    prefix_ = saved;
+  }
+  std::vector<std::pair<std::string, std::string>> out_;
+
+ private:
+  std::string prefix_;
+};
+
+// A key matches "optim.*" when it starts with "optim.".
+constexpr const char* kResumeMayChange[] = {
+    "out_dir",          "data.val",         "optim.*",       "train.steps",
+    "train.log_every",  "train.checkpoint_every",            "train.save_init",
+    "train.threads",    "train.device",     "eval.*",        "diag.every",
+    "diag.spike.zscore", "diag.spike.action", "diag.per_param", "diag.nonfinite",
+    "diag.csv"};
+
 class KeyLister {
  public:
   template <class T>
@@ -386,17 +539,18 @@ class KeyLister {
 }  // namespace
 
 LoadedConfig parse_config_text(const std::string& yaml, const std::string& name,
-                               const std::vector<std::string>& overrides) {
+                               const std::vector<std::string>& overrides, bool collect) {
   ConfigSource src;
   src.file = name;
   const std::string dir = std::filesystem::path(name).parent_path().string();
   YAML::Node root = load_with_bases(yaml, name, dir.empty() ? "." : dir, src, 0);
-  return parse_node(root, src, overrides);
+  return parse_node(root, src, overrides, collect);
 }
 
-LoadedConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides) {
+LoadedConfig parse_config_file(const std::string& path, const std::vector<std::string>& overrides,
+                               bool collect) {
   if (!file_exists(path)) throw UsageError(path + ": config file not found");
-  return parse_config_text(read_file(path), path, overrides);
+  return parse_config_text(read_file(path), path, overrides, collect);
 }
 
 void validate_config(const Config& c, Problems& p) {
@@ -492,6 +646,27 @@ std::string dump_config(const Config& c) {
   describe(const_cast<Config&>(c), d);
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> flat_values(const Config& c) {
+  FlatLister f;
+  describe(const_cast<Config&>(c), f);
+  return f.out_;
+}
+
+bool may_change_on_resume(const std::string& key) {
+  for (const std::string pattern : kResumeMayChange) {
+    if (pattern.back() == '*' ? key.rfind(pattern.substr(0, pattern.size() - 1), 0) == 0 : key == pattern) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string keys_that_may_change_on_resume() {
+  std::string out;
+  for (const char* k : kResumeMayChange) out += (out.empty() ? "" : ", ") + std::string(k);
+  return out;
 }
 
 std::string describe_keys() {

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 namespace normlab {
 
@@ -93,14 +94,22 @@ std::vector<YAML::Node> read_json_lines(const std::string& path) {
   std::vector<YAML::Node> records;
   std::ifstream in(path);
   std::string line;
+  int64_t skipped = 0;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     try {
       YAML::Node r = YAML::Load(line);
-      if (r.IsMap()) records.push_back(r);
+      if (r.IsMap()) {
+        records.push_back(r);
+        continue;
+      }
     } catch (const YAML::Exception&) {
-      // a torn line of an interrupted write
     }
+    ++skipped;  // a torn line of an interrupted write
+  }
+  if (skipped > 0) {
+    spdlog::warn("warning: {}: skipped {} line{} that {} not a JSON object", path, skipped,
+                 skipped == 1 ? "" : "s", skipped == 1 ? "is" : "are");
   }
   return records;
 }

@@ -38,8 +38,8 @@ class JsonObject {
 };
 
 // The JSON objects of a one-object-per-line file (metrics.jsonl), in order. Lines that do not
-// parse as an object are skipped: the torn last line of a run that is still writing or was
-// killed must not make the rest unreadable. A missing file gives no records.
+// parse as an object are skipped with a warning on the log: the torn last line of a run that is
+// still writing or was killed must not make the rest unreadable. A missing file gives no records.
 std::vector<YAML::Node> read_json_lines(const std::string& path);
 
 }  // namespace normlab

@@ -2,11 +2,16 @@
 
 #include <dlfcn.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 namespace normlab {
+
+double physical_memory_bytes() {
+  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
 
 std::string loaded_blas_library() {
   std::ifstream maps("/proc/self/maps");

@@ -13,6 +13,8 @@ bool reference_blas_loaded();
 // How the loaded OpenBLAS runs its GEMMs: "openmp" (on libgomp's workers, the pool LibTorch uses),
 // "pthreads" (a pool of its own), "sequential", or "" when no OpenBLAS is loaded.
 std::string blas_threading();
+// Physical memory of this machine in bytes.
+double physical_memory_bytes();
 // Peak resident set size in MiB.
 double peak_rss_mib();
 

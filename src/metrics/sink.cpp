@@ -32,12 +32,6 @@ void prune(const std::string& path, int64_t keep_before, StepKind step_kind, con
   write_file_atomic(path, kept);
 }
 
-std::FILE* open_append(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (!f) throw RuntimeFailure("cannot open " + path + ": " + std::strerror(errno));
-  return f;
-}
-
 void flatten(const YAML::Node& n, const std::string& key, const std::string& prefix, std::string& out) {
   if (n.IsMap()) {
     for (const auto& kv : n) flatten(kv.second, key.empty() ? kv.first.Scalar() : key + "." + kv.first.Scalar(), prefix, out);
@@ -71,7 +65,7 @@ MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std
       }
     }, "");
   }
-  f_ = open_append(path);
+  f_ = std::make_unique<AppendFile>(path);
   if (!csv_path.empty()) {
     const bool fresh = !file_exists(csv_path);
     if (!fresh && keep_before >= 0) {
@@ -87,25 +81,15 @@ MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std
         return true;
       }, kCsvHeader);
     }
-    csv_ = open_append(csv_path);
-    if (fresh) std::fputs(kCsvHeader, csv_);
+    csv_ = std::make_unique<AppendFile>(csv_path);
+    if (fresh) csv_->append(kCsvHeader);
   }
-}
-
-MetricsSink::~MetricsSink() {
-  if (f_) std::fclose(f_);
-  if (csv_) std::fclose(csv_);
 }
 
 void MetricsSink::write(const JsonObject& record) {
   const std::string line = record.str() + "\n";
-  std::fwrite(line.data(), 1, line.size(), f_);
-  std::fflush(f_);
-  if (csv_) {
-    const std::string rows = csv_rows(record.str());
-    std::fwrite(rows.data(), 1, rows.size(), csv_);
-    std::fflush(csv_);
-  }
+  f_->append(line);
+  if (csv_) csv_->append(csv_rows(record.str()));
 }
 
 }  // namespace normlab

@@ -1,12 +1,14 @@
-// metrics.jsonl: one JSON object per line, flushed per record so a crash loses nothing that was
-// logged; optionally metrics.csv beside it in long format (step,kind,key,value; nested keys
+// metrics.jsonl: one JSON object per line, written through per record so a crash loses nothing
+// that was logged, and checked: a write that fails (full disk) throws RuntimeFailure and leaves no
+// torn line behind; optionally metrics.csv beside it in long format (step,kind,key,value; nested keys
 // dotted, arrays indexed: layers.grad_norm.3). On resume, records from steps after the
 // checkpoint are dropped first, so the files read as one uninterrupted run.
 #pragma once
 
-#include <cstdio>
+#include <memory>
 #include <string>
 
+#include "core/fs.h"
 #include "core/json.h"
 
 namespace normlab {
@@ -16,15 +18,13 @@ class MetricsSink {
   // keep_before >= 0 first drops train records with step >= keep_before and other records with
   // step > keep_before. csv_path empty = no CSV.
   MetricsSink(const std::string& path, int64_t keep_before = -1, const std::string& csv_path = "");
-  ~MetricsSink();
   MetricsSink(const MetricsSink&) = delete;
   MetricsSink& operator=(const MetricsSink&) = delete;
 
   void write(const JsonObject& record);
 
  private:
-  std::FILE* f_ = nullptr;
-  std::FILE* csv_ = nullptr;
+  std::unique_ptr<AppendFile> f_, csv_;
 };
 
 // The CSV rows of one JSON record (no header).

@@ -91,6 +91,11 @@ std::vector<std::string> child_env(int threads) {
 std::string comparable(Config c) {
   c.train.threads = 0;
   c.out_dir.clear();
+  // Runs written before data paths were stored absolute hold them relative to the directory the
+  // sweep ran from.
+  for (std::string* p : {&c.data.train, &c.data.val}) {
+    if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
+  }
   return dump_config(c);
 }
 
@@ -105,26 +110,6 @@ std::string last_line(const std::string& path) {
 }
 
 std::string seconds(double s) { return std::isfinite(s) ? fmt::format("{:.1f} s", s) : "-"; }
-
-// One sweep per directory at a time: an flock held while the sweep runs (released by the
-// kernel if the process dies).
-class DirectoryLock {
- public:
-  explicit DirectoryLock(const std::string& path)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      if (fd_ >= 0) ::close(fd_);
-      throw UsageError(fmt::format("{}: another normlab sweep is running on this directory",
-                                   fs::path(path).parent_path().string()));
-    }
-  }
-  ~DirectoryLock() { ::close(fd_); }
-  DirectoryLock(const DirectoryLock&) = delete;
-  DirectoryLock& operator=(const DirectoryLock&) = delete;
-
- private:
-  int fd_;
-};
 
 enum class Plan { kSkip, kResume, kFresh };
 
@@ -178,7 +163,9 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
   }
 
   fs::create_directories(fs::path(dir) / "runs");
-  const DirectoryLock lock((fs::path(dir) / "sweep.lock").string());
+  // One sweep per directory at a time (released by the kernel if the process dies).
+  const DirectoryLock lock((fs::path(dir) / "sweep.lock").string(),
+                           dir + ": another normlab sweep is running on this directory");
   add_log_file((fs::path(dir) / "sweep.log").string());
   write_file_atomic((fs::path(dir) / "sweep.yaml").string(), dump_sweep(sweep));
   const int threads = threads_per_job(options.jobs);

@@ -2,11 +2,14 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "core/crash_point.h"
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/json.h"
@@ -32,12 +35,31 @@ std::string torch_rng_state_hex() {
   return hex;
 }
 
+namespace {
+
+// "" when hex can be the state of torch's CPU generator, else why not.
+std::string rng_hex_problem(const std::string& hex) {
+  const size_t expected = static_cast<size_t>(at::detail::getDefaultCPUGenerator().get_state().numel()) * 2;
+  if (hex.size() != expected || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) {
+    return fmt::format("RNG state: expected {} hex digits, got {} characters{}", expected, hex.size(),
+                       hex.size() == expected ? " that are not all hex" : "");
+  }
+  return "";
+}
+
+}  // namespace
+
 void set_torch_rng_state_hex(const std::string& hex) {
+  if (const std::string why = rng_hex_problem(hex); !why.empty()) throw RuntimeFailure(why);
   auto state = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
   auto* p = state.data_ptr<uint8_t>();
   for (size_t i = 0; i + 1 < hex.size(); i += 2) p[i / 2] = static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16));
   auto gen = at::detail::getDefaultCPUGenerator();
-  gen.set_state(state);
+  try {
+    gen.set_state(state);
+  } catch (const c10::Error& e) {
+    throw RuntimeFailure("RNG state rejected: " + e.msg());
+  }
 }
 
 void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
@@ -74,9 +96,11 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
   layers += "]";
   state.add("spike", JsonObject().add("loss", st.spike_loss).add("grad_norm", st.spike_grad_norm).add_raw("layers", layers));
   write_file_atomic((tmp / "state.json").string(), state.str() + "\n");
-  const fs::path final_dir = root / name;
-  fs::remove_all(final_dir);  // a re-save of the same step (after a resume) replaces it whole
-  fs::rename(tmp, final_dir);
+  // A re-save of the same step (a stop right after a checkpoint, a resume that stops at once)
+  // swaps the complete new directory in, so LATEST never names a missing or partial one.
+  crash_point("checkpoint.before_swap");
+  replace_directory(tmp.string(), (root / name).string());
+  crash_point("checkpoint.before_latest");
   write_file_atomic((root / "LATEST").string(), name + "\n");
 }
 
@@ -117,7 +141,13 @@ void load_model_weights(const std::string& ckpt_dir, Transformer& model) {
   for (auto& [name, t] : mine) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw RuntimeFailure(path + ": missing tensor " + name);
-    if (!it->second.sizes().equals(t.sizes())) throw RuntimeFailure(path + ": tensor " + name + " has the wrong shape");
+    if (!it->second.sizes().equals(t.sizes())) {
+      throw RuntimeFailure(fmt::format("{}: tensor {} has shape {} but the config gives {}", path, name,
+                                       fmt::join(it->second.sizes(), "x"), fmt::join(t.sizes(), "x")));
+    }
+    if (!torch::isfinite(it->second).all().item<bool>()) {
+      throw RuntimeFailure(path + ": tensor " + name + " holds NaN or infinite values");
+    }
     t.copy_(it->second);
     by_name.erase(it);
   }
@@ -152,8 +182,31 @@ void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainStat
     st.spike_grad_norm = vec(s["spike"]["grad_norm"]);
     st.spike_layers.clear();
     for (const auto& l : s["spike"]["layers"]) st.spike_layers.push_back(vec(l["v"]));
+    const int64_t optimizer_steps = s["optimizer_steps"].as<int64_t>();
+    // Values a resume acts on: a wrong one would name a bad checkpoint or shift the data order.
+    auto bad = [&](const std::string& what) { return RuntimeFailure(state_path + ": " + what); };
+    if (st.step < 0) throw bad(fmt::format("step {} is negative", st.step));
+    if (st.micro_batches < 0) throw bad(fmt::format("data.micro_batches {} is negative", st.micro_batches));
+    if (st.tokens < 0) throw bad(fmt::format("data.tokens {} is negative", st.tokens));
+    if (st.skipped < 0 || st.skipped > st.step) {
+      throw bad(fmt::format("skipped {} is not in [0, step {}]", st.skipped, st.step));
+    }
+    if (optimizer_steps < 0 || optimizer_steps > st.step) {
+      throw bad(fmt::format("optimizer_steps {} is not in [0, step {}]", optimizer_steps, st.step));
+    }
+    if (!(st.elapsed_s >= 0) || !std::isfinite(st.elapsed_s)) throw bad("elapsed_s is not a finite number >= 0");
+    const std::string expected = checkpoint_name(st.step), here = fs::path(ckpt_dir).filename().string();
+    if (here.rfind("step_", 0) == 0 && here != expected) {
+      throw bad(fmt::format("step {} does not match the directory {}", st.step, here));
+    }
+    if (const std::string why = rng_hex_problem(st.torch_rng); !why.empty()) throw bad(why);
+    for (const auto* w : {&st.spike_loss, &st.spike_grad_norm}) {
+      for (double v : *w) {
+        if (!std::isfinite(v)) throw bad("a spike baseline holds a non-finite value");
+      }
+    }
     auto opt = read_safetensors((fs::path(ckpt_dir) / "trainer.safetensors").string());
-    optimizer.load_state(opt.tensors, s["optimizer_steps"].as<int64_t>());
+    optimizer.load_state(opt.tensors, optimizer_steps);
   } catch (const YAML::Exception& e) {
     throw RuntimeFailure(state_path + ": unreadable (" + e.msg + ")");
   }

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "train/safetensors_header.h"
 
 namespace normlab {
 
@@ -46,43 +48,13 @@ std::string safetensors_bytes(const NamedTensors& tensors,
 
 SafetensorsFile read_safetensors(const std::string& path) {
   const std::string bytes = read_file(path);
-  auto fail = [&](const std::string& why) { return RuntimeFailure(path + ": not a valid safetensors file: " + why); };
-  if (bytes.size() < 8) throw fail("shorter than 8 bytes");
-  uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  if (n > bytes.size() - 8) throw fail("header length beyond end of file");
-  const size_t data_start = 8 + n;
-  YAML::Node header;
-  try {
-    header = YAML::Load(bytes.substr(8, n));
-  } catch (const YAML::Exception& e) {
-    throw fail("header is not JSON (" + e.msg + ")");
-  }
-  if (!header.IsMap()) throw fail("header is not a JSON object");
+  const SafetensorsHeader header = parse_safetensors_header(bytes, path);
   SafetensorsFile out;
-  try {
-    for (const auto& kv : header) {
-      const std::string name = kv.first.as<std::string>();
-      if (name == "__metadata__") {
-        for (const auto& m : kv.second) out.metadata[m.first.as<std::string>()] = m.second.as<std::string>();
-        continue;
-      }
-      const auto& info = kv.second;
-      if (info["dtype"].as<std::string>() != "F32") throw fail(name + " is not F32");
-      std::vector<int64_t> shape;
-      for (const auto& d : info["shape"]) shape.push_back(d.as<int64_t>());
-      const size_t begin = info["data_offsets"][0].as<size_t>();
-      const size_t end = info["data_offsets"][1].as<size_t>();
-      auto t = torch::empty(shape, torch::kFloat);
-      if (end < begin || data_start + end > bytes.size() ||
-          end - begin != static_cast<size_t>(t.numel()) * sizeof(float)) {
-        throw fail(name + " has bad data_offsets");
-      }
-      std::memcpy(t.data_ptr<float>(), bytes.data() + data_start + begin, end - begin);
-      out.tensors.emplace_back(name, t);
-    }
-  } catch (const YAML::Exception& e) {
-    throw fail(e.msg);
+  out.metadata = header.metadata;
+  for (const auto& e : header.tensors) {
+    auto t = torch::empty(e.shape, torch::kFloat);
+    std::memcpy(t.data_ptr<float>(), bytes.data() + header.data_start + e.begin, e.end - e.begin);
+    out.tensors.emplace_back(e.name, t);
   }
   return out;
 }

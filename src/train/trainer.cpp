@@ -22,6 +22,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/step.h"
 
@@ -55,18 +56,8 @@ class Run {
         grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore) {}
 
   int go() {
-    prepare_directory();
+    open_directory();
     configure_threads(cfg_.train.threads);
-    if (reference_blas_loaded()) {
-      spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
-                   "for ~30x faster matmuls", loaded_blas_library());
-    }
-    if (cfg_.model.norm.type == "batchnorm" ||
-        (cfg_.model.qk_norm && cfg_.model.qk_norm_type == std::string("batchnorm"))) {
-      spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
-                   "token's normalisation sees later tokens of the batch (a causal leak; eval uses "
-                   "running statistics)");
-    }
     train_data_ = Corpus::load(cfg_.data.train);
     val_data_ = Corpus::load(cfg_.data.val);
     floor_ = read_entropy_floor(cfg_.data.val);
@@ -86,48 +77,137 @@ class Run {
     grad_stats_ = std::make_unique<GradStats>(names_, cfg_.model.n_layers);
     layer_windows_.assign(cfg_.model.n_layers + 2, RollingWindow(cfg_.diag.spike.window));
 
-    if (opts_.resume) {
-      const std::string ckpt = find_checkpoint(cfg_.out_dir, std::nullopt);
-      load_model_weights(ckpt, model_);
-      load_trainer_state(ckpt, *optimizer_, state_);
+    if (resuming_) {
+      load_model_weights(checkpoint_dir_, model_);
+      load_trainer_state(checkpoint_dir_, *optimizer_, state_);
       set_torch_rng_state_hex(state_.torch_rng);
       loss_spikes_.window().assign(state_.spike_loss);
       grad_spikes_.window().assign(state_.spike_grad_norm);
       for (size_t i = 0; i < layer_windows_.size() && i < state_.spike_layers.size(); ++i) {
         layer_windows_[i].assign(state_.spike_layers[i]);
       }
-      spdlog::info("resumed from {} (step {})", ckpt, state_.step);
+      if (state_.step >= cfg_.train.steps) {
+        spdlog::info("{}: the run is finished ({} of train.steps {} done); nothing to do. Raise "
+                     "train.steps (--set train.steps=N) to train further", cfg_.out_dir, state_.step,
+                     cfg_.train.steps);
+        return 0;
+      }
     } else {
       state_.best_val = std::nan("");
     }
+    // Everything is checked: only now is the run directory written to.
+    write_directory();
+    warn_about_setup();
+    if (resuming_) spdlog::info("resumed from {} (step {})", checkpoint_dir_, state_.step);
     sink_ = std::make_unique<MetricsSink>((fs::path(cfg_.out_dir) / "metrics.jsonl").string(),
-                                          opts_.resume ? state_.step : -1,
+                                          resuming_ ? state_.step : -1,
                                           cfg_.diag.csv ? (fs::path(cfg_.out_dir) / "metrics.csv").string() : "");
     log_header();
-    if (!opts_.resume && cfg_.train.save_init) checkpoint();
-    if (!opts_.resume) run_eval();
+    if (!resuming_ && cfg_.train.save_init) checkpoint();
+    if (!resuming_) run_eval();
     return loop();
   }
 
  private:
-  void prepare_directory() {
+  // Takes the run directory for this process's whole life and decides, without writing anything
+  // the run reads, whether this is a fresh start, a start-over or a resume.
+  void open_directory() {
     const fs::path out(cfg_.out_dir);
-    const bool has_run = file_exists((out / "metrics.jsonl").string()) || fs::exists(out / "checkpoints");
-    if (!opts_.resume && has_run) {
+    if (opts_.resume && !fs::is_directory(out)) {
+      throw UsageError(fmt::format("{}: nothing to resume (no such directory)", cfg_.out_dir));
+    }
+    fs::create_directories(out);
+    lock_ = std::make_unique<DirectoryLock>(
+        (out / "run.lock").string(),
+        fmt::format("{}: another normlab train is writing to this run directory (run.lock is held)", cfg_.out_dir));
+    // Under the lock nobody else writes here: what an interrupted writer left half-done goes.
+    const fs::path ckpts = out / "checkpoints";
+    remove_stale_temporaries(out.string());
+    remove_stale_temporaries(ckpts.string());
+    remove_stale_temporaries((out / "spikes").string());
+    if (fs::is_directory(ckpts)) {
+      for (const auto& e : fs::directory_iterator(ckpts)) {
+        const std::string n = e.path().filename().string();
+        if (n.size() > 5 && n[0] == '.' && n.compare(n.size() - 4, 4, ".tmp") == 0) fs::remove_all(e.path());
+      }
+    }
+    const bool has_checkpoint = file_exists((ckpts / "LATEST").string());
+    const bool has_files = file_exists((out / "metrics.jsonl").string()) ||
+                           file_exists((out / "config.yaml").string()) || fs::exists(ckpts);
+    if (!opts_.resume && has_checkpoint) {
       throw UsageError(fmt::format("{}: already holds a run; pass --resume to continue it or --out "
                                    "DIR to start a new one", cfg_.out_dir));
     }
-    if (opts_.resume && !file_exists((out / "checkpoints" / "LATEST").string())) {
+    if (opts_.resume && !has_checkpoint && !has_files) {
       throw UsageError(fmt::format("{}: nothing to resume (no checkpoints/LATEST)", cfg_.out_dir));
     }
-    fs::create_directories(out);
+    resuming_ = opts_.resume && has_checkpoint;
+    starting_over_ = !resuming_ && has_files;
+    if (resuming_) {
+      checkpoint_dir_ = find_checkpoint(cfg_.out_dir, std::nullopt);
+      check_resume_config();
+    }
+  }
+
+  // A resume continues the checkpoint's run: refuse every key that would change the weights'
+  // shapes or the data order, all in one report, before anything is written.
+  void check_resume_config() {
+    const std::string where = checkpoint_dir_ + "/model.safetensors";
+    Config saved = check_and_resolve(parse_config_text(checkpoint_config(checkpoint_dir_), where),
+                                     /*check_data_files=*/false);
+    std::error_code ec;
+    if (saved.data.train != cfg_.data.train && fs::equivalent(saved.data.train, cfg_.data.train, ec)) {
+      saved.data.train = cfg_.data.train;  // the same file reached by another path
+    }
+    const auto was = flat_values(saved), now = flat_values(cfg_);
+    std::vector<std::string> problems;
+    for (size_t i = 0; i < now.size(); ++i) {
+      if (now[i].second == was[i].second || may_change_on_resume(now[i].first)) continue;
+      problems.push_back(fmt::format(
+          "{}: --resume: {}: is {} but the run has {} ({}); only these keys may change on resume: {}",
+          cfg_.out_dir, now[i].first, now[i].second, was[i].second, checkpoint_name_of(checkpoint_dir_),
+          keys_that_may_change_on_resume()));
+    }
+    if (!problems.empty()) throw ConfigError(problems);
+  }
+
+  static std::string checkpoint_name_of(const std::string& dir) {
+    return "checkpoints/" + fs::path(dir).filename().string();
+  }
+
+  void write_directory() {
+    const fs::path out(cfg_.out_dir);
+    if (starting_over_) {
+      // A start that died before its first checkpoint: nothing in it can be continued.
+      for (const char* f : {"metrics.jsonl", "metrics.csv"}) fs::remove(out / f);
+      fs::remove_all(out / "checkpoints");
+      fs::remove_all(out / "spikes");
+    }
     config_yaml_ = dump_config(cfg_);
     const std::string cfg_path = (out / "config.yaml").string();
-    if (opts_.resume && file_exists(cfg_path) && read_file(cfg_path) != config_yaml_) {
+    const bool config_changed = resuming_ && file_exists(cfg_path) && read_file(cfg_path) != config_yaml_;
+    write_file_atomic(cfg_path, config_yaml_);
+    log_file_ = std::make_unique<LogFile>((out / "train.log").string());
+    if (starting_over_) {
+      spdlog::warn("warning: {} holds a run that stopped before its first checkpoint; starting it over",
+                   cfg_.out_dir);
+    }
+    if (config_changed) {
       spdlog::warn("warning: config differs from the one the run started with; {} is replaced", cfg_path);
     }
-    write_file_atomic(cfg_path, config_yaml_);
-    add_log_file((out / "train.log").string());
+  }
+
+  void warn_about_setup() {
+    if (reference_blas_loaded()) {
+      spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
+                   "for ~30x faster matmuls", loaded_blas_library());
+    }
+    if (cfg_.model.norm.type == "batchnorm" ||
+        (cfg_.model.qk_norm && cfg_.model.qk_norm_type == std::string("batchnorm"))) {
+      spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
+                   "token's normalisation sees later tokens of the batch (a causal leak; eval uses "
+                   "running statistics)");
+    }
   }
 
   void log_header() {
@@ -353,6 +433,7 @@ class Run {
     if (floor_) excess = fmt::format(", {:.4f} above the entropy floor {:.4f}", last_eval_ - floor_->floor, floor_->floor);
     spdlog::info("done: {} steps ({} skipped), val_loss {:.4f}{}; run in {}", steps, state_.skipped,
                  last_eval_, excess, cfg_.out_dir);
+    log_file_->check();
     return 0;
   }
 
@@ -368,15 +449,18 @@ class Run {
 
   // Evaluation, checkpoints and Ctrl-C after step counter moved. Returns true to stop now.
   bool after_update() {
+    log_file_->check();
     const bool last = state_.step == cfg_.train.steps;
     if (cfg_.eval.every > 0 && state_.step % cfg_.eval.every == 0 && !last) run_eval();
-    if (state_.step % cfg_.train.checkpoint_every == 0 || last) {
+    const bool save = state_.step % cfg_.train.checkpoint_every == 0 || last;
+    if (save) {
       if (last) run_eval();
       checkpoint();
     }
     if (opts_.stop && opts_.stop->load() && !last) {
-      checkpoint();
+      if (!save) checkpoint();
       spdlog::info("interrupted: checkpoint {} written; continue with --resume", checkpoint_name(state_.step));
+      log_file_->check();
       return true;
     }
     return false;
@@ -410,6 +494,10 @@ class Run {
 
   Config cfg_;
   TrainOptions opts_;
+  std::unique_ptr<DirectoryLock> lock_;  // declared before every writer, so released after them
+  bool resuming_ = false, starting_over_ = false;
+  std::string checkpoint_dir_;  // the checkpoint a resume starts from
+  std::unique_ptr<LogFile> log_file_;
   torch::Device device_;
   std::string config_yaml_;
   Corpus train_data_, val_data_;

@@ -54,6 +54,10 @@ TEST(CliTest, BadUsageAndBadConfigsExitTwoWithOneLinePerProblem) {
 
   auto badset = run_command(bin() + " train -c " + dir / "bad.yaml" + " --set model.n_heads", dir / "err");
   EXPECT_EQ(badset.status, 2);
+  auto empty_out = run_command("cd " + testing::source_dir() + " && " + bin() +
+                                   " train -c configs/default.yaml --out ''", dir / "err");
+  EXPECT_EQ(empty_out.status, 2);
+  EXPECT_EQ(read_file(dir / "err"), "error: --out: must name a directory, got an empty string\n");
   EXPECT_EQ(run_command(bin() + " eval --run " + dir / "norun").status, 2);
 }
 
@@ -140,6 +144,43 @@ TEST_F(CliRunTest, EvalAndSampleTakeADevice) {
       EXPECT_EQ(read_file(dir / "err"), "error: --device cuda: this LibTorch build sees no CUDA device\n");
     }
   }
+}
+
+
+TEST_F(CliRunTest, SampleRejectsNonFiniteTemperatureAndAbsurdLengths) {
+  ASSERT_EQ(status_, 0);
+  const std::string base = bin() + " sample --run " + run() + " --prompt 'k: a=1'";
+  for (const char* bad : {" --temperature nan", " --temperature inf", " --max-new 1000001",
+                          " --max-new 99999999999999999"}) {
+    auto r = run_command(base + bad, *dir_ / "err");
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_TRUE(r.out.empty()) << bad;
+    const std::string err = read_file(*dir_ / "err");
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << bad << ": " << err;
+  }
+}
+
+// A long generation shows its bytes as they come, and Ctrl-C keeps what was generated.
+TEST_F(CliRunTest, SampleStreamsItsBytesAndStopsCleanlyOnCtrlC) {
+  ASSERT_EQ(status_, 0);
+  const std::string out = *dir_ / "sample_out", err = *dir_ / "sample_err";
+  const std::string script = "(exec " + bin() + " sample --run " + run() +
+                             " --prompt k --max-new 1000000 --temperature 1 >" + out + " 2>" + err +
+                             " & pid=$!; sleep 2; kill -INT $pid; wait $pid; echo $?)";
+  auto r = run_command("bash -c '" + script + "'");
+  EXPECT_EQ(r.out, "130\n");
+  const auto n = std::filesystem::file_size(out);
+  EXPECT_GT(n, 0u) << "nothing was written before Ctrl-C";
+  EXPECT_LT(n, 1000000u);
+  EXPECT_EQ(read_file(err), "");
+}
+
+// config.yaml stores the data paths absolute: eval finds data.val from any directory.
+TEST_F(CliRunTest, EvalWorksFromAnyDirectory) {
+  ASSERT_EQ(status_, 0);
+  auto r = run_command("cd / && " + bin() + " eval --run " + run(), *dir_ / "err");
+  EXPECT_EQ(r.status, 0) << read_file(*dir_ / "err");
+  EXPECT_NE(r.out.find("\"loss\""), std::string::npos);
 }
 
 }  // namespace

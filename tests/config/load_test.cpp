@@ -14,7 +14,7 @@ namespace {
 
 std::vector<std::string> problems_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   try {
-    auto loaded = parse_config_text(yaml, "cfg.yaml", overrides);
+    auto loaded = parse_config_text(yaml, "cfg.yaml", overrides, /*collect=*/true);
     check_and_resolve(loaded, /*check_data_files=*/false);
   } catch (const ConfigError& e) {
     return e.problems();
@@ -64,13 +64,10 @@ TEST(ConfigTest, WrongTypeIsRejectedWithExpectation) {
 }
 
 TEST(ConfigTest, AllProblemsAreReportedAtOnce) {
+  // Unknown keys and wrong types are reported in the same pass as the value rules.
   auto p = problems_of("model:\n  n_heads: 5\n  layout: upside_down\n  norm: {type: groupnorm}\n"
-                       "optim: {schedule: wavy, lr: -1}\nbogus: 3\n");
-  // unknown key is a parse problem and is reported alone first; fix it and the value rules appear
-  ASSERT_EQ(p.size(), 1u);
-  p = problems_of("model:\n  n_heads: 5\n  layout: upside_down\n  norm: {type: groupnorm}\n"
-                  "optim: {schedule: wavy, lr: -1}\n");
-  ASSERT_EQ(p.size(), 5u);
+                       "optim: {schedule: wavy, lr: -1}\nbogus: 3\ntrain: {steps: many}\n");
+  ASSERT_EQ(p.size(), 7u);
   std::string all;
   for (const auto& l : p) all += l + "\n";
   EXPECT_NE(all.find("cfg.yaml:2: model.n_heads: 5 does not divide d_model 128"), std::string::npos) << all;
@@ -78,6 +75,127 @@ TEST(ConfigTest, AllProblemsAreReportedAtOnce) {
   EXPECT_NE(all.find("model.norm.type: 'groupnorm' is not a registered norm; expected one of: layernorm, rmsnorm"), std::string::npos) << all;
   EXPECT_NE(all.find("optim.schedule: 'wavy' is not one of: cosine, linear, constant"), std::string::npos) << all;
   EXPECT_NE(all.find("optim.lr: -1 must be > 0"), std::string::npos) << all;
+  EXPECT_NE(all.find("cfg.yaml:6: bogus: unknown key"), std::string::npos) << all;
+  EXPECT_NE(all.find("cfg.yaml:7: train.steps: expected an integer, got 'many'"), std::string::npos) << all;
+}
+
+TEST(ConfigTest, ATypeErrorAndAnotherKeysRuleAreReportedTogether) {
+  // d_model: abc keeps the default 128, which 5 heads do not divide; only the type is reported
+  // for d_model, and n_heads' own rule still is.
+  auto p = problems_of("model: {d_model: abc, n_heads: 5}\n");
+  std::string all;
+  for (const auto& l : p) all += l + "\n";
+  EXPECT_NE(all.find("model.d_model: expected an integer, got 'abc'"), std::string::npos) << all;
+  EXPECT_EQ(p.size(), 2u) << all;
+}
+
+TEST(ConfigStrictYamlTest, DuplicateKeysAreRejectedWithBothLines) {
+  auto p = problems_of("model:\n  d_model: 64\n  d_model: 96\noptim: {lr: 1}\noptim: {eps: 1}\n");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0], "cfg.yaml:3: model.d_model: duplicate key (first set on line 2)");
+  EXPECT_EQ(p[1], "cfg.yaml:5: optim: duplicate key (first set on line 4)");
+}
+
+TEST(ConfigStrictYamlTest, ASecondDocumentIsRejected) {
+  auto p = problems_of("seed: 1\n---\nbogus: 2\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "cfg.yaml:2: a second YAML document; a config is one document");
+  // An explicit start of the one document is fine.
+  EXPECT_TRUE(problems_of("---\nseed: 1\n").empty());
+}
+
+// Found by tests/fuzz/config_fuzz.cpp: yaml-cpp's LoadAll loops forever on a stray ',' after a
+// document, and YAML::Load ignores it.
+TEST(ConfigStrictYamlTest, StrayTextAfterTheDocumentIsRejectedAndDoesNotHang) {
+  for (const char* text : {",", "{model: {d_model: 64}},", "[1, 2],"}) {
+    auto p = problems_of(text);
+    ASSERT_EQ(p.size(), 1u) << text;
+    EXPECT_NE(p[0].find("unexpected text after the end of the YAML document"), std::string::npos) << p[0];
+  }
+}
+
+TEST(ConfigStrictYamlTest, AnUnterminatedQuoteIsRejected) {
+  auto p = problems_of("seed: 1\nout_dir: \"runs/x\nmodel: {d_model: 64}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "cfg.yaml:2: out_dir: unterminated quoted string (missing closing \")");
+  EXPECT_EQ(problems_of("out_dir: 'runs/x\n").size(), 1u);
+  // Closed quotes, escapes included, are fine.
+  EXPECT_TRUE(problems_of("out_dir: \"a\\\"b\"\ndata: {val: 'it''s'}\n").empty());
+}
+
+TEST(ConfigTest, NonFiniteNumbersAreRejectedEverywhere) {
+  for (const char* key : {"optim.lr", "optim.min_lr", "optim.eps", "optim.weight_decay", "optim.z_loss",
+                          "optim.grad_clip", "init.std", "init.embed_std", "model.logit_softcap",
+                          "model.attn_softcap", "model.norm.eps", "model.norm.dyt_alpha",
+                          "model.deepnorm.alpha", "diag.spike.zscore"}) {
+    for (const char* v : {".inf", "-.inf", ".nan"}) {
+      auto p = problems_of("", {std::string(key) + "=" + v});
+      ASSERT_EQ(p.size(), 1u) << key << "=" << v;
+      EXPECT_NE(p[0].find(std::string(key) + ": expected a finite number"), std::string::npos) << p[0];
+    }
+  }
+  auto p = problems_of("optim: {betas: [0.9, .inf]}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("optim.betas: expected a list of two finite numbers"), std::string::npos) << p[0];
+}
+
+TEST(ConfigTest, AModelThatCannotFitIsOneProblemNamingTheEstimate) {
+  const std::string data = testing::source_dir() + "/data/toy/";
+  LoadedConfig l = parse_config_text("model: {d_model: 1048576, n_heads: 4, d_ff: 4096}\n", "cfg.yaml");
+  l.config.data.train = data + "train.txt";
+  l.config.data.val = data + "val.txt";
+  try {
+    check_and_resolve(l, /*check_data_files=*/true);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 1u);
+    EXPECT_NE(e.problems()[0].find("cfg.yaml:1: model: training needs at least"), std::string::npos)
+        << e.problems()[0];
+    EXPECT_NE(e.problems()[0].find("GiB"), std::string::npos) << e.problems()[0];
+  }
+  // The estimate grows with the model and the batch; the default config is far below any machine.
+  Config c;
+  const MemoryEstimate small = estimate_training_memory(c);
+  c.model.d_model *= 2;
+  EXPECT_GT(estimate_training_memory(c).state_bytes, 2 * small.state_bytes);
+  c.train.batch_size *= 2;
+  EXPECT_GT(estimate_training_memory(c).activation_bytes, 2 * small.activation_bytes);
+  EXPECT_LT(small.total(), 1e9);
+  EXPECT_NEAR(small.params, 0.84e6, 0.02e6);  // README: the default model has 0.84M parameters
+}
+
+TEST(ConfigTest, RelativeDataPathsAreStoredAbsoluteSoTheRunWorksFromAnyDirectory) {
+  namespace fs = std::filesystem;
+  const fs::path train = fs::path(testing::source_dir()) / "data/toy/train.txt";
+  LoadedConfig l = parse_config_text("", "cfg.yaml");
+  l.config.data.train = fs::relative(train).string();
+  l.config.data.val = fs::relative(fs::path(testing::source_dir()) / "data/toy/val.txt").string();
+  ASSERT_TRUE(fs::path(l.config.data.train).is_relative());
+  Config c = check_and_resolve(l, /*check_data_files=*/true);
+  EXPECT_TRUE(fs::path(c.data.train).is_absolute()) << c.data.train;
+  EXPECT_TRUE(fs::equivalent(c.data.train, train));
+  EXPECT_NE(dump_config(c).find("train: \"" + c.data.train + "\""), std::string::npos);
+}
+
+TEST(ConfigTest, OnlyScheduleLoggingAndDiagnosticKeysMayChangeOnResume) {
+  for (const char* k : {"optim.lr", "optim.warmup", "train.steps", "train.threads", "eval.every",
+                        "diag.csv", "out_dir", "data.val"}) {
+    EXPECT_TRUE(may_change_on_resume(k)) << k;
+  }
+  for (const char* k : {"model.d_model", "model.norm.type", "seed", "data.train", "data.shuffle",
+                        "train.batch_size", "train.accum", "init.std", "diag.spike.window"}) {
+    EXPECT_FALSE(may_change_on_resume(k)) << k;
+  }
+  // Every key is in the flat list, once, with its dumped value.
+  Config c;
+  c.model.d_model = 96;
+  const auto flat = flat_values(c);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : flat) {
+    EXPECT_TRUE(keys.insert(k).second) << k;
+    if (k == "model.d_model") EXPECT_EQ(v, "96");
+  }
+  EXPECT_TRUE(keys.count("diag.spike.action"));
 }
 
 TEST(ConfigTest, ValueRules) {
@@ -109,7 +227,7 @@ TEST(ConfigTest, ValueRules) {
       {"train: {device: tpu}", "train.device: 'tpu' is not one of: cpu, cuda"},
       {"eval: {max_windows: 0}", "eval.max_windows: 0 must be a positive integer"},
       {"diag: {spike: {action: panic}}", "diag.spike.action: 'panic' is not one of: log, skip, stop"},
-      {"optim: {betas: 0.9}", "optim.betas: expected a list of two numbers, got '0.9'"},
+      {"optim: {betas: 0.9}", "optim.betas: expected a list of two finite numbers, got '0.9'"},
       {"model: {qk_norm: maybe}", "model.qk_norm: expected true or false, got 'maybe'"},
       {"model: 3", "model: expected a mapping of keys, got '3'"},
   };

@@ -4,6 +4,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 #include "config/load.h"
@@ -123,6 +129,151 @@ TEST(TrainerTest, SmokeRunLearnsWellBelowUnigramEntropy) {
   const double unigram = 3.6659;  // data/toy/floor.json, val
   EXPECT_GT(ev[0]["val_loss"].as<double>(), 5.0);  // ~ln 256 at init
   EXPECT_LT(ev[1]["val_loss"].as<double>(), unigram - 1.0) << "val loss " << ev[1]["val_loss"].as<double>();
+}
+
+namespace fs = std::filesystem;
+
+// A run of the tiny config that wrote its checkpoints at steps 10 and 20.
+Config finished_run(const testing::TempDir& dir) {
+  Config c = testing::tiny_config(dir / "run");
+  EXPECT_EQ(train(resolved(c), {}), 0);
+  return c;
+}
+
+TEST(TrainerRunDirTest, ASecondWriterIsRefusedWhileTheFirstRuns) {
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c.train.steps = 100000;  // runs until killed
+  c.eval.every = 0;
+  const std::string cfg_path = dir / "cfg.yaml";
+  std::ofstream(cfg_path) << dump_config(resolved(c));
+  const std::string bin = testing::normlab_binary();
+  const pid_t first = ::fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 2);
+    ::execl(bin.c_str(), bin.c_str(), "train", "-c", cfg_path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until the first writer has started its steps.
+  for (int i = 0; i < 600 && testing::records(c.out_dir, "train").size() < 2; ++i) ::usleep(50000);
+  ASSERT_GE(testing::records(c.out_dir, "train").size(), 2u);
+  for (const char* extra : {"", " --resume"}) {
+    auto r = testing::run_command(bin + " train -c " + cfg_path + extra, dir / "err.txt");
+    EXPECT_EQ(r.status, 2) << extra;
+    const std::string err = read_file(dir / "err.txt");
+    EXPECT_EQ(err, "error: " + c.out_dir + ": another normlab train is writing to this run directory "
+                   "(run.lock is held)\n") << extra;
+  }
+  ::kill(first, SIGKILL);
+  int status = 0;
+  ::waitpid(first, &status, 0);
+}
+
+TEST(TrainerRunDirTest, ARunThatStoppedBeforeItsFirstCheckpointStartsOver) {
+  for (bool resume : {false, true}) {
+    testing::TempDir dir;
+    Config c = testing::tiny_config(dir / "run");
+    // What a start killed before its first checkpoint leaves: config, log, some records, a
+    // half-written checkpoint directory and an atomic write's temporary.
+    fs::create_directories(dir / "run/checkpoints/.step_00000010.tmp");
+    std::ofstream(dir / "run/config.yaml") << dump_config(resolved(c));
+    std::ofstream(dir / "run/metrics.jsonl") << "{\"kind\":\"eval\",\"step\":0,\"val_loss\":5.5}\n"
+                                             << "{\"kind\":\"train\",\"step\":0,\"loss\":5.5}\n{\"kind";
+    std::ofstream(dir / "run/checkpoints/LATEST.tmp.99999") << "step_00000010\n";
+    TrainOptions o;
+    o.resume = resume;
+    ASSERT_EQ(train(resolved(c), o), 0) << "resume " << resume;
+    auto tr = testing::records(c.out_dir, "train");
+    ASSERT_EQ(tr.size(), 20u);
+    EXPECT_EQ(testing::records(c.out_dir, "eval").size(), 3u);  // 0, 10, 20: none left over
+    EXPECT_FALSE(fs::exists(dir / "run/checkpoints/.step_00000010.tmp"));
+    EXPECT_FALSE(fs::exists(dir / "run/checkpoints/LATEST.tmp.99999"));
+    EXPECT_EQ(find_checkpoint(c.out_dir, std::nullopt), c.out_dir + "/checkpoints/step_00000020");
+  }
+}
+
+TEST(TrainerRunDirTest, AFailedResumeChangesNothingAndNamesEveryRefusedKey) {
+  testing::TempDir dir;
+  Config c = finished_run(dir);
+  const std::string cfg_before = read_file(dir / "run/config.yaml");
+  const std::string metrics_before = read_file(dir / "run/metrics.jsonl");
+  Config changed = c;
+  changed.train.steps = 30;
+  changed.model.d_model = 64;
+  changed.train.batch_size = 8;
+  TrainOptions o;
+  o.resume = true;
+  try {
+    train(resolved(changed), o);
+    FAIL() << "resume accepted";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.problems().size(), 2u);
+    EXPECT_NE(e.problems()[0].find(": --resume: model.d_model: is 64 but the run has 32 "
+                                   "(checkpoints/step_00000020); only these keys may change on resume: "
+                                   "out_dir, data.val, optim.*, train.steps"), std::string::npos)
+        << e.problems()[0];
+    EXPECT_NE(e.problems()[1].find("train.batch_size: is 8 but the run has 4"), std::string::npos)
+        << e.problems()[1];
+  }
+  EXPECT_EQ(read_file(dir / "run/config.yaml"), cfg_before);
+  EXPECT_EQ(read_file(dir / "run/metrics.jsonl"), metrics_before);
+
+  // Keys of the schedule and its length may change: the run continues to step 30.
+  Config longer = c;
+  longer.train.steps = 30;
+  longer.optim.lr = 1e-3;
+  longer.train.log_every = 2;
+  EXPECT_EQ(train(resolved(longer), o), 0);
+  EXPECT_EQ(find_checkpoint(c.out_dir, std::nullopt), c.out_dir + "/checkpoints/step_00000030");
+  EXPECT_NE(read_file(dir / "run/config.yaml").find("steps: 30"), std::string::npos);
+}
+
+TEST(TrainerRunDirTest, ResumingNothingCreatesNothing) {
+  testing::TempDir dir;
+  TrainOptions o;
+  o.resume = true;
+  try {
+    train(resolved(testing::tiny_config(dir / "none")), o);
+    FAIL() << "resumed nothing";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing to resume"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir / "none"));
+}
+
+TEST(TrainerRunDirTest, ResumingAFinishedRunWritesNothing) {
+  testing::TempDir dir;
+  Config c = finished_run(dir);
+  const std::string metrics = read_file(dir / "run/metrics.jsonl"), log = read_file(dir / "run/train.log");
+  TrainOptions o;
+  o.resume = true;
+  EXPECT_EQ(train(resolved(c), o), 0);
+  EXPECT_EQ(read_file(dir / "run/metrics.jsonl"), metrics);
+  EXPECT_EQ(read_file(dir / "run/train.log"), log);
+}
+
+TEST(TrainerRunDirTest, AFullDiskStopsTheRunWithOneLineAndNoTornRecord) {
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c.train.steps = 200;
+  c.train.checkpoint_every = 1000;  // the first checkpoint would come at the end
+  const std::string cfg_path = dir / "cfg.yaml";
+  std::ofstream(cfg_path) << dump_config(resolved(c));
+  // A 16 KiB file size limit: metrics.jsonl outgrows it after a few dozen records.
+  auto r = testing::run_command("bash -c 'ulimit -f 16; trap \"\" XFSZ; exec " + testing::normlab_binary() +
+                                    " train -c " + cfg_path + "'",
+                                dir / "err.txt");
+  const std::string err = read_file(dir / "err.txt");
+  EXPECT_EQ(r.status, 1) << err;
+  const std::string last = err.substr(err.rfind('\n', err.size() - 2) + 1);
+  EXPECT_EQ(last, "error: cannot write " + c.out_dir + "/metrics.jsonl: File too large\n") << err;
+  const std::string text = read_file(dir / "run/metrics.jsonl");
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(text.back(), '\n');
+  for (const auto& rec : testing::records(c.out_dir, "train")) EXPECT_TRUE(rec["loss"].IsDefined());
+  EXPECT_EQ(err.find("done:"), std::string::npos) << err;
 }
 
 }  // namespace
