@@ -10,14 +10,6 @@
 
 namespace normlab {
 
-bool built_with_cuda() {
-#ifdef NORMLAB_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 std::string torch_build_description() {
   std::string s = fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
 #ifdef NORMLAB_WITH_CUDA

@@ -20,9 +20,6 @@ namespace normlab {
 // "1.13.1 (CPU)", "2.11.0 (CUDA 13.0)": the LibTorch this binary was built against.
 std::string torch_build_description();
 
-// Whether this binary can run CUDA code at all (a CUDA LibTorch), regardless of a GPU being present.
-bool built_with_cuda();
-
 // Peak bytes allocated by LibTorch's CUDA caching allocator on `device` since the last reset;
 // 0 for the CPU or a build without CUDA.
 int64_t cuda_peak_allocated_bytes(const torch::Device& device);

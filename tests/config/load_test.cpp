@@ -193,7 +193,9 @@ TEST(ConfigTest, OnlyScheduleLoggingAndDiagnosticKeysMayChangeOnResume) {
   std::set<std::string> keys;
   for (const auto& [k, v] : flat) {
     EXPECT_TRUE(keys.insert(k).second) << k;
-    if (k == "model.d_model") EXPECT_EQ(v, "96");
+    if (k == "model.d_model") {
+      EXPECT_EQ(v, "96");
+    }
   }
   EXPECT_TRUE(keys.count("diag.spike.action"));
 }
