@@ -18,6 +18,9 @@
 #                                        precision is the runs' own unless --precision is given)
 # Defaults: bf16, 30 timed steps after 10 warm-up (they take torch.compile's compile time), 2 rounds,
 # all four workloads, variant compile, out runs/bench_gpu/<timestamp>, each run killed after 900 s.
+# Runs append to OUT/{normlab,recipe}.jsonl, so several calls with the same --out add up (e.g. one
+# workload per call under a per-command time limit; then `--table OUT`). The recipe's first run of a
+# workload pays torch.compile's compilation (warmup_s in its JSON; later ones hit inductor's cache).
 # On the GPU machine (no network, no package manager): `scripts/gpu_build.sh` first (it builds
 # build-gpu/normlab and writes build-gpu/env.sh, sourced here for LD_LIBRARY_PATH), then
 # `scripts/bench_gpu.sh`. NORMLAB_BIN overrides the binary (default build-gpu/normlab; the env.sh

@@ -29,7 +29,8 @@ the bf16 peak for --precision bf16, else / the fp32 peak (`mfu_of` says which; a
 TF32 on can exceed 100% of the fp32 peak; on the CPU the bf16 peak is not measured, 0, and the MFU is
 of the fp32 peak). peak_device_mib = torch.cuda.max_memory_allocated() over
 the timed steps (the stats are reset after the warm-up). The JSON line (--json) has the keys of
-`normlab bench --json` plus variant, precision, tf32, fused_adamw, mfu_of.
+`normlab bench --json` plus variant, precision, tf32, fused_adamw, mfu_of, warmup_s (the wall
+time of the warm-up steps, torch.compile's compilation included).
 
 On a GPU machine: `python3 scripts/bench_gpu_reference.py -c configs/bench/gpt2s.yaml --json`
 (python3 with PyTorch 2.x, numpy and PyYAML; nothing is installed: when the running interpreter
@@ -220,10 +221,10 @@ def run_bench(args):
     c = ref.Cfg(raw)
     dev = args.device or (cfg_device if cfg_device not in ("cpu", "auto") else "cuda")
     device = torch.device(dev)
+    if int(torch.__version__.split(".")[0]) < 2:
+        raise ref.UsageError("needs PyTorch 2.x; this is %s (%s)" % (torch.__version__, sys.executable))
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ref.UsageError("--device %s: CUDA is not available to this PyTorch (%s)" % (dev, torch.__version__))
-    if int(torch.__version__.split(".")[0]) < 2:
-        raise ref.UsageError("needs PyTorch 2.x; this is %s" % torch.__version__)
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.backends.cuda.matmul.allow_tf32 = args.tf32
@@ -236,8 +237,11 @@ def run_bench(args):
     n_nonemb = n_params - tr.model.tok_emb.weight.numel() - tr.model.pos_emb.weight.numel()
     flops_tok = 6 * n_nonemb + 12 * c.L * c.d * c.ctx
 
+    from time import perf_counter
+    t0 = perf_counter()
     for _ in range(args.warmup):
         tr.step()
+    warmup_s = perf_counter() - t0          # torch.compile's compile time is in here
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times = [tr.step() for _ in range(args.steps)]
@@ -259,6 +263,7 @@ def run_bench(args):
         "device": str(device),
         "steps": args.steps,
         "warmup": args.warmup,
+        "warmup_s": warmup_s,
         "median_step_s": med,
         "min_step_s": min(times),
         "max_step_s": max(times),
@@ -293,7 +298,7 @@ def run_bench(args):
     row("device", "%s%s" % (device, " (%s)" % res["gpu"] if res["gpu"] else ""))
     row("params", "{:,} ({:,} non-embedding)".format(n_params, n_nonemb))
     row("settings", "tf32 %s, fused AdamW %s" % (res["tf32"], res["fused_adamw"]))
-    row("steps", "%d timed after %d warm-up" % (args.steps, args.warmup))
+    row("steps", "%d timed after %d warm-up (%.1f s, compile included)" % (args.steps, args.warmup, warmup_s))
     row("median step", "%.5f s  (min %.5f, max %.5f)" % (med, min(times), max(times)))
     row("tokens/s", "{:,.0f}".format(tokens_s))
     row("FLOPs/token", "{:,}".format(flops_tok))
