@@ -13,9 +13,11 @@
 
 #include "core/errors.h"
 #include "core/torch.h"
+#include "core/torch_compat.h"
 #include "model/norms/layernorm.h"
 #include "model/norms/norm.h"
 #include "model/norms/rmsnorm.h"
+#include "train/device.h"
 
 namespace normlab {
 
@@ -25,6 +27,7 @@ namespace {
 
 constexpr const char* kComposedRms = "rmsnorm (composed)";
 constexpr const char* kComposedLayerNorm = "layernorm (composed)";
+constexpr const char* kNativeRms = "rms_norm (native)";
 
 struct Candidate {
   std::string name;
@@ -39,9 +42,10 @@ bool took_fast_path(const NormPtr& m) {
   return false;
 }
 
-std::vector<Candidate> candidates(int64_t width) {
+std::vector<Candidate> candidates(int64_t width, const torch::Device& device) {
   std::vector<Candidate> out;
-  auto w = torch::ones({width}).requires_grad_(), b = torch::zeros({width}).requires_grad_();
+  const auto f32 = torch::TensorOptions().device(device);
+  auto w = torch::ones({width}, f32).requires_grad_(), b = torch::zeros({width}, f32).requires_grad_();
   out.push_back({kNativeLayerNorm,
                  [=](const torch::Tensor& x) { return torch::layer_norm(x, {width}, w, b, 1e-5); },
                  {w, b},
@@ -51,10 +55,11 @@ std::vector<Candidate> candidates(int64_t width) {
     o.size = width;
     o.eps = std::isnan(type.default_eps) ? 1e-5 : type.default_eps;
     NormPtr m = type.make(o);
+    m->to(device);
     out.push_back(
         {type.name, [m](const torch::Tensor& x) { return m->forward(x); }, m->parameters(), m});
   }
-  auto rw = torch::ones({width}).requires_grad_();
+  auto rw = torch::ones({width}, f32).requires_grad_();
   out.push_back(
       {kComposedRms,
        [=](const torch::Tensor& x) { return RMSNormImpl::reference_forward(x, rw, 1e-6, false); },
@@ -65,6 +70,12 @@ std::vector<Candidate> candidates(int64_t width) {
        [=](const torch::Tensor& x) { return LayerNormImpl::reference_forward(x, w, b, 1e-5); },
        {w, b},
        nullptr});
+#if NORMLAB_TORCH_AT_LEAST(2, 4)
+  out.push_back({kNativeRms,
+                 [=](const torch::Tensor& x) { return at::rms_norm(x, {width}, rw, 1e-6); },
+                 {rw},
+                 nullptr});
+#endif
   return out;
 }
 
@@ -90,18 +101,27 @@ std::vector<NormBenchEntry> run_norm_bench(const NormBenchOptions& options) {
                               ? options.threads
                               : std::max<int64_t>(1, std::thread::hardware_concurrency());
   torch::set_num_threads(static_cast<int>(threads));
+  const torch::Device device = resolve_device(options.device, "bench norms --device");
+  if (options.dtype != "fp32" && options.dtype != "bf16") {
+    throw UsageError("bench norms: --dtype must be fp32 or bf16, got " + options.dtype);
+  }
+  const auto dtype = options.dtype == "bf16" ? torch::kBFloat16 : torch::kFloat;
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+  };
   spdlog::info(
-      "bench norms: forward+backward, float32 CPU, {} threads, median of {} rounds after {} "
+      "bench norms: forward+backward, {} inputs on {}, {} threads, median of {} rounds after {} "
       "warm-up",
-      torch::get_num_threads(), options.repeats, options.warmup);
+      options.dtype, device.str(), torch::get_num_threads(), options.repeats, options.warmup);
   torch::manual_seed(0);
 
   std::vector<NormBenchEntry> entries;
   for (int64_t rows : options.rows) {
     for (int64_t width : options.widths) {
-      auto x = torch::randn({rows, width}).requires_grad_();
-      auto g = torch::randn({rows, width});
-      auto cands = candidates(width);
+      const auto opts = torch::TensorOptions().device(device).dtype(dtype);
+      auto x = torch::randn({rows, width}, opts).requires_grad_();
+      auto g = torch::randn({rows, width}, opts);
+      auto cands = candidates(width, device);
       std::vector<std::vector<double>> times(cands.size());
       std::vector<bool> fast(cands.size(), false);
       using clock = std::chrono::steady_clock;
@@ -109,9 +129,11 @@ std::vector<NormBenchEntry> run_norm_bench(const NormBenchOptions& options) {
         for (size_t c = 0; c < cands.size(); ++c) {
           x.mutable_grad().reset();
           for (auto& p : cands[c].params) p.mutable_grad().reset();
+          sync();
           const auto t0 = clock::now();
           auto y = cands[c].forward(x);
           y.backward(g);
+          sync();
           const auto t1 = clock::now();
           if (round >= options.warmup) {
             times[c].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
@@ -122,7 +144,7 @@ std::vector<NormBenchEntry> run_norm_bench(const NormBenchOptions& options) {
       const double base = median(times[0]);
       for (size_t c = 0; c < cands.size(); ++c) {
         const double ms = median(times[c]);
-        entries.push_back({rows, width, cands[c].name, ms, ms / base, fast[c]});
+        entries.push_back({rows, width, cands[c].name, ms, ms / base, fast[c], device.str(), options.dtype});
       }
       spdlog::info("bench norms: rows {} width {} done (native layer_norm {:.3f} ms)", rows, width,
                    base);
@@ -171,7 +193,9 @@ std::string format_norm_bench(const std::vector<NormBenchEntry>& entries) {
   std::string out;
   out +=
       "Forward+backward time relative to LibTorch's native layer_norm in the same run "
-      "(lower is faster; float32 CPU, median of the timed rounds):\n\n";
+      "(lower is faster; " + (entries.empty() ? std::string("float32 CPU")
+                                 : entries.front().dtype + " inputs on " + entries.front().device) +
+      ", median of the timed rounds):\n\n";
   out += table(std::string(kNativeLayerNorm) + " ms",
                [](const NormBenchEntry& e) { return fmt::format("{:.2f}", e.ratio); });
   out += "\nMedian forward+backward time in milliseconds:\n\n";

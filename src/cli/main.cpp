@@ -212,6 +212,10 @@ int run_cli(int argc, char** argv) {
   bench_norms_cmd
       ->add_option("--threads", bench_norms_opts.threads, "intra-op threads; 0 = all cores")
       ->capture_default_str();
+  bench_norms_cmd->add_option("--device", bench_norms_opts.device, "cpu, cuda or cuda:N")
+      ->capture_default_str();
+  bench_norms_cmd->add_option("--dtype", bench_norms_opts.dtype, "input dtype: fp32 or bf16 (parameters stay fp32)")
+      ->capture_default_str();
   SweepOptions sweep_opts;
   SweepRunOptions sweep_run;
   auto* sweep_cmd = app.add_subcommand(

@@ -88,6 +88,7 @@ struct TrainConfig {
   bool save_init = false;
   int64_t threads = 0;  // 0 = all cores
   std::string device = "cpu";
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (MODEL.md section 7; fp16 needs cuda)
 };
 
 struct EvalConfig {
@@ -193,6 +194,7 @@ template <class V> void describe(TrainConfig& c, V& v) {
   v.field("save_init", c.save_init, "save the initial weights as step_00000000");
   v.field("threads", c.threads, "LibTorch threads; 0 = all cores");
   v.field("device", c.device, "cpu | cuda");
+  v.field("precision", c.precision, "fp32 | bf16 | fp16: forward under autocast, fp32 weights and optimizer; fp16 (cuda only) with dynamic loss scaling");
 }
 template <class V> void describe(EvalConfig& c, V& v) {
   v.field("every", c.every, "validation every N updates (and at the end); 0 = only at the end");

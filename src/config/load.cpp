@@ -513,7 +513,7 @@ class FlatLister {
 constexpr const char* kResumeMayChange[] = {
     "out_dir",          "data.val",         "optim.*",       "train.steps",
     "train.log_every",  "train.checkpoint_every",            "train.save_init",
-    "train.threads",    "train.device",     "eval.*",        "diag.every",
+    "train.threads",    "train.device",     "train.precision",     "eval.*",        "diag.every",
     "diag.spike.zscore", "diag.spike.action", "diag.per_param", "diag.nonfinite",
     "diag.csv"};
 
@@ -626,6 +626,11 @@ void validate_config(const Config& c, Problems& p) {
   positive("train.checkpoint_every", t.checkpoint_every);
   if (t.threads < 0) p.add("train.threads", fmt::format("{} must be >= 0 (0 = all cores)", t.threads));
   one_of("train.device", t.device, {"cpu", "cuda"});
+  one_of("train.precision", t.precision, {"fp32", "bf16", "fp16"});
+  if (t.precision == "fp16" && t.device != "cuda") {
+    p.add("train.precision", "fp16 needs train.device: cuda (fp16 autocast and loss scaling are a GPU "
+                             "recipe); bf16 also runs on the CPU");
+  }
   if (c.eval.every < 0) p.add("eval.every", fmt::format("{} must be >= 0", c.eval.every));
   positive("eval.max_windows", c.eval.max_windows);
   positive("diag.every", c.diag.every);

@@ -1,5 +1,6 @@
 #include "core/torch_compat.h"
 
+#include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
 #ifdef NORMLAB_WITH_CUDA
@@ -68,5 +69,93 @@ CudaSyncCounter::CudaSyncCounter() = default;
 CudaSyncCounter::~CudaSyncCounter() = default;
 int64_t CudaSyncCounter::count() const { return -1; }
 #endif
+
+}  // namespace normlab
+
+namespace normlab {
+
+AutocastGuard::AutocastGuard(const torch::Device& device, torch::ScalarType dtype) : type_(device.type()) {
+  if (dtype == torch::kFloat || dtype == torch::kDouble) return;
+  active_ = true;
+#if NORMLAB_TORCH_AT_LEAST(2, 4)
+  was_enabled_ = at::autocast::is_autocast_enabled(type_);
+  was_dtype_ = at::autocast::get_autocast_dtype(type_);
+  at::autocast::set_autocast_enabled(type_, true);
+  at::autocast::set_autocast_dtype(type_, dtype);
+#else
+  if (type_ == torch::kCUDA) {
+    was_enabled_ = at::autocast::is_enabled();
+    was_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_enabled(true);
+    at::autocast::set_autocast_gpu_dtype(dtype);
+  } else {
+    was_enabled_ = at::autocast::is_cpu_enabled();
+    was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+  }
+#endif
+  at::autocast::increment_nesting();
+}
+
+AutocastGuard::~AutocastGuard() {
+  if (!active_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+#if NORMLAB_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(type_, was_enabled_);
+  at::autocast::set_autocast_dtype(type_, was_dtype_);
+#else
+  if (type_ == torch::kCUDA) {
+    at::autocast::set_enabled(was_enabled_);
+    at::autocast::set_autocast_gpu_dtype(was_dtype_);
+  } else {
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(was_dtype_);
+  }
+#endif
+}
+
+bool fused_adamw_cuda(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                      const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                      const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
+                      double weight_decay, double eps, const torch::Tensor& grad_divisor) {
+#if NORMLAB_TORCH_AT_LEAST(2, 1) && defined(NORMLAB_WITH_CUDA)
+  if (params.empty()) return true;
+  if (!params.front().is_cuda()) return false;
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false, grad_divisor, /*found_inf=*/{});
+  return true;
+#else
+  (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1;
+  (void)beta2, (void)weight_decay, (void)eps, (void)grad_divisor;
+  return false;
+#endif
+}
+
+torch::Tensor squared_norms(const std::vector<torch::Tensor>& tensors) {
+#if NORMLAB_TORCH_AT_LEAST(2, 0)
+  if (!tensors.empty() && tensors.front().is_cuda()) {
+    auto norms = torch::_foreach_norm(tensors, 2);
+    return torch::stack(norms).to(torch::kFloat).pow(2);
+  }
+#endif
+  std::vector<torch::Tensor> sq;
+  sq.reserve(tensors.size());
+  for (const auto& t : tensors) sq.push_back(t.detach().to(torch::kFloat).pow(2).sum());
+  return torch::stack(sq);
+}
+
+bool have_sdpa() { return NORMLAB_TORCH_AT_LEAST(2, 0); }
+
+torch::Tensor causal_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+#if NORMLAB_TORCH_AT_LEAST(2, 0)
+  auto t = [](const torch::Tensor& x) { return x.transpose(1, 2); };  // (B, T, H, dh) <-> (B, H, T, dh)
+  return t(at::scaled_dot_product_attention(t(q), t(k), t(v), /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                            /*is_causal=*/true));
+#else
+  (void)q, (void)k, (void)v;
+  return {};
+#endif
+}
 
 }  // namespace normlab

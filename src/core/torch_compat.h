@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/torch.h"
 
@@ -40,5 +41,40 @@ class CudaSyncCounter {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Autocast (MODEL.md section 7) for ops on `device`'s type while the guard lives: matmuls and
+// attention in `dtype` (kBFloat16 or kHalf); kFloat (or kDouble) leaves autocast alone. Restores the
+// previous state on exit and clears autocast's weight-cast cache when the outermost guard ends.
+class AutocastGuard {
+ public:
+  AutocastGuard(const torch::Device& device, torch::ScalarType dtype);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool active_ = false;
+  torch::DeviceType type_ = torch::kCPU;
+  bool was_enabled_ = false;
+  torch::ScalarType was_dtype_ = torch::kFloat;
+};
+
+// The fused multi-tensor AdamW of LibTorch 2.x on CUDA (at::_fused_adamw_), or false when this
+// build has none (then the caller runs its own update). Every list has one entry per parameter;
+// steps are 0-dim float tensors on the device, incremented by the call. grad_divisor (0-dim, on the
+// device) divides every gradient first.
+bool fused_adamw_cuda(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                      const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                      const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
+                      double weight_decay, double eps, const torch::Tensor& grad_divisor);
+
+// Sum of squares of each tensor (fp32, one 0-dim entry each, stacked), through LibTorch 2.x's
+// multi-tensor norm kernel where it applies (CUDA), else one reduction per tensor.
+torch::Tensor squared_norms(const std::vector<torch::Tensor>& tensors);
+
+// SDPA (at::scaled_dot_product_attention, causal) where this LibTorch has it, on (B, T, H, dh) views:
+// returns an undefined tensor on LibTorch 1.x.
+torch::Tensor causal_sdpa(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+bool have_sdpa();
 
 }  // namespace normlab

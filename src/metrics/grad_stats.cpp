@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/torch_compat.h"
+
 namespace normlab {
 
 // Group rows: 0 total, 1..L block, L+1..2L attn, 2L+1..3L ffn, 3L+1..4L norms, 4L+1 embed, 4L+2 head.
@@ -33,6 +35,15 @@ GradStats::GradStats(const std::vector<std::string>& names, int64_t L) : L_(L) {
 }
 
 torch::Tensor GradStats::squared_per_tensor(const std::vector<torch::Tensor>& params) {
+  if (!params.empty() && params.front().is_cuda()) {
+    // one multi-tensor kernel instead of a reduction launch per tensor (LibTorch 2.x)
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : params) {
+      if (!p.grad().defined()) break;
+      grads.push_back(p.grad().detach());
+    }
+    if (grads.size() == params.size()) return squared_norms(grads);
+  }
   std::vector<torch::Tensor> sq;
   sq.reserve(params.size());
   for (const auto& p : params) {

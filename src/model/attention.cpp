@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/torch_compat.h"
 #include "model/attention_kernels.h"
 
 namespace normlab {
@@ -97,6 +98,21 @@ bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) 
          q.size(3) % 8 == 0 && q.size(1) > 0 && q.stride(3) == 1;
 }
 
+AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast) {
+  if (!allow_fast) return AttentionPath::reference;
+  if (causal_attention_fast_path_applies(q, softcap)) return AttentionPath::cpu_kernel;
+  if (have_sdpa() && softcap <= 0 && !want_stats) return AttentionPath::sdpa;
+  return AttentionPath::reference;
+}
+
+const char* attention_path_name(AttentionPath p) {
+  switch (p) {
+    case AttentionPath::cpu_kernel: return "cpu_kernel";
+    case AttentionPath::sdpa: return "sdpa";
+    default: return "reference";
+  }
+}
+
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, double softcap,
                                          AttentionStats* stats) {
@@ -169,9 +185,10 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     k = apply_rope(k);
   }
   AttentionStats* st = capture_ ? &stats_ : nullptr;
-  auto o = fast_path_ && causal_attention_fast_path_applies(q, o_.softcap)
-               ? causal_attention_fast(q, k, v, st)
-               : causal_attention_reference(q, k, v, o_.softcap, st);  // (B, T, H, dh)
+  last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
+  auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
+           : last_path_ == AttentionPath::sdpa     ? causal_sdpa(q, k, v)
+                                                   : causal_attention_reference(q, k, v, o_.softcap, st);  // (B, T, H, dh)
   if (head_scale.defined()) o = o * head_scale.view({1, 1, H, 1});
   return out_proj(o.reshape({B, T, o_.d_model}));
 }

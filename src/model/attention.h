@@ -40,6 +40,14 @@ torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor&
 // float32 CPU, no softcap, dh a multiple of 8, head dimension contiguous.
 bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap);
 
+// The one dispatch point of attention. In order: the fused CPU kernel (float32 CPU; it also fills
+// the statistics), then LibTorch 2.x's fused scaled_dot_product_attention (flash / memory-
+// efficient on CUDA, any dtype, causal) when no statistics are wanted and there is no softcap
+// (SDPA cannot express c*tanh(s/c)), else the composed reference. `allow_fast` false: reference.
+enum class AttentionPath { reference, cpu_kernel, sdpa };
+AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast);
+const char* attention_path_name(AttentionPath p);
+
 class AttentionImpl : public torch::nn::Module {
  public:
   explicit AttentionImpl(const AttentionOptions& o);
@@ -47,9 +55,10 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   void set_capture(bool on) { capture_ = on; }
-  // Tests: false forces the composed-op reference attention even where the fused kernel applies.
+  // Tests: false forces the composed-op reference attention even where a fused path applies.
   void set_fast_path(bool on) { fast_path_ = on; }
   const AttentionStats& stats() const { return stats_; }
+  AttentionPath last_path() const { return last_path_; }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
   NormPtr q_norm, k_norm;
@@ -62,6 +71,7 @@ class AttentionImpl : public torch::nn::Module {
   int64_t dh_;
   bool capture_ = false;
   bool fast_path_ = true;
+  AttentionPath last_path_ = AttentionPath::reference;
   AttentionStats stats_;
   torch::Tensor rope_cos_, rope_sin_;  // caches, not parameters or buffers
 };

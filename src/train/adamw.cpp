@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "train/adamw_kernel.h"
 
 namespace normlab {
@@ -54,6 +55,7 @@ void AdamW::step(double lr, double grad_scale) {
         buffers, {grad_scale, lr * o_.weight_decay, b1, b2, o_.eps, step_size, bc2_sqrt});
     return;
   }
+  if (fused_cuda_step(lr, grad_scale)) return;
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i].second;
     if (!p.grad().defined()) continue;
@@ -65,6 +67,44 @@ void AdamW::step(double lr, double grad_scale) {
     auto denom = (v_[i].sqrt() / bc2_sqrt).add_(o_.eps);
     p.addcdiv_(m_[i], denom, -step_size);
   }
+}
+
+bool AdamW::fused_cuda_step(double lr, double grad_scale) {
+  if (params_.empty() || !params_.front().second.is_cuda()) return false;
+  for (const auto& [name, p] : params_) {
+    if (!p.is_cuda() || p.scalar_type() != torch::kFloat) return false;
+  }
+  const auto opts = params_.front().second.options();
+  if (steps_at_ != t_ - 1) {  // first use, or a restored state: counts before this update
+    steps_.clear();
+    for (size_t i = 0; i < params_.size(); ++i) steps_.push_back(torch::full({}, static_cast<double>(t_ - 1), opts));
+  }
+  // A fill, not a host-to-device copy: no sync.
+  const auto divisor = torch::full({}, 1.0 / grad_scale, opts);
+  bool all_grads = true;
+  for (const bool decay : {true, false}) {
+    std::vector<torch::Tensor> p, g, m, v, st;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const auto& t = params_[i].second;
+      if (decay_[i] != decay) continue;
+      if (!t.grad().defined()) {
+        all_grads = false;  // its step count stays behind: rebuild the counts next time
+        continue;
+      }
+      p.push_back(t);
+      g.push_back(t.grad());
+      m.push_back(m_[i]);
+      v.push_back(v_[i]);
+      st.push_back(steps_[i]);
+    }
+    if (p.empty()) continue;
+    if (!fused_adamw_cuda(p, g, m, v, st, lr, o_.betas[0], o_.betas[1], decay ? o_.weight_decay : 0.0, o_.eps, divisor)) {
+      if (decay) return false;  // nothing done yet: the caller's generic path takes over
+      throw RuntimeFailure("fused AdamW: LibTorch's kernel ran for one decay group only");
+    }
+  }
+  steps_at_ = all_grads ? t_ : -1;
+  return true;
 }
 
 std::vector<std::pair<std::string, torch::Tensor>> AdamW::state() const {

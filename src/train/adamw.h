@@ -17,8 +17,9 @@ class AdamW {
   AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o);
 
   // One update with the current .grad() of every parameter, each gradient multiplied by
-  // grad_scale first (the clipping coefficient). Contiguous float32 CPU parameters take the
-  // fused kernel of adamw_kernel.h; anything else the same update in LibTorch ops.
+  // grad_scale first (the clipping coefficient, divided by an fp16 loss scale). Contiguous float32
+  // CPU parameters take the fused kernel of adamw_kernel.h; CUDA parameters LibTorch 2.x's fused
+  // multi-tensor AdamW (one launch per decay group); anything else the same update in LibTorch ops.
   void step(double lr, double grad_scale = 1.0);
   void zero_grad();
 
@@ -35,7 +36,10 @@ class AdamW {
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<bool> decay_;
   std::vector<torch::Tensor> m_, v_;
+  std::vector<torch::Tensor> steps_;  // CUDA fused path: per-parameter step counts on the device
+  int64_t steps_at_ = -1;             // the count steps_ hold
   bool fast_path_ok() const;
+  bool fused_cuda_step(double lr, double grad_scale);
   OptimConfig o_;
   int64_t t_ = 0;
 };

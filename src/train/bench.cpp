@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -16,6 +17,7 @@
 #include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/device.h"
+#include "train/loss_scale.h"
 #include "train/schedule.h"
 #include "train/step.h"
 #include "train/trainer.h"
@@ -76,6 +78,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   r.threads = torch::get_num_threads();
   r.blas = blas_threading();
   r.device = device.str();
+  r.precision = cfg.train.precision;
   r.gemm_n = gemm_peak_size(device);
   r.steps = steps;
   r.params = count_params(model, true);
@@ -88,6 +91,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   const double peak_before = gemm_peak_gflops(device, torch::kFloat, r.gemm_n);
   cuda_reset_peak_allocated(device);  // the peak of the training steps, not of the GEMM measurement
   int64_t micro_batch = 0;
+  LossScaler scaler(cfg.train.precision == "fp16");
   std::vector<double> times;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -95,12 +99,18 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_path);
     }
     const auto t0 = Clock::now();
-    Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false);
+    const double scale = scaler.scale();
+    Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false, scale);
     auto groups = grad_stats.squared(params);
     // the host read every training step makes: loss and gradient norms in one transfer
     const auto host = torch::stack({pass.loss.to(torch::kDouble), groups[0].to(torch::kDouble)}).cpu();
     const double loss = host[0].item<double>();
-    clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps), std::sqrt(host[1].item<double>()));
+    const double grad_norm = std::sqrt(host[1].item<double>()) / scale;
+    if (scaler.update(std::isfinite(grad_norm))) {
+      ++r.overflow_steps;  // fp16 overflow: the trainer skips this update too
+    } else {
+      clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps), grad_norm, scale);
+    }
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s == 0) r.first_loss = loss;
     r.last_loss = loss;
@@ -116,22 +126,27 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   r.gflops = r.tokens_per_s * r.flops_per_token / 1e9;
   r.peak_device_mib = static_cast<double>(cuda_peak_allocated_bytes(device)) / (1 << 20);
   r.gemm_peak_gflops = std::max(peak_before, gemm_peak_gflops(device, torch::kFloat, r.gemm_n));
-  r.mfu = r.gflops / r.gemm_peak_gflops;
-  // The bf16 peak matters where bf16 is a speed option (CUDA); on the CPU it would only show how slow
-  // bf16 is there, so it is not measured.
-  if (device.is_cuda()) r.gemm_peak_bf16_gflops = gemm_peak_gflops(device, torch::kBFloat16, r.gemm_n);
+  // The bf16 peak: on CUDA always, where bf16 is the speed option; on the CPU only for bf16/fp16
+  // steps (there it shows how slow bf16 is).
+  if (device.is_cuda() || r.precision != "fp32") {
+    r.gemm_peak_bf16_gflops = gemm_peak_gflops(device, torch::kBFloat16, r.gemm_n);
+  }
+  // Against the bf16 peak where bf16 is the speed option (CUDA); on the CPU bf16 is emulated far
+  // below the fp32 rate, so MFU stays against the fp32 peak there.
+  r.mfu_of = r.precision != "fp32" && device.is_cuda() ? "bf16" : "fp32";
+  r.mfu = r.gflops / (r.mfu_of == "fp32" ? r.gemm_peak_gflops : r.gemm_peak_bf16_gflops);
   r.peak_rss_mib = peak_rss_mib();
   return r;
 }
 
 std::string bench_json(const BenchResult& r) {
   return JsonObject()
-             .add("impl", "normlab").add("config", r.config).add("device", r.device).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
+             .add("impl", "normlab").add("config", r.config).add("device", r.device).add("precision", r.precision).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
              .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
              .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
              .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
              .add("gemm_peak_gflops", r.gemm_peak_gflops).add("gemm_peak_bf16_gflops", r.gemm_peak_bf16_gflops)
-             .add("mfu", r.mfu).add("peak_rss_mib", r.peak_rss_mib).add("peak_device_mib", r.peak_device_mib)
+             .add("mfu", r.mfu).add("mfu_of", r.mfu_of).add("overflow_steps", r.overflow_steps).add("peak_rss_mib", r.peak_rss_mib).add("peak_device_mib", r.peak_device_mib)
              .add("params", r.params).add("non_embedding_params", r.non_embedding_params)
              .add("first_loss", r.first_loss).add("last_loss", r.last_loss)
              .str() +
@@ -141,7 +156,7 @@ std::string bench_json(const BenchResult& r) {
 std::string bench_text(const BenchResult& r) {
   std::string o;
   o += fmt::format("config            {}\n", r.config);
-  o += fmt::format("device            {}\n", r.device);
+  o += fmt::format("device            {} ({})\n", r.device, r.precision);
   auto env = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
   o += fmt::format("threads           {} (OpenBLAS {}{}; OMP_WAIT_POLICY={}, OPENBLAS_THREAD_TIMEOUT={})\n",
                    r.threads, r.blas.empty() ? "not loaded" : r.blas,
@@ -158,7 +173,10 @@ std::string bench_text(const BenchResult& r) {
   if (r.gemm_peak_bf16_gflops > 0) {
     o += fmt::format("GEMM peak bf16    {:.1f} GFLOP/s (same size, bf16)\n", r.gemm_peak_bf16_gflops);
   }
-  o += fmt::format("MFU               {:.1f}% (of the fp32 peak: the step runs in fp32)\n", 100 * r.mfu);
+  o += fmt::format("MFU               {:.1f}% (of the {} peak{})\n", 100 * r.mfu, r.mfu_of,
+                   r.precision == "fp32" ? std::string(": the step runs in fp32")
+                                         : ": autocast matmuls run in " + r.precision);
+  if (r.overflow_steps > 0) o += fmt::format("fp16 overflows    {} steps skipped by the loss scaler\n", r.overflow_steps);
   o += fmt::format("peak RSS          {:.0f} MiB\n", r.peak_rss_mib);
   if (r.peak_device_mib > 0) o += fmt::format("peak GPU memory   {:.0f} MiB (allocated by LibTorch)\n", r.peak_device_mib);
   return o;

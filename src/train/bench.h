@@ -15,10 +15,13 @@ struct BenchResult {
   std::string config;
   std::string device;  // "cpu", "cuda", "cuda:1"
   std::string blas;    // OpenBLAS threading: openmp, pthreads, sequential ("" if not OpenBLAS)
+  std::string precision = "fp32";  // train.precision
+  std::string mfu_of = "fp32";     // the peak MFU is against: fp32, or bf16 for bf16/fp16 steps
+  int64_t overflow_steps = 0;      // fp16: steps whose update the loss scaler skipped
   int64_t threads = 0, steps = 0, params = 0, non_embedding_params = 0, gemm_n = 0;
   double median_step_s = 0, min_step_s = 0, tokens_per_s = 0, flops_per_token = 0, gflops = 0,
          gemm_peak_gflops = 0, mfu = 0, peak_rss_mib = 0, first_loss = 0, last_loss = 0;
-  double gemm_peak_bf16_gflops = 0;  // measured on CUDA only
+  double gemm_peak_bf16_gflops = 0;  // measured on CUDA, and for bf16/fp16 steps
   double peak_device_mib = 0;        // CUDA: peak memory allocated by LibTorch's caching allocator
 };
 

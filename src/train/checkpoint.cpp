@@ -89,6 +89,9 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
       .add("elapsed_s", st.elapsed_s)
       .add("rng", JsonObject().add("torch_cpu", st.torch_rng))
       .add("skipped", st.skipped);
+  if (st.loss_scale > 0) {
+    state.add("loss_scale", JsonObject().add("scale", st.loss_scale).add("good_steps", st.loss_scale_good_steps));
+  }
   std::string layers = "[";
   for (size_t i = 0; i < st.spike_layers.size(); ++i) {
     layers += (i ? "," : "") + JsonObject().add("v", st.spike_layers[i]).str();
@@ -173,6 +176,12 @@ void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainStat
     st.elapsed_s = s["elapsed_s"].as<double>();
     st.torch_rng = s["rng"]["torch_cpu"].as<std::string>();
     st.skipped = s["skipped"].as<int64_t>();
+    st.loss_scale = 0;
+    st.loss_scale_good_steps = 0;
+    if (s["loss_scale"]) {  // fp16 runs only
+      st.loss_scale = s["loss_scale"]["scale"].as<double>();
+      st.loss_scale_good_steps = s["loss_scale"]["good_steps"].as<int64_t>();
+    }
     auto vec = [](const YAML::Node& n) {
       std::vector<double> v;
       for (const auto& x : n) v.push_back(x.as<double>());
@@ -195,6 +204,9 @@ void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainStat
       throw bad(fmt::format("optimizer_steps {} is not in [0, step {}]", optimizer_steps, st.step));
     }
     if (!(st.elapsed_s >= 0) || !std::isfinite(st.elapsed_s)) throw bad("elapsed_s is not a finite number >= 0");
+    if (!(st.loss_scale >= 0) || !std::isfinite(st.loss_scale) || st.loss_scale_good_steps < 0) {
+      throw bad("loss_scale must hold a finite scale >= 0 and good_steps >= 0");
+    }
     const std::string expected = checkpoint_name(st.step), here = fs::path(ckpt_dir).filename().string();
     if (here.rfind("step_", 0) == 0 && here != expected) {
       throw bad(fmt::format("step {} does not match the directory {}", st.step, here));

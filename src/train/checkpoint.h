@@ -20,7 +20,9 @@ struct TrainState {
   double best_val = 0;        // best validation loss so far (NaN/0 when none)
   double elapsed_s = 0;       // training wall time so far
   std::string torch_rng;      // hex of torch's default CPU generator state
-  int64_t skipped = 0;        // updates skipped (spike or non-finite)
+  int64_t skipped = 0;        // updates skipped (spike, non-finite or fp16 overflow)
+  double loss_scale = 0;      // fp16 dynamic loss scale (0: none saved, fp32/bf16)
+  int64_t loss_scale_good_steps = 0;  // consecutive finite steps since the scale last changed
   // Spike-detector baselines, so a resumed run makes the same skip decisions.
   std::vector<double> spike_loss, spike_grad_norm;
   std::vector<std::vector<double>> spike_layers;  // per block, then embed, head

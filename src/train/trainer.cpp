@@ -22,6 +22,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/loss_scale.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/step.h"
@@ -46,6 +47,13 @@ std::string human_duration(double s) {
   return fmt::format("{}s", t);
 }
 
+// The fp16 loss scale a fresh run starts from: 2^16 (MODEL.md section 7). Test hook, like
+// NORMLAB_CRASH_AT: NORMLAB_TEST_LOSS_SCALE overrides it, so a test can force overflows.
+double initial_loss_scale() {
+  const char* v = std::getenv("NORMLAB_TEST_LOSS_SCALE");
+  return v && *v ? std::stod(v) : LossScaler::kInitialScale;
+}
+
 class Run {
  public:
   Run(const Config& cfg, const TrainOptions& opts)
@@ -53,7 +61,8 @@ class Run {
         opts_(opts),
         device_(cfg.train.device),
         loss_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
-        grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore) {}
+        grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
+        scaler_(cfg.train.precision == "fp16", initial_loss_scale()) {}
 
   int go() {
     open_directory();
@@ -81,6 +90,7 @@ class Run {
       load_model_weights(checkpoint_dir_, model_);
       load_trainer_state(checkpoint_dir_, *optimizer_, state_);
       set_torch_rng_state_hex(state_.torch_rng);
+      scaler_.restore(state_.loss_scale, state_.loss_scale_good_steps);  // fp16; else starts at 2^16
       loss_spikes_.window().assign(state_.spike_loss);
       grad_spikes_.window().assign(state_.spike_grad_norm);
       for (size_t i = 0; i < layer_windows_.size() && i < state_.spike_layers.size(); ++i) {
@@ -244,6 +254,8 @@ class Run {
     state_.spike_grad_norm.assign(grad_spikes_.window().values().begin(), grad_spikes_.window().values().end());
     state_.spike_layers.clear();
     for (const auto& w : layer_windows_) state_.spike_layers.emplace_back(w.values().begin(), w.values().end());
+    state_.loss_scale = scaler_.enabled() ? scaler_.scale() : 0;
+    state_.loss_scale_good_steps = scaler_.good_steps();
     save_checkpoint(cfg_.out_dir, model_, optimizer_.get(), state_, config_yaml_);
   }
 
@@ -327,7 +339,8 @@ class Run {
       const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps || diag;
       const auto t0 = Clock::now();
 
-      Pass pass = forward_backward(cfg_, model_, *optimizer_, train_data_, device_, state_.micro_batches, diag);
+      const double scale = scaler_.scale();  // fp16: gradients come out multiplied by it
+      Pass pass = forward_backward(cfg_, model_, *optimizer_, train_data_, device_, state_.micro_batches, diag, scale);
       // One host read for everything the step must decide on: loss and gradient-norm groups.
       auto per_tensor = GradStats::squared_per_tensor(params_);
       auto groups = grad_stats_->groups(per_tensor);
@@ -336,10 +349,20 @@ class Run {
       const size_t k_pt = cfg_.diag.per_param && log_now ? pre.add(per_tensor) : 0;
       pre.fetch();
       const double loss = pre.scalar(k_loss);
-      const GradNorms g = grad_stats_->unpack(pre.get(k_groups));
+      const GradNorms g = grad_stats_->unpack(unscaled(pre.get(k_groups), scale));
 
       JsonObject rec;
       rec.add("kind", "train").add("step", s).add("loss", loss).add("lr", lr).add("grad_norm", g.total);
+      if (scaler_.enabled()) rec.add("loss_scale", scale);
+
+      // fp16 overflow: finite loss, non-finite scaled gradients. Not a spike, not a failure: the
+      // update is skipped and the scale halves (MODEL.md section 7).
+      if (std::isfinite(loss) && !std::isfinite(g.total) && scaler_.update(/*gradients_finite=*/false)) {
+        sink_->write(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
+        if (log_now) spdlog::info("step {}: fp16 gradient overflow; update skipped, loss scale {} -> {}", s, scale, scaler_.scale());
+        if (skip_update()) return kInterrupted;
+        continue;
+      }
 
       // Non-finite loss or gradients: never let them reach the weights.
       if (!std::isfinite(loss) || !std::isfinite(g.total)) {
@@ -381,7 +404,8 @@ class Run {
 
       UpdateProbe probe;
       if (diag) probe.before(params_);
-      clip_and_step(cfg_, *optimizer_, lr, g.total);
+      clip_and_step(cfg_, *optimizer_, lr, g.total, scale);
+      scaler_.update(/*gradients_finite=*/true);
       loss_spikes_.accept(loss);
       grad_spikes_.accept(g.total);
       const auto lv = layer_values(g);
@@ -406,7 +430,7 @@ class Run {
         rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
         if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
         if (cfg_.diag.per_param) {
-          const auto sq = pre.get(k_pt);
+          const auto sq = unscaled(pre.get(k_pt), scale);
           JsonObject pp;
           for (size_t i = 0; i < names_.size(); ++i) pp.add(names_[i], std::sqrt(sq[i]));
           rec.add("params", pp);
@@ -440,6 +464,14 @@ class Run {
   // A step whose update is skipped consumes its batch and its schedule slot, changes nothing else
   // (weights, optimizer moments and step count, spike baselines).
   // Returns true when the run must stop now (Ctrl-C).
+  // Squared gradient norms of scaled gradients (fp16) -> of the true gradients.
+  static std::vector<double> unscaled(std::vector<double> squared, double scale) {
+    if (scale != 1.0) {
+      for (auto& v : squared) v /= scale * scale;
+    }
+    return squared;
+  }
+
   bool skip_update() {
     optimizer_->zero_grad();
     ++state_.skipped;
@@ -509,6 +541,7 @@ class Run {
   std::unique_ptr<GradStats> grad_stats_;
   std::unique_ptr<MetricsSink> sink_;
   SpikeDetector loss_spikes_, grad_spikes_;
+  LossScaler scaler_;
   std::vector<RollingWindow> layer_windows_;
   TrainState state_;
   double session_time_ = 0;  // this process's training time, for the ETA

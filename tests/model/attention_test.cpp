@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/torch_compat.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -166,6 +167,63 @@ TEST(AttentionTest, RopeRotatesHalfPairsByTheContractAngle) {
   auto q0 = rot(x0, 0), q1 = rot(x1, 1), k0 = rot(x0, 0), k1 = rot(x1, 1);
   const double s = std::max({q0.dot(k0).item<double>(), q1.dot(k0).item<double>(), q1.dot(k1).item<double>()}) / 2.0;
   EXPECT_NEAR(a->stats().logit_max.item<double>(), s, 1e-5);
+}
+
+// The dispatch point: the fused CPU kernel for float32 CPU, SDPA (LibTorch 2.x) for anything else
+// when neither statistics nor a softcap are asked for, the reference otherwise.
+TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
+  auto f32 = torch::randn({2, 8, 2, 16});
+  auto bf = f32.to(torch::kBFloat16), f64 = f32.to(torch::kDouble);
+  const auto fused = have_sdpa() ? AttentionPath::sdpa : AttentionPath::reference;
+  EXPECT_EQ(choose_attention_path(f32, 0, false, true), AttentionPath::cpu_kernel);
+  EXPECT_EQ(choose_attention_path(f32, 0, true, true), AttentionPath::cpu_kernel);  // fills the stats itself
+  EXPECT_EQ(choose_attention_path(f32, 0, false, false), AttentionPath::reference);
+  EXPECT_EQ(choose_attention_path(bf, 0, false, true), fused);
+  EXPECT_EQ(choose_attention_path(f64, 0, false, true), fused);
+  EXPECT_EQ(choose_attention_path(bf, 0, true, true), AttentionPath::reference) << "statistics: explicit";
+  EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: SDPA cannot";
+}
+
+// SDPA against the composed reference, forward and every input gradient, on strided (B, T, H, dh)
+// views of one projection as the module makes them (LibTorch 2.x; skipped on 1.x).
+TEST(AttentionDispatch, SdpaMatchesTheReferenceForwardAndBackward) {
+  if (!have_sdpa()) GTEST_SKIP() << "this LibTorch has no scaled_dot_product_attention";
+  for (auto dtype : {torch::kDouble, torch::kFloat}) {
+    torch::manual_seed(5);
+    auto qkv = torch::randn({3, 24, 3 * 32}, torch::TensorOptions().dtype(dtype)).requires_grad_(true);
+    auto views = [&](const torch::Tensor& t) {
+      auto parts = t.split(32, -1);
+      return std::vector<torch::Tensor>{parts[0].view({3, 24, 4, 8}), parts[1].view({3, 24, 4, 8}),
+                                        parts[2].view({3, 24, 4, 8})};
+    };
+    auto a = views(qkv);
+    auto ref = causal_attention_reference(a[0], a[1], a[2], 0, nullptr);
+    auto g = torch::randn_like(ref);
+    auto dref = torch::autograd::grad({ref}, {qkv}, {g})[0];
+    auto b = views(qkv);
+    auto out = causal_sdpa(b[0], b[1], b[2]);
+    auto dout = torch::autograd::grad({out}, {qkv}, {g})[0];
+    const double tol = dtype == torch::kDouble ? 1e-10 : 1e-5;
+    EXPECT_TRUE(torch::allclose(out, ref, tol, tol)) << dtype;
+    EXPECT_TRUE(torch::allclose(dout, dref, tol, tol)) << dtype;
+  }
+}
+
+// A module in bf16 takes SDPA, except on a diagnostics forward, whose statistics need the
+// explicit computation; both agree to bf16 precision.
+TEST(AttentionDispatch, ModuleUsesSdpaInBf16AndTheExplicitPathForStatistics) {
+  if (!have_sdpa()) GTEST_SKIP() << "this LibTorch has no scaled_dot_product_attention";
+  torch::manual_seed(2);
+  Attention a(opts());
+  a->to(torch::kBFloat16);
+  auto x = torch::randn({2, 16, 32}).to(torch::kBFloat16);
+  auto y = a->forward(x);
+  EXPECT_EQ(a->last_path(), AttentionPath::sdpa);
+  a->set_capture(true);
+  auto y2 = a->forward(x);
+  EXPECT_EQ(a->last_path(), AttentionPath::reference);
+  EXPECT_TRUE(a->stats().entropy.defined());
+  EXPECT_TRUE(torch::allclose(y.to(torch::kFloat), y2.to(torch::kFloat), 2e-2, 2e-2));
 }
 
 }  // namespace

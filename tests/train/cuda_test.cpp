@@ -140,5 +140,93 @@ TEST(CudaBench, MfuIsAgainstThePeakOfTheGpu) {
   EXPECT_GT(r.peak_device_mib, 0.0);
 }
 
+// The precisions of MODEL.md section 7 on a GPU: bf16 and fp16 follow fp32 on the tiny model
+// (losses within 3 %, final validation within 2 %); fp16 records carry the loss scale, 2^16 at the
+// start; the train records' grad_norm is of the unscaled gradients (close to fp32's).
+TEST(CudaPrecision, Bf16AndFp16FollowFp32) {
+  NORMLAB_REQUIRE_CUDA();
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "fp32");
+  c.train.device = "cuda";
+  c.train.steps = 60;
+  ASSERT_EQ(train(resolved(c), {}), 0);
+  const auto a = testing::records(dir / "fp32", "train");
+  const double val32 = testing::records(dir / "fp32", "eval").back()["val_loss"].as<double>();
+  for (const std::string prec : {"bf16", "fp16"}) {
+    c.out_dir = dir / prec;
+    c.train.precision = prec;
+    ASSERT_EQ(train(resolved(c), {}), 0) << prec;
+    const auto b = testing::records(dir / prec, "train");
+    ASSERT_EQ(a.size(), b.size()) << prec;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double la = a[i]["loss"].as<double>(), lb = b[i]["loss"].as<double>();
+      EXPECT_NEAR(la, lb, 0.03 * la) << prec << " step " << i;
+      EXPECT_NEAR(a[i]["grad_norm"].as<double>(), b[i]["grad_norm"].as<double>(),
+                  0.1 * a[i]["grad_norm"].as<double>()) << prec << " step " << i;
+      EXPECT_EQ(static_cast<bool>(b[i]["loss_scale"]), prec == "fp16") << prec;
+    }
+    if (prec == "fp16") EXPECT_EQ(b[0]["loss_scale"].as<double>(), 65536.0);
+    const double val = testing::records(dir / prec, "eval").back()["val_loss"].as<double>();
+    EXPECT_NEAR(val, val32, 0.02 * val32) << prec;
+  }
+}
+
+// fp16 overflow, forced by a loss scale far too large (the test hook NORMLAB_TEST_LOSS_SCALE):
+// the overflowing steps are recorded as skipped overflows (not non-finite failures, not spikes),
+// the scale halves at each, the weights do not move, and training then proceeds; a resumed run
+// continues from the saved scale.
+TEST(CudaPrecision, Fp16OverflowSkipsTheUpdateAndHalvesTheScale) {
+  NORMLAB_REQUIRE_CUDA();
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c.train.device = "cuda";
+  c.train.precision = "fp16";
+  c.train.checkpoint_every = 5;
+  c.train.save_init = true;
+  ::setenv("NORMLAB_TEST_LOSS_SCALE", "1e12", 1);
+  const int rc = train(resolved(c), {});
+  ::unsetenv("NORMLAB_TEST_LOSS_SCALE");
+  ASSERT_EQ(rc, 0);
+  const auto recs = testing::records(dir / "run", "train");
+  ASSERT_TRUE(recs[0]["overflow"] && recs[0]["overflow"].as<bool>()) << "1e12 must overflow fp16";
+  double scale = 1e12;
+  size_t overflows = 0;
+  for (const auto& r : recs) {
+    EXPECT_EQ(r["loss_scale"].as<double>(), scale);
+    if (r["overflow"]) {
+      EXPECT_TRUE(r["skipped"].as<bool>());
+      EXPECT_FALSE(r["nonfinite"]);
+      scale /= 2;
+      ++overflows;
+    }
+  }
+  EXPECT_GE(overflows, 1u);
+  EXPECT_LT(overflows, recs.size()) << "the scale came down and training went on";
+  EXPECT_TRUE(testing::records(dir / "run", "spike").empty());
+  // the first checkpoint after only overflows holds the initial weights
+  if (overflows >= 5) {
+    Transformer a(resolved(c).model), b(resolved(c).model);
+    load_model_weights(dir / "run/checkpoints/step_00000000", a);
+    load_model_weights(dir / "run/checkpoints/step_00000005", b);
+    for (auto& kv : a->named_parameters()) EXPECT_TRUE(torch::equal(kv.value(), b->named_parameters()[kv.key()])) << kv.key();
+  }
+}
+
+// bench on a GPU in bf16: MFU against the bf16 peak, and the same first loss as fp32 to bf16
+// precision.
+TEST(CudaBench, Bf16StepIsMeasuredAgainstTheBf16Peak) {
+  NORMLAB_REQUIRE_CUDA();
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "bench");
+  c.train.device = "cuda";
+  BenchResult f = bench_training(resolved(c), "tiny", 2, 5);
+  c.train.precision = "bf16";
+  BenchResult b = bench_training(resolved(c), "tiny", 2, 5);
+  EXPECT_EQ(b.precision, "bf16");
+  EXPECT_EQ(b.mfu_of, "bf16");
+  EXPECT_NEAR(b.mfu, b.gflops / b.gemm_peak_bf16_gflops, 1e-12);
+  EXPECT_NEAR(b.first_loss, f.first_loss, 0.02 * f.first_loss);
+}
+
 }  // namespace
 }  // namespace normlab
