@@ -221,6 +221,8 @@ def run_bench(args):
     c = ref.Cfg(raw)
     dev = args.device or (cfg_device if cfg_device not in ("cpu", "auto") else "cuda")
     device = torch.device(dev)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", 0)   # set_device and the memory statistics need an index
     if int(torch.__version__.split(".")[0]) < 2:
         raise ref.UsageError("needs PyTorch 2.x; this is %s (%s)" % (torch.__version__, sys.executable))
     if device.type == "cuda" and not torch.cuda.is_available():

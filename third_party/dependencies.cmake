@@ -51,12 +51,19 @@ set(NORMLAB_FMT_VERSION "${fmt_VERSION}")
 
 # Build hazard 2, std::filesystem: the pip wheel's libtorch.so carries (and exports) its own copies
 # of libstdc++ functions, std::filesystem::remove_all among them, without linking libstdc++.so
-# itself; a binary that lists libtorch.so before libstdc++.so.6 binds its own calls to those copies,
-# which crash (a call through a null pointer inside libtorch.so's remove_all). The fix is at the
-# root of symbol lookup: every NormLab binary names libstdc++.so.6 as its first needed library, so
-# the dynamic linker finds libstdc++'s definitions before any copy in a library loaded after it.
-# --no-as-needed keeps the early -lstdc++ on linkers that default to --as-needed (Ubuntu).
-set(NORMLAB_STDCXX_FIRST_LINK_OPTION "SHELL:-Wl,--push-state,--no-as-needed -lstdc++ -Wl,--pop-state")
+# itself; a binary whose link resolved those calls against libtorch.so bound them to the copies,
+# which crash (a call through a null pointer inside libtorch.so's remove_all). The fix: libstdc++
+# comes on the link line after NormLab's own code and BEFORE LibTorch's libraries, so the linker
+# resolves every libstdc++ symbol NormLab uses there first:
+# - shared libstdc++ (Debian, Ubuntu's g++): libstdc++.so.6 becomes a needed library ahead of
+#   libtorch*.so, so the dynamic linker finds its definitions first (--no-as-needed keeps it on
+#   linkers that default to --as-needed);
+# - static libstdc++ (the GPU machine's toolchain: -lstdc++ finds libstdc++.a): the archive members
+#   NormLab needs are pulled into the binary while the symbols are still undefined. A -lstdc++
+#   before the objects (the first fix) pulled nothing there, and the driver's own -lstdc++ at the end
+#   came after libtorch.so had already satisfied the references: the crash came back on that machine.
+# tests/core/build_hazards_test.cpp asks dladdr where the calls went.
+set(NORMLAB_STDCXX_BEFORE_TORCH "-Wl,--push-state,--no-as-needed" "-lstdc++" "-Wl,--pop-state")
 
 # TorchConfig adds its own compile flags (the C++ ABI) through the imported target.
 

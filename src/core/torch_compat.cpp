@@ -3,6 +3,8 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
+#include <stdexcept>
+
 #ifdef NORMLAB_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -115,20 +117,19 @@ AutocastGuard::~AutocastGuard() {
 #endif
 }
 
-bool fused_adamw_cuda(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
-                      const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
-                      const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
-                      double weight_decay, double eps, const torch::Tensor& grad_divisor) {
-#if NORMLAB_TORCH_AT_LEAST(2, 1) && defined(NORMLAB_WITH_CUDA)
-  if (params.empty()) return true;
-  if (!params.front().is_cuda()) return false;
+bool have_libtorch_fused_adamw() { return NORMLAB_TORCH_AT_LEAST(2, 4); }
+
+void libtorch_fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                          const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                          const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
+                          double weight_decay, double eps, const torch::Tensor& grad_divisor) {
+#if NORMLAB_TORCH_AT_LEAST(2, 4)
   at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
                     weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false, grad_divisor, /*found_inf=*/{});
-  return true;
 #else
   (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)steps, (void)lr, (void)beta1;
   (void)beta2, (void)weight_decay, (void)eps, (void)grad_divisor;
-  return false;
+  throw std::runtime_error("this LibTorch has no fused AdamW (needs 2.4 or later)");
 #endif
 }
 

@@ -59,14 +59,17 @@ class AutocastGuard {
   torch::ScalarType was_dtype_ = torch::kFloat;
 };
 
-// The fused multi-tensor AdamW of LibTorch 2.x on CUDA (at::_fused_adamw_), or false when this
-// build has none (then the caller runs its own update). Every list has one entry per parameter;
-// steps are 0-dim float tensors on the device, incremented by the call. grad_divisor (0-dim, on the
-// device) divides every gradient first.
-bool fused_adamw_cuda(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
-                      const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
-                      const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
-                      double weight_decay, double eps, const torch::Tensor& grad_divisor);
+// The fused multi-tensor AdamW of LibTorch >= 2.4 (at::_fused_adamw_, CUDA and CPU), as
+// torch.optim.AdamW(fused=True) calls it. Every list has one entry per parameter, all on one
+// device; steps are 0-dim float tensors there, holding the count of this update (the kernel reads
+// them for the bias corrections and does not advance them). grad_divisor (0-dim, on the device)
+// divides every gradient first. have_libtorch_fused_adamw() is false on older LibTorch, where
+// libtorch_fused_adamw throws.
+bool have_libtorch_fused_adamw();
+void libtorch_fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                          const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs,
+                          const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
+                          double weight_decay, double eps, const torch::Tensor& grad_divisor);
 
 // Sum of squares of each tensor (fp32, one 0-dim entry each, stacked), through LibTorch 2.x's
 // multi-tensor norm kernel where it applies (CUDA), else one reduction per tensor.

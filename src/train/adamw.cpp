@@ -43,7 +43,8 @@ void AdamW::step(double lr, double grad_scale) {
   const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t_));
   const double step_size = lr / bc1;
   const double bc2_sqrt = std::sqrt(bc2);
-  if (fast_path_ok()) {
+  const Path path = forced_path_ ? *forced_path_ : choose_path();
+  if (path == Path::own_cpu_kernel) {
     std::vector<adamw_kernel::Buffers> buffers;
     for (size_t i = 0; i < params_.size(); ++i) {
       auto& p = params_[i].second;
@@ -55,7 +56,7 @@ void AdamW::step(double lr, double grad_scale) {
         buffers, {grad_scale, lr * o_.weight_decay, b1, b2, o_.eps, step_size, bc2_sqrt});
     return;
   }
-  if (fused_cuda_step(lr, grad_scale)) return;
+  if (path == Path::libtorch_fused && libtorch_fused_step(lr, grad_scale)) return;
   for (size_t i = 0; i < params_.size(); ++i) {
     auto& p = params_[i].second;
     if (!p.grad().defined()) continue;
@@ -69,16 +70,25 @@ void AdamW::step(double lr, double grad_scale) {
   }
 }
 
-bool AdamW::fused_cuda_step(double lr, double grad_scale) {
-  if (params_.empty() || !params_.front().second.is_cuda()) return false;
-  for (const auto& [name, p] : params_) {
-    if (!p.is_cuda() || p.scalar_type() != torch::kFloat) return false;
-  }
+AdamW::Path AdamW::choose_path() const {
+  if (fast_path_ok()) return Path::own_cpu_kernel;
+  if (!params_.empty() && params_.front().second.is_cuda() && have_libtorch_fused_adamw()) return Path::libtorch_fused;
+  return Path::composed;
+}
+
+bool AdamW::libtorch_fused_step(double lr, double grad_scale) {
+  if (params_.empty() || !have_libtorch_fused_adamw()) return false;
   const auto opts = params_.front().second.options();
+  for (const auto& [name, p] : params_) {
+    if (p.device() != opts.device() || p.scalar_type() != torch::kFloat) return false;
+  }
   if (steps_at_ != t_ - 1) {  // first use, or a restored state: counts before this update
     steps_.clear();
     for (size_t i = 0; i < params_.size(); ++i) steps_.push_back(torch::full({}, static_cast<double>(t_ - 1), opts));
   }
+  // The kernel reads the step count (bias corrections) but does not advance it: one multi-tensor
+  // add, as torch.optim.AdamW(fused=True) does.
+  torch::_foreach_add_(steps_, 1);
   // A fill, not a host-to-device copy: no sync.
   const auto divisor = torch::full({}, 1.0 / grad_scale, opts);
   bool all_grads = true;
@@ -98,10 +108,7 @@ bool AdamW::fused_cuda_step(double lr, double grad_scale) {
       st.push_back(steps_[i]);
     }
     if (p.empty()) continue;
-    if (!fused_adamw_cuda(p, g, m, v, st, lr, o_.betas[0], o_.betas[1], decay ? o_.weight_decay : 0.0, o_.eps, divisor)) {
-      if (decay) return false;  // nothing done yet: the caller's generic path takes over
-      throw RuntimeFailure("fused AdamW: LibTorch's kernel ran for one decay group only");
-    }
+    libtorch_fused_adamw(p, g, m, v, st, lr, o_.betas[0], o_.betas[1], decay ? o_.weight_decay : 0.0, o_.eps, divisor);
   }
   steps_at_ = all_grads ? t_ : -1;
   return true;
@@ -131,6 +138,7 @@ void AdamW::load_state(const std::vector<std::pair<std::string, torch::Tensor>>&
     }
   }
   t_ = steps;
+  steps_at_ = -1;  // the fused path's device step counts are rebuilt from t_
 }
 
 }  // namespace normlab

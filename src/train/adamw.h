@@ -4,6 +4,7 @@
 // `exp_avg.<name>` / `exp_avg_sq.<name>`.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,12 @@ class AdamW {
   // CPU parameters take the fused kernel of adamw_kernel.h; CUDA parameters LibTorch 2.x's fused
   // multi-tensor AdamW (one launch per decay group); anything else the same update in LibTorch ops.
   void step(double lr, double grad_scale = 1.0);
+
+  // The three implementations of the same update; step() picks the first that applies.
+  enum class Path { own_cpu_kernel, libtorch_fused, composed };
+  Path choose_path() const;
+  // Tests: force one (libtorch_fused falls back to composed where LibTorch has no fused AdamW).
+  void force_path(std::optional<Path> path) { forced_path_ = path; }
   void zero_grad();
 
   int64_t steps_taken() const { return t_; }
@@ -39,7 +46,8 @@ class AdamW {
   std::vector<torch::Tensor> steps_;  // CUDA fused path: per-parameter step counts on the device
   int64_t steps_at_ = -1;             // the count steps_ hold
   bool fast_path_ok() const;
-  bool fused_cuda_step(double lr, double grad_scale);
+  bool libtorch_fused_step(double lr, double grad_scale);
+  std::optional<Path> forced_path_;
   OptimConfig o_;
   int64_t t_ = 0;
 };
