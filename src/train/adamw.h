@@ -28,6 +28,7 @@ class AdamW {
   Path choose_path() const;
   // Tests: force one (libtorch_fused falls back to composed where LibTorch has no fused AdamW).
   void force_path(std::optional<Path> path) { forced_path_ = path; }
+  // Clears the gradients: zeroed on the CPU, undefined (set to none) on CUDA.
   void zero_grad();
 
   int64_t steps_taken() const { return t_; }
