@@ -42,10 +42,13 @@ bool took_fast_path(const NormPtr& m) {
   return false;
 }
 
-std::vector<Candidate> candidates(int64_t width, const torch::Device& device) {
+// The functional candidates take parameters of the input's dtype, as a model of that dtype calls
+// LibTorch's ops (CUDA's fused rms_norm wants them equal); the registry modules keep their fp32
+// parameters and upcast the input themselves (MODEL.md section 7).
+std::vector<Candidate> candidates(int64_t width, const torch::Device& device, torch::ScalarType dtype) {
   std::vector<Candidate> out;
-  const auto f32 = torch::TensorOptions().device(device);
-  auto w = torch::ones({width}, f32).requires_grad_(), b = torch::zeros({width}, f32).requires_grad_();
+  const auto popts = torch::TensorOptions().device(device).dtype(dtype);
+  auto w = torch::ones({width}, popts).requires_grad_(), b = torch::zeros({width}, popts).requires_grad_();
   out.push_back({kNativeLayerNorm,
                  [=](const torch::Tensor& x) { return torch::layer_norm(x, {width}, w, b, 1e-5); },
                  {w, b},
@@ -59,7 +62,7 @@ std::vector<Candidate> candidates(int64_t width, const torch::Device& device) {
     out.push_back(
         {type.name, [m](const torch::Tensor& x) { return m->forward(x); }, m->parameters(), m});
   }
-  auto rw = torch::ones({width}, f32).requires_grad_();
+  auto rw = torch::ones({width}, popts).requires_grad_();
   out.push_back(
       {kComposedRms,
        [=](const torch::Tensor& x) { return RMSNormImpl::reference_forward(x, rw, 1e-6, false); },
@@ -121,7 +124,7 @@ std::vector<NormBenchEntry> run_norm_bench(const NormBenchOptions& options) {
       const auto opts = torch::TensorOptions().device(device).dtype(dtype);
       auto x = torch::randn({rows, width}, opts).requires_grad_();
       auto g = torch::randn({rows, width}, opts);
-      auto cands = candidates(width, device);
+      auto cands = candidates(width, device, dtype);
       std::vector<std::vector<double>> times(cands.size());
       std::vector<bool> fast(cands.size(), false);
       using clock = std::chrono::steady_clock;
