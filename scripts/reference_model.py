@@ -93,17 +93,21 @@ def write_safetensors(path, tensors, metadata):
 # ----------------------------------------------------------------------------------------------
 
 DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "rmsnorm_1p": 1e-6, "scalenorm": 1e-5,
-               "batchnorm": 1e-5, "dyt": None, "none": None}
-LAYOUTS = ("pre", "post", "deepnorm", "sandwich", "normformer", "reordered", "mix")
-FINAL_NORM_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "mix")
+               "batchnorm": 1e-5, "dyt": None, "none": None, "derf": None, "rmsnorm_free": 1e-6}
+LAYOUTS = ("pre", "post", "deepnorm", "sandwich", "normformer", "reordered", "mix",
+           "subln", "hybrid", "lns")
+FINAL_NORM_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "mix", "subln", "hybrid", "lns")
 
 MODEL_DEFAULTS = {
     "vocab_size": 256, "ctx": 128, "d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 512,
-    "layout": "pre", "norm": {"type": "layernorm", "eps": "auto", "bias": True, "dyt_alpha": 0.5},
+    "layout": "pre", "norm": {"type": "layernorm", "eps": "auto", "bias": True, "dyt_alpha": 0.5,
+                              "derf_alpha": 0.5},
     "qk_norm": False, "qk_norm_type": None, "attn_softcap": 0, "logit_softcap": 0,
     "embed_norm": False, "pos": "learned", "ffn": "gelu", "bias": False, "tie_embeddings": True,
     "deepnorm": {"alpha": "auto", "beta": "auto"}, "mix": {"post_layers": "auto"},
     "normformer": {"resid_scale": "none"},
+    "qk_norm_axis": "head", "qk_norm_position": "before_rope", "v_norm": False, "attn_gate": "none",
+    "layerscale": 0, "subln": {"gamma": "auto"}, "hybrid": {"first_block_pre": False},
 }
 
 
@@ -184,6 +188,34 @@ class ModelConfig:
         if rs not in ("none", "ffn", "all"):
             raise ContractError("unknown model.normformer.resid_scale %r" % rs)
         self.resid_scale = rs
+        # --- options added with the 2025 methods (see the READINGS block at the top)
+        self.qk_norm_axis = str(m["qk_norm_axis"])
+        if self.qk_norm_axis not in ("head", "all"):
+            raise ContractError("unknown model.qk_norm_axis %r (head|all)" % m["qk_norm_axis"])
+        self.qk_norm_position = str(m["qk_norm_position"])
+        if self.qk_norm_position not in ("before_rope", "after_rope"):
+            raise ContractError("unknown model.qk_norm_position %r (before_rope|after_rope)"
+                                % m["qk_norm_position"])
+        self.v_norm = _bool(m["v_norm"], "model.v_norm")
+        ag = m["attn_gate"]
+        ag = "none" if ag is None or ag is False else str(ag)
+        if ag not in ("none", "head", "elementwise"):
+            raise ContractError("unknown model.attn_gate %r (none|head|elementwise)" % m["attn_gate"])
+        self.attn_gate = ag
+        ls = m["layerscale"]
+        ls = 0.0 if ls is None or ls is False else _num(ls, "model.layerscale")
+        if not (ls >= 0.0 and math.isfinite(ls)):
+            raise ContractError("model.layerscale must be a finite number >= 0, got %r" % m["layerscale"])
+        self.layerscale = ls
+        g = (m.get("subln") or {}).get("gamma", "auto")
+        self.subln_gamma = math.sqrt(math.log(2.0 * self.L)) if _is_auto(g) else _num(g, "model.subln.gamma")
+        self.hybrid_first_block_pre = _bool((m.get("hybrid") or {}).get("first_block_pre", False),
+                                            "model.hybrid.first_block_pre")
+        da = norm.get("derf_alpha", 0.5)
+        self.derf_alpha = _num(0.5 if da is None else da, "model.norm.derf_alpha")
+        # hybrid forces q, k and v norms on in every block
+        self.use_qk_norm = self.qk_norm or self.layout == "hybrid"
+        self.use_v_norm = self.v_norm or self.layout == "hybrid"
 
     def eps_for(self, ntype):
         if _is_auto(self.norm_eps_raw):
@@ -193,6 +225,8 @@ class ModelConfig:
     def block_kind(self, i):
         if self.layout == "mix":
             return "post" if i < self.mix_post_layers else "pre"
+        if self.layout == "hybrid" and i == 0 and self.hybrid_first_block_pre:
+            return "hybrid_pre"       # HybridNorm*: block 0 is pre-norm (with q/k/v norms)
         return self.layout
 
 
@@ -244,8 +278,12 @@ class Params:
             return r.normal(0.0, 0.3, shape)
         if kind == "bn_var":
             return np.exp(r.normal(0.0, 0.3, shape))
-        if kind == "dyt_alpha":
+        if kind in ("dyt_alpha", "derf_alpha"):
             return 0.5 + r.normal(0.0, 0.05, shape)
+        if kind == "derf_shift":
+            return r.normal(0.0, 0.1, shape)
+        if kind == "layerscale":
+            return 0.5 + r.normal(0.0, 0.2, shape)
         raise RuntimeError("internal: unknown kind %s" % kind)
 
     def check_all_used(self):
@@ -264,6 +302,12 @@ class Params:
 _erf = math.erf
 
 
+def erf_np(x):
+    """libm erf element by element (numpy has no erf; no SciPy dependency)."""
+    flat = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    return np.fromiter(map(_erf, flat.tolist()), dtype=np.float64, count=flat.size).reshape(np.shape(x))
+
+
 def gelu_exact(x):
     """x * Phi(x) with the libm erf, element by element (exact, not the tanh approximation)."""
     flat = np.ascontiguousarray(x, dtype=np.float64).ravel()
@@ -273,6 +317,13 @@ def gelu_exact(x):
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def sigmoid(x):
+    """Logistic function without overflow warnings for large |x| (sigmoid(+inf) = 1)."""
+    x = np.asarray(x, dtype=np.float64)
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def softmax_lastdim(s):
@@ -299,7 +350,7 @@ def rope(x, positions):
 class Norm:
     def __init__(self, params, prefix, ntype, n, eps, bias_flag):
         self.prefix, self.type, self.n, self.eps = prefix, ntype, n, eps
-        self.w = self.b = self.alpha = self.rm = self.rv = None
+        self.w = self.b = self.alpha = self.shift = self.rm = self.rv = None
         p = prefix + "."
         if ntype == "layernorm":
             self.w = params.take(p + "weight", (n,), "norm_w")
@@ -320,7 +371,12 @@ class Norm:
             self.alpha = params.take(p + "alpha", (1,), "dyt_alpha")
             self.w = params.take(p + "weight", (n,), "norm_w")
             self.b = params.take(p + "bias", (n,), "norm_b")
-        elif ntype == "none":
+        elif ntype == "derf":
+            self.alpha = params.take(p + "alpha", (1,), "derf_alpha")
+            self.shift = params.take(p + "shift", (1,), "derf_shift")
+            self.w = params.take(p + "weight", (n,), "norm_w")
+            self.b = params.take(p + "bias", (n,), "norm_b")
+        elif ntype in ("none", "rmsnorm_free"):
             pass
         else:
             raise ContractError("unknown norm type %r" % ntype)
@@ -344,6 +400,10 @@ class Norm:
             return (x - self.rm) / np.sqrt(self.rv + self.eps) * self.w + self.b
         if t == "dyt":
             return self.w * np.tanh(self.alpha[0] * x) + self.b
+        if t == "derf":
+            return self.w * erf_np(self.alpha[0] * x + self.shift[0]) + self.b
+        if t == "rmsnorm_free":
+            return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)
         return x
 
 
@@ -368,11 +428,13 @@ class Block:
         k = self.kind
         self.n1 = self.n1o = self.n2 = self.n2o = None
         self.rs1 = self.rs2 = None
-        if k in ("pre", "post", "deepnorm", "sandwich", "normformer"):
+        self.ls1 = self.ls2 = None
+        if k in ("pre", "post", "deepnorm", "sandwich", "normformer", "subln", "lns", "hybrid_pre"):
             self.n1 = make_norm(c, params, pre + "norm1", d)
         if k in ("sandwich", "normformer", "reordered"):
             self.n1o = make_norm(c, params, pre + "norm1_out", d)
-        if k in ("pre", "post", "deepnorm", "sandwich", "normformer"):
+        if k in ("pre", "post", "deepnorm", "sandwich", "normformer", "subln", "lns", "hybrid",
+                 "hybrid_pre"):
             self.n2 = make_norm(c, params, pre + "norm2", d)
         if k in ("sandwich", "reordered"):
             self.n2o = make_norm(c, params, pre + "norm2_out", d)
@@ -381,6 +443,9 @@ class Block:
                 self.rs1 = params.take(pre + "resid_scale1", (d,), "scale")
             if c.resid_scale in ("ffn", "all"):
                 self.rs2 = params.take(pre + "resid_scale2", (d,), "scale")
+        if c.layerscale > 0:
+            self.ls1 = params.take(pre + "ls1", (d,), "layerscale")
+            self.ls2 = params.take(pre + "ls2", (d,), "layerscale")
         # --- attention
         a = pre + "attn."
         self.Wq = params.take(a + "q_proj.weight", (d, d), "linear")
@@ -391,19 +456,40 @@ class Block:
         self.bv = params.take(a + "v_proj.bias", (d,), "bias") if c.bias else None
         self.Wo = params.take(a + "out_proj.weight", (d, d), "linear")
         self.bo = params.take(a + "out_proj.bias", (d,), "bias") if c.bias else None
-        self.qn = self.kn = None
-        if c.qk_norm:
-            self.qn = make_norm(c, params, a + "q_norm", c.dh, c.qk_norm_type)
-            self.kn = make_norm(c, params, a + "k_norm", c.dh, c.qk_norm_type)
+        self.qn = self.kn = self.vn = None
+        nq = c.dh if c.qk_norm_axis == "head" else d
+        if c.use_qk_norm:
+            self.qn = make_norm(c, params, a + "q_norm", nq, c.qk_norm_type)
+            self.kn = make_norm(c, params, a + "k_norm", nq, c.qk_norm_type)
+        if c.use_v_norm:
+            self.vn = make_norm(c, params, a + "v_norm", nq, c.qk_norm_type)
+        self.Wgate = None
+        if c.attn_gate == "head":
+            self.Wgate = params.take(a + "gate.weight", (c.H, d), "linear")
+        elif c.attn_gate == "elementwise":
+            self.Wgate = params.take(a + "gate.weight", (d, d), "linear")
         self.head_scale = params.take(a + "head_scale", (c.H,), "scale") if k == "normformer" else None
+        self.inner = make_norm(c, params, a + "inner_norm", d) if k == "subln" else None
         # --- FFN
         f = pre + "ffn."
         self.W1 = params.take(f + "fc1.weight", (dff, d), "linear")
         self.Wg = params.take(f + "gate.weight", (dff, d), "linear") if c.ffn == "swiglu" else None
         self.W2 = params.take(f + "fc2.weight", (d, dff), "linear")
-        self.mid = make_norm(c, params, f + "mid_norm", dff) if k == "normformer" else None
+        self.mid = make_norm(c, params, f + "mid_norm", dff) if k in ("normformer", "subln") else None
 
-    # q/k/v for rows h: (..., T, d) -> (..., H, T, dh), qk-norm then rope
+    def _heads_norm(self, norm, y):
+        """Apply a q/k/v norm to per-head tensors y (..., H, T, dh): over dh (axis head, one norm
+        shared by all heads) or over the concatenated heads, size d (axis all)."""
+        c = self.cfg
+        if c.qk_norm_axis == "head":
+            return norm(y)
+        lead = y.shape[:-3]
+        T = y.shape[-2]
+        m = np.swapaxes(y, -3, -2).reshape(lead + (T, c.d))          # merge heads
+        m = norm(m)
+        return np.swapaxes(m.reshape(lead + (T, c.H, c.dh)), -3, -2)  # split again
+
+    # q/k/v for rows h: (..., T, d) -> (..., H, T, dh); qk-norm before or after rope
     def qkv(self, h, positions):
         c = self.cfg
         lead = h.shape[:-2]
@@ -413,16 +499,18 @@ class Block:
             y = h @ W.T
             if b is not None:
                 y = y + b
-            return y.reshape(lead + (T, c.H, c.dh))
+            return np.swapaxes(y.reshape(lead + (T, c.H, c.dh)), -3, -2)   # (..., H, T, dh)
 
         q, k, v = proj(self.Wq, self.bq), proj(self.Wk, self.bk), proj(self.Wv, self.bv)
-        if self.qn is not None:
-            q, k = self.qn(q), self.kn(k)          # over dh, same parameters for every head
-        q = np.swapaxes(q, -3, -2)                 # (..., H, T, dh)
-        k = np.swapaxes(k, -3, -2)
-        v = np.swapaxes(v, -3, -2)
+        after = c.qk_norm_position == "after_rope"
+        if self.qn is not None and not after:
+            q, k = self._heads_norm(self.qn, q), self._heads_norm(self.kn, k)
         if c.pos == "rope":
             q, k = rope(q, positions), rope(k, positions)
+        if self.qn is not None and after:
+            q, k = self._heads_norm(self.qn, q), self._heads_norm(self.kn, k)
+        if self.vn is not None:                   # v is never rotated: position is irrelevant
+            v = self._heads_norm(self.vn, v)
         return q, k, v
 
     def scores(self, q, k):
@@ -432,13 +520,32 @@ class Block:
             s = c.attn_softcap * np.tanh(s / c.attn_softcap)
         return s
 
-    def attn_out(self, o):
-        """o: (..., H, T, dh) per-head context -> head scale, merge, out_proj."""
+    def gate_logits(self, h):
+        """h: the attention sublayer's input (..., T, d) -> gate logits (..., H, T, 1) for head
+        gating or (..., H, T, dh) for elementwise gating; None when there is no gate."""
         c = self.cfg
+        if self.Wgate is None:
+            return None
+        g = h @ self.Wgate.T
+        lead = g.shape[:-2]
+        T = g.shape[-2]
+        if c.attn_gate == "head":
+            return np.swapaxes(g, -1, -2)[..., None]                          # (..., H, T, 1)
+        return np.swapaxes(g.reshape(lead + (T, c.H, c.dh)), -3, -2)        # split like q
+
+    def attn_out(self, o, h):
+        """o: (..., H, T, dh) per-head context, h the sublayer input -> gate, head scale, merge,
+        Sub-LN inner norm, out_proj."""
+        c = self.cfg
+        g = self.gate_logits(h)
+        if g is not None:
+            o = o * sigmoid(g)
         if self.head_scale is not None:
             o = o * self.head_scale[:, None, None]
         o = np.swapaxes(o, -3, -2)                  # (..., T, H, dh)
         o = o.reshape(o.shape[:-2] + (c.d,))
+        if self.inner is not None:
+            o = self.inner(o)
         y = o @ self.Wo.T
         return y + self.bo if self.bo is not None else y
 
@@ -449,7 +556,7 @@ class Block:
         mask = np.triu(np.ones((T, T), dtype=bool), 1)
         s = np.where(mask, -np.inf, s)
         p = softmax_lastdim(s)
-        return self.attn_out(p @ v)
+        return self.attn_out(p @ v, h)
 
     def ffn(self, h):
         a = h @ self.W1.T
@@ -465,27 +572,42 @@ class Block:
         """attn: callable mapping the attention input (..., T, d) to A's output."""
         k = self.kind
         c = self.cfg
-        if k == "pre":
-            x = x + attn(self.n1(x))
-            x = x + self.ffn(self.n2(x))
+
+        def s1(t):                      # LayerScale on the term the attention sublayer adds
+            return t * self.ls1 if self.ls1 is not None else t
+
+        def s2(t):
+            return t * self.ls2 if self.ls2 is not None else t
+
+        if k == "pre" or k == "subln" or k == "hybrid_pre":
+            x = x + s1(attn(self.n1(x)))
+            x = x + s2(self.ffn(self.n2(x)))
         elif k == "post":
-            x = self.n1(x + attn(x))
-            x = self.n2(x + self.ffn(x))
+            x = self.n1(x + s1(attn(x)))
+            x = self.n2(x + s2(self.ffn(x)))
         elif k == "deepnorm":
             al = c.deepnorm_alpha
-            x = self.n1(al * x + attn(x))
-            x = self.n2(al * x + self.ffn(x))
+            x = self.n1(al * x + s1(attn(x)))
+            x = self.n2(al * x + s2(self.ffn(x)))
         elif k == "sandwich":
-            x = x + self.n1o(attn(self.n1(x)))
-            x = x + self.n2o(self.ffn(self.n2(x)))
+            x = x + s1(self.n1o(attn(self.n1(x))))
+            x = x + s2(self.n2o(self.ffn(self.n2(x))))
         elif k == "normformer":
             skip = x * self.rs1 if self.rs1 is not None else x
-            x = skip + self.n1o(attn(self.n1(x)))
+            x = skip + s1(self.n1o(attn(self.n1(x))))
             skip = x * self.rs2 if self.rs2 is not None else x
-            x = skip + self.ffn(self.n2(x))
+            x = skip + s2(self.ffn(self.n2(x)))
         elif k == "reordered":
-            x = x + self.n1o(attn(x))
-            x = x + self.n2o(self.ffn(x))
+            x = x + s1(self.n1o(attn(x)))
+            x = x + s2(self.n2o(self.ffn(x)))
+        elif k == "hybrid":
+            x = x + s1(attn(x))                     # no input norm; q, k, v normalised inside
+            y = self.n2(x)                          # the stream is replaced by its norm
+            x = y + s2(self.ffn(y))
+        elif k == "lns":
+            sc = 1.0 / math.sqrt(self.i + 1)
+            x = x + s1(attn(self.n1(x) * sc))
+            x = x + s2(self.ffn(self.n2(x) * sc))
         else:
             raise RuntimeError(k)
         return x
@@ -560,7 +682,7 @@ class Model:
                         w = w / w.sum()
                         for wj, vv in zip(w, vs):
                             o[hh, 0] += wj * vv[hh]
-                    return b.attn_out(o)
+                    return b.attn_out(o, h)
                 x = b.forward(x, attn)
             out.append(self.head_logits(x)[0])
         return np.stack(out)
