@@ -17,6 +17,48 @@ Written from the contract text only, to cross-check the C++ trainer's checkpoint
 Only the standard library, numpy and PyYAML are used. All computation is float64.
 Any tensor the contract does not call for under the run's config, or any missing / mis-shaped
 tensor, is a hard error naming the tensor (this is a contract check, not a loader).
+
+READINGS of MODEL.md where the text leaves a choice (2025 methods: derf, rmsnorm_free, subln,
+hybrid, lns, layerscale, qk_norm_axis, qk_norm_position, v_norm, attn_gate, subln.gamma); each
+follows the cited paper's standard form where the contract is silent:
+ R1  derf: `bias` is always present (as for dyt); `model.norm.bias: false` drops only layernorm's
+     bias, the one case section 1 names. derf has no eps; rmsnorm_free's eps defaults to 1e-6 and,
+     like every other type, is overridden by `model.norm.eps`.
+ R2  subln: `attn.inner_norm` (size d) and `ffn.mid_norm` (size d_ff) are of type
+     `model.norm.type`. With `ffn: swiglu` the mid norm follows the product silu(gate x) * fc1 x
+     (the same reading as NormFormer's mid norm). Order inside attention as section 3 lists it:
+     gate, head scale, merge, inner norm, out_proj. No norm1_out / norm2_out slots.
+ R3  hybrid: q/k/v norms exist in every block whatever `model.qk_norm` / `model.v_norm` say; their
+     type is `model.qk_norm_type` (default `model.norm.type`) and they follow `qk_norm_axis` /
+     `qk_norm_position`. Every block keeps `norm2` (no `norm1`); HybridNorm* (first_block_pre) gives
+     block 0 `norm1` as well, keeps its q/k/v norms, and its FFN is the pre form x + M(norm2(x)).
+     A final norm is present (section 2's table).
+ R4  lns: the factor 1/sqrt(i+1) (i = 0-based block index) multiplies Na's output for both
+     sublayers of block i; LayerScale, if on, multiplies F's output as in pre.
+ R5  layerscale c > 0: every block of every layout has ls1 and ls2 [d]; each multiplies, per
+     channel, exactly the term its sublayer adds to the stream: after Nb in sandwich / reordered /
+     normformer attention, M_mid's output in normformer's FFN (it has no Nb), inside Na in post /
+     deepnorm (`Na(alpha*x + ls*F(x))`, alpha = 1 for post and mix's post blocks), `x + ls1*A(x)`
+     and `y + ls2*M(y)` in hybrid. 0, false or null = off; a negative value is an error.
+ R6  qk_norm_axis all: one norm of size d over the concatenated heads of x Wq^T (+bias), likewise
+     k (and v with v_norm). With after_rope it is applied after RoPE has rotated each head
+     (merge heads, normalise over d, split). Axis and position are ignored when no q/k/v norm
+     exists. The bias, if any, is added before the norm.
+ R7  v_norm: type `model.qk_norm_type` (default `model.norm.type`), axis `qk_norm_axis`; it does
+     not need `model.qk_norm` (v_norm alone gives only `attn.v_norm`); v is never rotated, so
+     `qk_norm_position` does not affect it.
+ R8  attn_gate: no gate bias, even with `model.bias: true` (the contract names only
+     `attn.gate.weight`). x_in is what the attention sublayer receives: Na(x) in pre-like layouts,
+     x itself in post / deepnorm / reordered / hybrid (norm1(x) in HybridNorm*'s block 0). The
+     elementwise gate's channel h*dh + j gates dimension j of head h (split like q); the head gate's
+     row h gates head h.
+ R9  init (section 4; used by `initcheck` and the selftests only; eval/sample read the weights):
+     "gate" in the DeepNorm and Sub-LN lists is the SwiGLU `ffn.gate`; `attn.gate` is initialised
+     like q_proj / k_proj (N(0, init.std), or xavier gain 1 under xavier and deepnorm) with no
+     residual, beta or gamma factor. Sub-LN's gamma multiplies the scheme's init including GPT-2's
+     1/sqrt(2L) on out_proj / fc2. DeepNorm replaces the scheme (no 1/sqrt(2L)). An untied lm_head
+     follows init.scheme in every layout. scalenorm's weight is sqrt(n) with n the size it
+     normalises (d_ff for mid_norm, dh or d for q/k/v norms by axis). lns changes nothing.
 """
 
 import argparse
@@ -1305,17 +1347,25 @@ def selftest_2025(check, rng, tmp):
             continue
         dev = _maxdev(a, _logits(fo, tw, toks))
         check(dev < 1e-11, "%s: ls1/ls2 != per-channel scaled out_proj/fc2 rows (%g)" % (lay, dev))
-    # sandwich: ls multiplies Nb's output: ls == w-scaled rmsnorm weight of norm1_out / norm2_out
-    fo = base(layout="sandwich", norm={"type": "rmsnorm"})
-    fl = base(layout="sandwich", norm={"type": "rmsnorm"}, layerscale=0.1)
-    to = _rand_tensors(fo, rng)
-    tl, tw = dict(to), dict(to)
-    for i in range(2):
-        for j, sl in ((1, "norm1_out"), (2, "norm2_out")):
-            v = rng.uniform(0.2, 2.0, 16)
-            tl["blocks.%d.ls%d" % (i, j)] = v
-            tw["blocks.%d.%s.weight" % (i, sl)] = v * to["blocks.%d.%s.weight" % (i, sl)]
-    check(_maxdev(_logits(fl, tl, toks), _logits(fo, tw, toks)) < 1e-11, "sandwich: ls not after Nb")
+    # sandwich / reordered / normformer: ls multiplies Nb's output, i.e. it equals an rmsnorm
+    # Nb whose weight is multiplied by ls (normformer's FFN has no Nb: ls2 scales fc2's rows)
+    for lay in ("sandwich", "reordered", "normformer"):
+        fo = base(layout=lay, norm={"type": "rmsnorm"}, normformer={"resid_scale": "all"})
+        fl = base(layout=lay, norm={"type": "rmsnorm"}, normformer={"resid_scale": "all"}, layerscale=0.1)
+        to = _rand_tensors(fo, rng)
+        tl, tw = dict(to), dict(to)
+        for i in range(2):
+            for j, sl in ((1, "norm1_out"), (2, "norm2_out")):
+                v = rng.uniform(0.2, 2.0, 16)
+                tl["blocks.%d.ls%d" % (i, j)] = v
+                key = "blocks.%d.%s.weight" % (i, sl)
+                if key not in to:
+                    key = "blocks.%d.ffn.fc2.weight" % i
+                    tw[key] = v[:, None] * to[key]
+                else:
+                    tw[key] = v * to[key]
+        dev = _maxdev(_logits(fl, tl, toks), _logits(fo, tw, toks))
+        check(dev < 1e-11, "%s: ls is not applied after Nb (%g)" % (lay, dev))
     # zero scales: every pre block is the identity -> logits = final_norm(embedding) @ tok_emb^T
     fl = base(layout="pre", layerscale=0.1)
     tl = _rand_tensors(fl, rng)
@@ -1431,6 +1481,35 @@ def selftest_2025(check, rng, tmp):
     run, _ = _write_run(tmp, "init_subln_g1", fi, tensors=contract_init_tensors(fg1, rng), step=0)
     rc, out = _run_cli(["initcheck", "--run", run], quiet=True)
     check(rc == 1 and json.loads(out.decode())["failures"] >= 4, "initcheck missed gamma: %r" % out)
+
+    # every tensor of every layout / option has an init rule, and contract init passes init_check
+    for kw in [{"layout": lay} for lay in LAYOUTS] + [
+            {"norm": {"type": nt}, "qk_norm": True, "v_norm": True, "embed_norm": True}
+            for nt in DEFAULT_EPS] + [
+            {"layout": "hybrid", "hybrid": {"first_block_pre": True}, "attn_gate": "head", "layerscale": 0.2,
+             "qk_norm_axis": "all", "bias": True, "tie_embeddings": False, "ffn": "swiglu"},
+            {"layout": "normformer", "normformer": {"resid_scale": "all"}, "attn_gate": "elementwise"}]:
+        for scheme in ("normal", "xavier"):
+            f_ = base(d_model=32, d_ff=64, **kw)
+            f_["init"] = {"scheme": scheme}
+            try:
+                n_, fails = init_check(Model(ModelConfig(f_), Params(rng=rng)), f_, contract_init_tensors(f_, rng))
+                check(not fails, "init_check of contract init %r %s: %s" % (kw, scheme, fails[:2]))
+            except ContractError as e:
+                check(False, "init rule missing for %r: %s" % (kw, e))
+    # the pre-existing rules, by value
+    f_ = base(n_layers=3, d_model=32, d_ff=64, ffn="swiglu")
+    c_ = ModelConfig(f_)
+    check(init_rule(c_, f_, "blocks.0.ffn.fc2.weight", (32, 64)) == ("normal", 0.02 / math.sqrt(6)) and
+          init_rule(c_, f_, "blocks.0.ffn.gate.weight", (64, 32)) == ("normal", 0.02) and
+          init_rule(c_, f_, "tok_emb.weight", (256, 32)) == ("normal", 0.02), "normal init rules")
+    f_ = base(layout="deepnorm", n_layers=3, d_model=32, d_ff=64, attn_gate="head")
+    c_ = ModelConfig(f_)
+    bt = 24.0 ** -0.25
+    check(abs(init_rule(c_, f_, "blocks.0.ffn.fc1.weight", (64, 32))[1] - bt * math.sqrt(2.0 / 96)) < 1e-15 and
+          abs(init_rule(c_, f_, "blocks.0.attn.q_proj.weight", (32, 32))[1] - math.sqrt(2.0 / 64)) < 1e-15 and
+          abs(init_rule(c_, f_, "blocks.0.attn.gate.weight", (2, 32))[1] - math.sqrt(2.0 / 34)) < 1e-15,
+          "deepnorm init rules")
 
     # -- qk_norm_axis: shapes, all == head for one head, unit RMS over d vs over dh
     for ax, n in (("head", 8), ("all", 16)):
