@@ -1,0 +1,50 @@
+# Combinations check_reference.sh should add once NormLab implements the 2025 methods of MODEL.md
+# (derf, rmsnorm_free, subln, hybrid, lns, layerscale, qk_norm_axis, qk_norm_position, v_norm,
+# attn_gate, subln.gamma). NOT wired in yet: the C++ rejects these keys / values today.
+# scripts/reference_model.py already implements them (python3 scripts/reference_model.py selftest).
+#
+# To wire in: in check_reference.sh, after the existing `cases+=(...)` lines, add
+#   source "$(dirname "$0")/cases_2025.sh"; cases+=("${cases_2025[@]}")
+# Same format as the existing cases: "LAYOUT NORM [--set extra ...]".
+#
+# Optional init check (needs `--set train.save_init=true` in the case's training command): the
+# step-0 checkpoint against section 4's rules, incl. Sub-LN's gamma:
+#   $PY scripts/reference_model.py initcheck --run "$run" --step 0
+# (statistical: sample std within max(8%, 6/sqrt(2n)) of the rule, constants exact to f32.)
+cases_2025=()
+# new norms, in the main stream and as QK-norm
+for norm in derf rmsnorm_free; do cases_2025+=("pre $norm"); done
+cases_2025+=("sandwich derf --set model.norm.derf_alpha=0.8")
+cases_2025+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=rmsnorm_free --set model.pos=rope")
+# new layouts
+for layout in subln hybrid lns; do
+  for norm in layernorm rmsnorm; do cases_2025+=("$layout $norm"); done
+done
+cases_2025+=("subln layernorm --set model.ffn=swiglu --set model.subln.gamma=1")
+cases_2025+=("subln rmsnorm --set model.subln.gamma=2.5 --set model.bias=true")
+cases_2025+=("hybrid rmsnorm --set model.hybrid.first_block_pre=true --set model.pos=rope")
+cases_2025+=("hybrid layernorm --set model.qk_norm_type=rmsnorm_free --set model.qk_norm_axis=all")
+cases_2025+=("lns rmsnorm --set init.scaled_residual=false --set model.ffn=swiglu")
+cases_2025+=("lns derf --set model.pos=rope")
+# LayerScale in each place it can sit
+cases_2025+=("pre layernorm --set model.layerscale=0.1")
+cases_2025+=("post layernorm --set model.layerscale=0.5")
+cases_2025+=("deepnorm rmsnorm --set model.layerscale=0.5")
+cases_2025+=("sandwich rmsnorm --set model.layerscale=0.1")
+cases_2025+=("normformer layernorm --set model.layerscale=0.1 --set model.normformer.resid_scale=all")
+cases_2025+=("reordered rmsnorm --set model.layerscale=0.1")
+cases_2025+=("mix layernorm --set model.layerscale=0.1")
+cases_2025+=("hybrid rmsnorm --set model.layerscale=0.1")
+# QK-norm axis / position, v_norm
+cases_2025+=("pre rmsnorm --set model.qk_norm=true --set model.qk_norm_axis=all")
+cases_2025+=("pre rmsnorm --set model.qk_norm=true --set model.qk_norm_position=after_rope --set model.pos=rope")
+cases_2025+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_axis=all --set model.qk_norm_position=after_rope --set model.pos=rope --set model.v_norm=true")
+cases_2025+=("pre rmsnorm --set model.v_norm=true")
+cases_2025+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=derf --set model.v_norm=true --set model.bias=true")
+# attention gate
+cases_2025+=("pre rmsnorm --set model.attn_gate=head")
+cases_2025+=("pre layernorm --set model.attn_gate=elementwise --set model.bias=true --set model.pos=rope")
+cases_2025+=("subln layernorm --set model.attn_gate=elementwise")
+cases_2025+=("post layernorm --set model.attn_gate=head")
+cases_2025+=("normformer rmsnorm --set model.attn_gate=head --set model.ffn=swiglu")
+cases_2025+=("hybrid rmsnorm --set model.attn_gate=elementwise --set model.hybrid.first_block_pre=true")
