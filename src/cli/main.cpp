@@ -19,6 +19,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/system.h"
+#include "core/torch_compat.h"
 #include "data/corpus.h"
 #include "metrics/report.h"
 #include "model/transformer.h"
@@ -340,8 +341,8 @@ int main(int argc, char** argv) {
   } catch (const normlab::RuntimeFailure& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+  } catch (const std::exception& e) {  // LibTorch's errors among them: one line, no stack frames
+    std::cerr << "error: " << normlab::error_message(e) << "\n";
     return 1;
   }
 }

@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #ifdef NORMLAB_WITH_CUDA
@@ -144,6 +145,21 @@ torch::Tensor squared_norms(const std::vector<torch::Tensor>& tensors) {
   sq.reserve(tensors.size());
   for (const auto& t : tensors) sq.push_back(t.detach().to(torch::kFloat).pow(2).sum());
   return torch::stack(sq);
+}
+
+std::string error_message(const std::exception& e) {
+  std::string m = e.what();
+  if (const auto* c10 = dynamic_cast<const c10::Error*>(&e)) m = c10->what_without_backtrace();
+  for (const char* tail : {"Exception raised from", "frame #"}) {
+    const size_t at = m.find(tail);
+    if (at != std::string::npos) m.erase(at);
+  }
+  const size_t start = m.find_first_not_of(" \n\t");
+  if (start == std::string::npos) return "LibTorch error without a message";
+  m.erase(0, start);
+  m.erase(std::min(m.find('\n'), m.size()));
+  while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.pop_back();
+  return m;
 }
 
 bool have_sdpa() { return NORMLAB_TORCH_AT_LEAST(2, 0); }

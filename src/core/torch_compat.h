@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +75,11 @@ void libtorch_fused_adamw(const std::vector<torch::Tensor>& params, const std::v
 // Sum of squares of each tensor (fp32, one 0-dim entry each, stacked), through LibTorch 2.x's
 // multi-tensor norm kernel where it applies (CUDA), else one reduction per tensor.
 torch::Tensor squared_norms(const std::vector<torch::Tensor>& tensors);
+
+// The one line a user sees for an exception: a LibTorch error (c10::Error) loses the C++ stack
+// trace and source location LibTorch appends ("Exception raised from ...", "frame #0: ..."),
+// keeping its own message's first line; any other exception gives its what().
+std::string error_message(const std::exception& e);
 
 // SDPA (at::scaled_dot_product_attention, causal) where this LibTorch has it, on (B, T, H, dh) views:
 // returns an undefined tensor on LibTorch 1.x.
