@@ -19,6 +19,9 @@ namespace fs = std::filesystem;
 
 // Point names become directory names; keep well below the usual 255-byte limit.
 constexpr size_t kMaxNameLength = 200;
+// Each point is a training run of minutes; a larger product is a mistake in the file (and would
+// take expand_sweep and validate_points minutes and gigabytes before anything runs).
+constexpr size_t kMaxPoints = 1000;
 
 std::string at(const std::string& file, const YAML::Node& n) {
   return fmt::format("{}:{}", file, n.Mark().line + 1);
@@ -379,6 +382,17 @@ std::string sanitize_value(const std::string& text) {
 }
 
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
+  size_t count = sweep.seeds.size();
+  std::vector<std::string> sizes;
+  for (const auto& a : sweep.axes) {
+    count = count > kMaxPoints ? count : count * a.values.size();  // saturates past the limit
+    sizes.push_back(std::to_string(a.values.size()));
+  }
+  if (count > kMaxPoints) {
+    sizes.push_back(fmt::format("{} seeds", sweep.seeds.size()));
+    throw ConfigError({fmt::format("{}: axes: more than {} points ({}); split the sweep",
+                                   sweep.file, kMaxPoints, join(sizes, " x "))});
+  }
   const auto shorts = short_names(sweep.axis_keys());
   std::vector<SweepPoint> points;
   std::vector<size_t> index(sweep.axes.size(), 0);
@@ -476,7 +490,21 @@ std::vector<Config> validate_points(const Sweep& sweep, const std::vector<SweepP
 
 std::string dump_sweep(const Sweep& sweep) {
   YAML::Emitter e;
-  auto value = [&](const std::string& text) { e << YAML::Load(text); };
+  // A value as YAML where that reads back to the same text (numbers, names, flow lists), else as
+  // a quoted string (" pre", "type: rmsnorm", "[a"): point names are made from the text, and the
+  // summary finds the runs by the names of the dumped sweep.
+  auto value = [&](const std::string& text) {
+    try {
+      YAML::Node n = YAML::Load(text);
+      n.SetStyle(YAML::EmitterStyle::Flow);  // as a block mapping it would become flow in a list
+      if (value_text(n) == text) {
+        e << n;
+        return;
+      }
+    } catch (const YAML::Exception&) {
+    }
+    e << YAML::DoubleQuoted << text;
+  };
   e << YAML::BeginMap;
   e << YAML::Key << "base" << YAML::Value << sweep.base;
   e << YAML::Key << "out_dir" << YAML::Value << sweep.out_dir;

@@ -55,7 +55,8 @@ struct SweepPoint {
 Sweep parse_sweep_file(const std::string& path, const SweepOptions& options = {});
 
 // The points in order: cartesian product of the axes (the first axis varies slowest), each
-// point once per seed (seeds innermost). Throws ConfigError when two points get the same name.
+// point once per seed (seeds innermost). Throws ConfigError when two points get the same name
+// or there would be more than 1000 points.
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep);
 
 // Short name of each axis key: the key without its first section, or the full key when that

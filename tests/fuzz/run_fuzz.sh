@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for a while (the config
-# loader: YAML plus --set lines; the safetensors header checks):
+# Builds the libFuzzer targets with clang (ASan + UBSan) and runs each for a while (config: the
+# config loader, YAML plus --set lines; safetensors: the safetensors header checks; sweep: the
+# sweep-file parser, expansion, point validation and the dumped sweep.yaml):
 #   tests/fuzz/run_fuzz.sh [seconds per target, default 60]
-# Seeds: the shipped configs; small safetensors files written here. Crashes land in
-# build-fuzz/crashes/<target>/; turn each into a test. CI: 60 s each; before a release: 1800.
-# Only the sources a target needs are compiled (no LibTorch), so a build takes about a minute.
+# Seeds: the shipped configs and sweeps, a few hand-written ones; small safetensors files written
+# here. Crashes land in build-fuzz/crashes/<target>/; turn each into a test. CI: 60 s each; before
+# a release: 1800. Only the sources a target needs are compiled (no LibTorch; the sweep target
+# stands in for check_and_resolve, see sweep_fuzz.cpp), so a build takes about a minute a target.
+# The sweep target works on a copy of this checkout's configs/ (path compiled in) made under
+# build-fuzz/sweep-tree/.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SECONDS_EACH="${1:-60}"
@@ -25,10 +29,25 @@ CORE=("$ROOT/src/core/fs.cpp" "$ROOT/src/core/errors.cpp" "$ROOT/src/core/crash_
   -lyaml-cpp -lfmt -o "$OUT/config_fuzz"
 "$CXX" "${FLAGS[@]}" "$ROOT/tests/fuzz/safetensors_fuzz.cpp" "$ROOT/src/train/safetensors_header.cpp" \
   "${CORE[@]}" -lyaml-cpp -lfmt -o "$OUT/safetensors_fuzz"
+"$CXX" "${FLAGS[@]}" -DNORMLAB_SOURCE_DIR="\"$ROOT\"" "$ROOT/tests/fuzz/sweep_fuzz.cpp" \
+  "$ROOT/src/sweep/sweep_config.cpp" "$ROOT/src/config/load.cpp" "$ROOT/src/core/json.cpp" \
+  "${CORE[@]}" -lyaml-cpp -lfmt -lspdlog -o "$OUT/sweep_fuzz"
 
-mkdir -p "$OUT/corpus/config" "$OUT/corpus/safetensors"
+mkdir -p "$OUT/corpus/config" "$OUT/corpus/safetensors" "$OUT/corpus/sweep"
 find "$ROOT/configs" -name '*.yaml' -exec cp {} "$OUT/corpus/config/" \;
 printf 'model: {d_model: 64}\n%%%%\noptim.lr=.inf\nmodel.norm.type=rmsnorm\n' > "$OUT/corpus/config/with_sets"
+cp "$ROOT"/configs/sweeps/*.yaml "$OUT/corpus/sweep/"
+# Values whose text changes when read as YAML (the dump must keep them), zip and quick.
+cat > "$OUT/corpus/sweep/odd_values" <<'YAML'
+base: ../default.yaml
+set: {model.norm: "type: rmsnorm"}
+axes:
+  model.layout: [" pre", post]
+zip:
+  - {optim.lr: [1.0e-3, "\t2e-3"], optim.warmup: [0, 10]}
+seeds: [1, 2]
+quick: {seeds: [1], axes: {model.layout: [pre]}}
+YAML
 python3 - "$OUT/corpus/safetensors" <<'PY'
 import json, struct, sys
 def write(name, tensors, meta):
@@ -47,7 +66,9 @@ write("scalar", [("s", [])], {})
 PY
 
 status=0
-for target in config safetensors; do
+rm -rf "$OUT/sweep-tree"  # copies left by crashed runs of the sweep target
+export NORMLAB_SWEEP_FUZZ_DIR="$OUT/sweep-tree"
+for target in config safetensors sweep; do
   mkdir -p "$OUT/crashes/$target"
   "$OUT/${target}_fuzz" "$OUT/corpus/$target" -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=10 \
     -artifact_prefix="$OUT/crashes/$target/" -print_final_stats=1 || status=1

@@ -242,6 +242,50 @@ TEST(SweepConfigTest, EveryPointIsValidatedAndProblemsNameTheSweepLine) {
   EXPECT_EQ(configs[1].out_dir, "runs/sweeps/g/runs/layout=post,seed=1337");
 }
 
+// Found by tests/fuzz/sweep_fuzz.cpp: values whose text changes when read as YAML (a leading
+// space or tab, a mapping written as a string) came back changed from the dumped sweep.yaml, so
+// the summary looked for the runs under other names.
+TEST(SweepConfigTest, DumpedSweepKeepsValuesWhoseTextYamlWouldChange) {
+  testing::TempDir dir;
+  write_base(dir);
+  const Sweep s = parse_sweep_file(
+      write(dir, "s.yaml",
+            "base: base.yaml\n"
+            "set: {model.norm: \"type: rmsnorm\"}\n"
+            "axes: {model.layout: [\" pre\", post]}\n"
+            "zip: [{optim.lr: [1.0e-3, \"\\t2e-3\"], optim.warmup: [0, 10]}]\n"));
+  ASSERT_EQ(s.axes.size(), 2u);
+  EXPECT_EQ(s.axes[0].values[0][0], " pre");
+  EXPECT_EQ(s.axes[1].values[1][0], "\t2e-3");
+  const Sweep again = parse_sweep_file(write(dir, "dumped.yaml", dump_sweep(s)));
+  EXPECT_EQ(again.set, s.set);
+  ASSERT_EQ(again.axes.size(), 2u);
+  EXPECT_EQ(again.axes[0].values, s.axes[0].values);
+  EXPECT_EQ(again.axes[1].values, s.axes[1].values);
+  EXPECT_EQ(names(expand_sweep(s))[0], "layout=_pre,lr=1.0e-3,warmup=0,seed=1337");
+  EXPECT_EQ(names(expand_sweep(again)), names(expand_sweep(s)));
+}
+
+// Found by tests/fuzz/sweep_fuzz.cpp: a few long lists made expand_sweep build millions of
+// points (minutes, gigabytes) before anything was checked.
+TEST(SweepConfigTest, MoreThanAThousandPointsIsAnError) {
+  testing::TempDir dir;
+  write_base(dir);
+  const std::string ten = "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]";
+  const std::string axes =
+      "axes: {train.steps: " + ten + ", eval.every: " + ten + ", train.log_every: " + ten + "}\n";
+  const Sweep big =
+      parse_sweep_file(write(dir, "big.yaml", "base: base.yaml\n" + axes + "seeds: [1, 2]\n"));
+  const auto lines = problems([&] { expand_sweep(big); });
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0],
+            dir / "big.yaml" + ": axes: more than 1000 points (10 x 10 x 10 x 2 seeds); " +
+                "split the sweep");
+  const Sweep limit =
+      parse_sweep_file(write(dir, "limit.yaml", "base: base.yaml\n" + axes + "seeds: [1]\n"));
+  EXPECT_EQ(expand_sweep(limit).size(), 1000u);
+}
+
 }  // namespace
 }  // namespace normlab
 

@@ -1,0 +1,186 @@
+// libFuzzer target for the sweep-file parser (sweep/sweep_config.h), the path of
+// `normlab sweep -c FILE`: parse_sweep_file, expand_sweep, validate_points, and the dump_sweep
+// copy that `normlab sweep` writes to <sweep>/sweep.yaml and the summary parses again.
+// Input: the text of a sweep file. It is written to configs/sweeps/fuzz.yaml inside a private copy
+// of the repository's configs/ (data/ linked in), so that `base: ../default.yaml` and the other
+// shipped configs resolve as they do in the repository. The copy lies in
+// $NORMLAB_SWEEP_FUZZ_DIR/<pid> (run_fuzz.sh: build-fuzz/sweep-tree), else in a /tmp directory;
+// it is removed at a normal exit, not after a crash.
+//
+// The contract checked:
+//  - every step may only answer with UsageError (ConfigError included); any other exception, a
+//    crash, a hang or a sanitizer report is a finding;
+//  - a sweep that parses expands into product(axis lengths) x seeds points, with distinct names,
+//    each overriding exactly the axis keys, the seeds innermost;
+//  - points that validate give one Config each, with the point's seed and run directory;
+//  - such a sweep dumps (dump_sweep) without throwing, and the dump parses back to the same sweep
+//    (base, out_dir, set, axes, seeds) whose points have the same names: the summary finds the
+//    runs by those names.
+// validate_points calls check_and_resolve (train/run_config.cpp), which needs LibTorch for the
+// model registry and the device; this target links a stand-in below with the checks that need
+// none (validate_config, the data files exist, relative data paths taken from the copy's root
+// rather than the working directory, which libFuzzer needs for its own paths).
+// Built and run by tests/fuzz/run_fuzz.sh.
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/load.h"
+#include "core/errors.h"
+#include "core/fs.h"
+#include "sweep/sweep_config.h"
+#include "train/run_config.h"
+
+#ifndef NORMLAB_SOURCE_DIR
+#error "build with -DNORMLAB_SOURCE_DIR=\"<repository root>\""
+#endif
+
+namespace fs = std::filesystem;
+
+namespace {
+fs::path copy_root;  // the private copy: configs/, data/
+}  // namespace
+
+namespace normlab {
+// Stand-in for train/run_config.cpp's check_and_resolve without LibTorch: the value rules, the
+// registry names (the lists of src/model/norms/registry.cpp and src/model/layouts/registry.cpp,
+// copied), the data files; no device or memory checks, no corpus loading.
+Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
+  static const std::set<std::string> norms = {"layernorm", "rmsnorm", "rmsnorm_1p", "scalenorm",
+                                              "batchnorm", "dyt", "none"};
+  static const std::set<std::string> layouts = {"pre", "post", "deepnorm", "sandwich",
+                                                "normformer", "reordered", "mix"};
+  Config& c = loaded.config;
+  Problems problems(loaded.source);
+  problems.add_earlier(loaded.problems, loaded.problem_keys);
+  validate_config(c, problems);
+  if (!norms.count(c.model.norm.type)) problems.add("model.norm.type", "not a registered norm");
+  if (c.model.qk_norm_type && !norms.count(*c.model.qk_norm_type)) {
+    problems.add("model.qk_norm_type", "not a registered norm");
+  }
+  if (!layouts.count(c.model.layout)) problems.add("model.layout", "not a registered layout");
+  if (check_data_files) {
+    for (std::string* path : {&c.data.train, &c.data.val}) {
+      if (!path->empty()) *path = (copy_root / *path).lexically_normal().string();
+    }
+    if (!c.data.train.empty() && !problems.has("data.train") && !file_exists(c.data.train)) {
+      problems.add("data.train", "file '" + c.data.train + "' not found");
+    }
+    if (!c.data.val.empty() && !problems.has("data.val") && !file_exists(c.data.val)) {
+      problems.add("data.val", "file '" + c.data.val + "' not found");
+    }
+  }
+  problems.raise_if_any();
+  return c;
+}
+}  // namespace normlab
+
+namespace {
+
+// A private copy of configs/ with data/ linked in.
+void remove_copy() {
+  std::error_code ec;
+  fs::remove_all(copy_root, ec);
+}
+
+std::string sweep_dir() {
+  static const std::string dir = [] {
+    fs::path tmp;
+    if (const char* parent = std::getenv("NORMLAB_SWEEP_FUZZ_DIR")) {
+      tmp = fs::path(parent) / std::to_string(getpid());  // one per process (-fork, -jobs)
+      fs::remove_all(tmp);
+      fs::create_directories(tmp);
+    } else {
+      char tmpl[] = "/tmp/normlab_sweep_fuzz.XXXXXX";
+      if (!mkdtemp(tmpl)) std::abort();
+      tmp = tmpl;
+    }
+    const fs::path root(NORMLAB_SOURCE_DIR);
+    fs::copy(root / "configs", tmp / "configs",
+             fs::copy_options::recursive | fs::copy_options::skip_symlinks);
+    fs::create_directory_symlink(root / "data", tmp / "data");
+    copy_root = tmp;
+    std::atexit(remove_copy);
+    return (tmp / "configs" / "sweeps").string();
+  }();
+  return dir;
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) std::abort();
+}
+
+std::vector<std::string> names(const std::vector<normlab::SweepPoint>& points) {
+  std::vector<std::string> out;
+  for (const auto& p : points) out.push_back(p.name);
+  return out;
+}
+
+void check(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace normlab;
+  const std::string dir = sweep_dir();
+  const std::string path = dir + "/fuzz.yaml";
+  write(path, std::string(reinterpret_cast<const char*>(data), size));
+  try {
+    const Sweep s = parse_sweep_file(path);
+    const std::vector<SweepPoint> points = expand_sweep(s);
+
+    size_t expected = s.seeds.size();
+    for (const auto& a : s.axes) {
+      check(!a.values.empty());
+      for (const auto& row : a.values) check(row.size() == a.keys.size());
+      expected *= a.values.size();
+    }
+    check(!s.seeds.empty() && points.size() == expected);
+    const std::vector<std::string> point_names = names(points);
+    check(std::set<std::string>(point_names.begin(), point_names.end()).size() == points.size());
+    const std::vector<std::string> keys = s.axis_keys();
+    for (size_t i = 0; i < points.size(); ++i) {
+      check(points[i].seed == s.seeds[i % s.seeds.size()]);
+      check(points[i].overrides.size() == keys.size());
+      for (size_t k = 0; k < keys.size(); ++k) check(points[i].overrides[k].first == keys[k]);
+    }
+
+    const std::vector<Config> configs = validate_points(s, points);
+    check(configs.size() == points.size());
+    for (size_t i = 0; i < points.size(); ++i) {
+      check(configs[i].seed == points[i].seed);
+      check(configs[i].out_dir == point_run_dir(s.out_dir, points[i]));
+    }
+
+    // What `normlab sweep` writes as <sweep>/sweep.yaml, and the summary reads back: neither
+    // step may fail for a sweep that ran (not even with a UsageError).
+    const std::string dumped_path = dir + "/dumped.yaml";
+    Sweep again;
+    try {
+      write(dumped_path, dump_sweep(s));
+      again = parse_sweep_file(dumped_path);
+    } catch (...) {
+      __builtin_trap();
+    }
+    check(again.base == s.base && again.out_dir == s.out_dir && again.set == s.set &&
+          again.seeds == s.seeds && again.axes.size() == s.axes.size());
+    for (size_t a = 0; a < s.axes.size(); ++a) {
+      check(again.axes[a].keys == s.axes[a].keys && again.axes[a].values == s.axes[a].values &&
+            again.axes[a].zip == s.axes[a].zip);
+    }
+    check(names(expand_sweep(again)) == point_names);
+  } catch (const UsageError&) {  // ConfigError included
+  }
+  return 0;
+}
