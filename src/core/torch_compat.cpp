@@ -134,17 +134,14 @@ void libtorch_fused_adamw(const std::vector<torch::Tensor>& params, const std::v
 #endif
 }
 
-torch::Tensor squared_norms(const std::vector<torch::Tensor>& tensors) {
+torch::Tensor foreach_squared_norms(const std::vector<torch::Tensor>& tensors) {
 #if NORMLAB_TORCH_AT_LEAST(2, 0)
   if (!tensors.empty() && tensors.front().is_cuda()) {
-    auto norms = torch::_foreach_norm(tensors, 2);
-    return torch::stack(norms).to(torch::kFloat).pow(2);
+    return torch::stack(torch::_foreach_norm(tensors, 2)).to(torch::kFloat).pow(2);
   }
 #endif
-  std::vector<torch::Tensor> sq;
-  sq.reserve(tensors.size());
-  for (const auto& t : tensors) sq.push_back(t.detach().to(torch::kFloat).pow(2).sum());
-  return torch::stack(sq);
+  (void)tensors;
+  return {};
 }
 
 std::string error_message(const std::exception& e) {

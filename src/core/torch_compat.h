@@ -72,9 +72,9 @@ void libtorch_fused_adamw(const std::vector<torch::Tensor>& params, const std::v
                           const std::vector<torch::Tensor>& steps, double lr, double beta1, double beta2,
                           double weight_decay, double eps, const torch::Tensor& grad_divisor);
 
-// Sum of squares of each tensor (fp32, one 0-dim entry each, stacked), through LibTorch 2.x's
-// multi-tensor norm kernel where it applies (CUDA), else one reduction per tensor.
-torch::Tensor squared_norms(const std::vector<torch::Tensor>& tensors);
+// Sum of squares of each tensor (fp32, stacked) from LibTorch 2.x's multi-tensor norm kernel, for
+// CUDA tensors; an undefined tensor where that does not apply (the caller reduces per tensor).
+torch::Tensor foreach_squared_norms(const std::vector<torch::Tensor>& tensors);
 
 // The one line a user sees for an exception: a LibTorch error (c10::Error) loses the C++ stack
 // trace and source location LibTorch appends ("Exception raised from ...", "frame #0: ..."),

@@ -42,7 +42,10 @@ torch::Tensor GradStats::squared_per_tensor(const std::vector<torch::Tensor>& pa
       if (!p.grad().defined()) break;
       grads.push_back(p.grad().detach());
     }
-    if (grads.size() == params.size()) return squared_norms(grads);
+    if (grads.size() == params.size()) {
+      auto sq = foreach_squared_norms(grads);
+      if (sq.defined()) return sq;
+    }
   }
   std::vector<torch::Tensor> sq;
   sq.reserve(params.size());

@@ -105,14 +105,6 @@ AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool
   return AttentionPath::reference;
 }
 
-const char* attention_path_name(AttentionPath p) {
-  switch (p) {
-    case AttentionPath::cpu_kernel: return "cpu_kernel";
-    case AttentionPath::sdpa: return "sdpa";
-    default: return "reference";
-  }
-}
-
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, double softcap,
                                          AttentionStats* stats) {

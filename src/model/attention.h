@@ -46,7 +46,6 @@ bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap);
 // (SDPA cannot express c*tanh(s/c)), else the composed reference. `allow_fast` false: reference.
 enum class AttentionPath { reference, cpu_kernel, sdpa };
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast);
-const char* attention_path_name(AttentionPath p);
 
 class AttentionImpl : public torch::nn::Module {
  public:
