@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <sstream>
 
@@ -347,6 +348,9 @@ void check_single_document(const std::string& text, const std::string& name) {
 
 YAML::Node load_yaml(const std::string& text, const std::string& name) {
   YAML::Node root;
+  if (const auto [line, what] = find_unprintable(text); !what.empty()) {
+    throw ConfigError({fmt::format("{}:{}: {}; YAML text must be printable UTF-8", name, line, what)});
+  }
   try {
     check_single_document(text, name);
     root = YAML::Load(text);
@@ -397,6 +401,9 @@ LoadedConfig parse_node(YAML::Node root, ConfigSource src, const std::vector<std
     const std::string key = o.substr(0, eq);
     if (eq == std::string::npos || key.empty()) {
       throw UsageError(fmt::format("--set {}: expected key.path=value", o));
+    }
+    if (const auto [line, what] = find_unprintable(o); !what.empty()) {
+      throw UsageError(fmt::format("--set {}: {}; expected printable UTF-8 text", key, what));
     }
     YAML::Node value;
     try {
@@ -537,6 +544,45 @@ class KeyLister {
 };
 
 }  // namespace
+
+std::pair<int, std::string> find_unprintable(const std::string& text) {
+  int line = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') ++line;
+    // A CR only as part of CRLF: yaml-cpp reads a lone CR as text inside a plain scalar, where
+    // YAML reads a line break, and does not write it back the same way.
+    if (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n')) {
+      return {line, "carriage return not followed by a line feed"};
+    }
+    if (c == '\n' || c == '\t' || c == '\r' || (c >= 0x20 && c < 0x7f)) {
+      ++i;
+      continue;
+    }
+    if (c < 0x80) return {line, fmt::format("control character 0x{:02x}", c)};
+    // A UTF-8 sequence: its length from the lead byte, continuation bytes 10xxxxxx, the shortest
+    // form, no surrogate, and a printable code point (no C1 control but U+0085, no U+FFFE/FFFF).
+    const int len = (c >= 0xc2 && c <= 0xdf) ? 2 : (c >= 0xe0 && c <= 0xef) ? 3 : (c >= 0xf0 && c <= 0xf4) ? 4 : 0;
+    const auto invalid = [&] { return std::pair<int, std::string>{line, fmt::format("invalid UTF-8 byte 0x{:02x}", c)}; };
+    if (len == 0 || i + len > text.size()) return invalid();
+    uint32_t cp = c & (0x7f >> len);
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if ((b & 0xc0) != 0x80) return invalid();
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    const uint32_t shortest = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    if (cp < shortest || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return invalid();
+    if ((cp < 0xa0 && cp != 0x85) || cp == 0xfffe || cp == 0xffff) {
+      return {line, fmt::format("control character U+{:04X}", cp)};
+    }
+    i += len;
+  }
+  return {line, ""};
+}
+
+YAML::Node load_strict_yaml(const std::string& text, const std::string& name) { return load_yaml(text, name); }
 
 LoadedConfig parse_config_text(const std::string& yaml, const std::string& name,
                                const std::vector<std::string>& overrides, bool collect) {

@@ -8,6 +8,10 @@
 
 #include "config/config.h"
 
+namespace YAML {
+class Node;
+}
+
 namespace normlab {
 
 // Where each dotted key came from, so that problems can name file and line.
@@ -67,6 +71,16 @@ LoadedConfig parse_config_file(const std::string& path, const std::vector<std::s
                                bool collect = false);
 LoadedConfig parse_config_text(const std::string& yaml, const std::string& name = "<string>",
                                const std::vector<std::string>& overrides = {}, bool collect = false);
+
+// One YAML document read strictly, as config files are (a sweep file too): printable UTF-8 text
+// (YAML 1.2's character set; a control byte or invalid UTF-8 could not be written back to a run's
+// config.yaml or sweep.yaml unchanged), a single document, no duplicate key, no unterminated
+// quoted string. Throws ConfigError naming `name` and the line.
+YAML::Node load_strict_yaml(const std::string& text, const std::string& name);
+
+// Where `text` leaves printable UTF-8: the 1-based line and a description ("control character
+// 0x0f", "invalid UTF-8 byte 0xff"); an empty description when it does not.
+std::pair<int, std::string> find_unprintable(const std::string& text);
 
 // Value rules that need no registry: ranges, enumerations, divisibility.
 void validate_config(const Config& c, Problems& problems);

@@ -220,13 +220,7 @@ void reject_unknown(const YAML::Node& n, const std::string& file, const std::str
   }
 }
 
-YAML::Node load_sweep_yaml(const std::string& path) {
-  try {
-    return YAML::Load(read_file(path));
-  } catch (const YAML::ParserException& e) {
-    throw ConfigError({fmt::format("{}:{}: YAML syntax error: {}", path, e.mark.line + 1, e.msg)});
-  }
-}
+YAML::Node load_sweep_yaml(const std::string& path) { return load_strict_yaml(read_file(path), path); }
 
 // The sweep's own key a run-config problem comes from: the override key equal to the problem's
 // key, or the nearest one above or below it in the dotted path.

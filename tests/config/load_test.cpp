@@ -123,6 +123,37 @@ TEST(ConfigStrictYamlTest, AnUnterminatedQuoteIsRejected) {
   EXPECT_TRUE(problems_of("out_dir: \"a\\\"b\"\ndata: {val: 'it''s'}\n").empty());
 }
 
+// Found by tests/fuzz/sweep_fuzz.cpp: a control byte or invalid UTF-8 in a path was accepted,
+// and yaml-cpp writes such text back escaped or replaced, so config.yaml / sweep.yaml no longer
+// named the same directory.
+TEST(ConfigStrictYamlTest, TextThatIsNotPrintableUtf8IsRejectedWithItsLine) {
+  auto p = problems_of("seed: 1\nout_dir: runs/a\x0f\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "cfg.yaml:2: control character 0x0f; YAML text must be printable UTF-8");
+  p = problems_of("seed: 1\n\nout_dir: runs/\xff\xfe\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0], "cfg.yaml:3: invalid UTF-8 byte 0xff; YAML text must be printable UTF-8");
+  EXPECT_EQ(problems_of("seed: 1\r\nout_dir: runs/a\r\r \n")[0],
+            "cfg.yaml:2: carriage return not followed by a line feed; YAML text must be printable UTF-8");
+  // Overlong, surrogate, truncated sequences and C1 controls are not printable UTF-8 either.
+  for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xc2\x80", "\xef\xbf\xbf"}) {
+    EXPECT_EQ(problems_of(std::string("out_dir: runs/") + bad + "\n").size(), 1u) << bad;
+  }
+  // Printable non-ASCII text, tabs and CRLF line ends are fine, and round-trip through config.yaml.
+  const std::string name = "runs/\xc3\xa9t\xc3\xa9-\xe2\x88\x9a-\xf0\x9f\x98\x80";
+  EXPECT_TRUE(problems_of("seed:\t1\r\nout_dir: " + name + "\r\n").empty());
+  const Config c = parse_config_text("out_dir: " + name + "\n").config;
+  EXPECT_EQ(c.out_dir, name);
+  EXPECT_EQ(parse_config_text(dump_config(c)).config.out_dir, name);
+  // A --set line is held to the same rule.
+  try {
+    parse_config_text("", "cfg.yaml", {"out_dir=runs/\x01"});
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_STREQ(e.what(), "--set out_dir: control character 0x01; expected printable UTF-8 text");
+  }
+}
+
 TEST(ConfigTest, NonFiniteNumbersAreRejectedEverywhere) {
   for (const char* key : {"optim.lr", "optim.min_lr", "optim.eps", "optim.weight_decay", "optim.z_loss",
                           "optim.grad_clip", "init.std", "init.embed_std", "model.logit_softcap",

@@ -196,6 +196,22 @@ TEST(SweepConfigTest, FileErrorsAreOneLineEachNamingFileLineAndKey) {
             dir / "nq.yaml" + ": quick: --quick given but the sweep file has no quick: section");
 }
 
+// A sweep file is read as strictly as a config (config/load.h's load_strict_yaml). Found by
+// tests/fuzz/sweep_fuzz.cpp: a control byte in out_dir did not survive the dumped sweep.yaml.
+TEST(SweepConfigTest, SweepFilesAreReadAsStrictlyAsConfigs) {
+  testing::TempDir dir;
+  write_base(dir);
+  const std::string ctrl = write(dir, "ctrl.yaml", "base: base.yaml\nout_dir: runs/a\x0f\n");
+  EXPECT_EQ(problems([&] { parse_sweep_file(ctrl); }),
+            std::vector<std::string>{ctrl + ":2: control character 0x0f; YAML text must be printable UTF-8"});
+  const std::string dup = write(dir, "dup.yaml", "base: base.yaml\naxes: {model.layout: [pre]}\naxes: {seed: [1]}\n");
+  EXPECT_EQ(problems([&] { parse_sweep_file(dup); }),
+            std::vector<std::string>{dup + ":3: axes: duplicate key (first set on line 2)"});
+  const std::string two = write(dir, "two.yaml", "base: base.yaml\n---\nbogus: 1\n");
+  EXPECT_EQ(problems([&] { parse_sweep_file(two); }),
+            std::vector<std::string>{two + ":2: a second YAML document; a config is one document"});
+}
+
 TEST(SweepConfigTest, EveryPointIsValidatedAndProblemsNameTheSweepLine) {
   testing::TempDir dir;
   write_base(dir);
