@@ -228,6 +228,11 @@ int run_cli(int argc, char** argv) {
   sweep_cmd->add_flag("--quick", sweep_opts.quick, "apply the sweep file's quick: section (minutes)");
   sweep_cmd->add_option("--set", sweep_opts.sets, "override a key in every point: --set train.steps=100");
   sweep_cmd->add_option("--out", sweep_opts.out_dir, "sweep directory (overrides out_dir)");
+  std::string shard_text;
+  bool list_only = false;
+  sweep_cmd->add_option("--shard", shard_text,
+                        "i/n: run only the points whose index is i mod n (Slurm array, several machines)");
+  sweep_cmd->add_flag("--list", list_only, "print the points' names (of --shard's points), one per line");
 
   auto* report_cmd = app.add_subcommand(
       "report", "summary of a run (losses, spikes, per-layer gradient profile) or of a sweep directory (its table)");
@@ -269,6 +274,11 @@ int run_cli(int argc, char** argv) {
   }
   if (*sweep_cmd) {
     const Sweep sweep = parse_sweep_file(config_path, sweep_opts);
+    if (sweep_cmd->count("--shard") > 0) sweep_run.shard = parse_shard(shard_text);
+    if (list_only) {
+      std::cout << list_points(sweep, sweep_run.shard) << std::flush;
+      return 0;
+    }
     std::signal(SIGINT, on_sigint);
     sweep_run.stop = &g_stop;
     return run_sweep(sweep, sweep_run);

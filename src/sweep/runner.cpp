@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -113,6 +116,25 @@ std::string seconds(double s) { return std::isfinite(s) ? fmt::format("{:.1f} s"
 
 enum class Plan { kSkip, kResume, kFresh };
 
+// Waits for an exclusive flock on `path`: the summary files, rewritten by every sweep process
+// running shards of one directory, are read and written under it so the last write sees every
+// point record written before it.
+class WaitLock {
+ public:
+  explicit WaitLock(const std::string& path)
+      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw RuntimeFailure(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~WaitLock() { ::close(fd_); }
+  WaitLock(const WaitLock&) = delete;
+  WaitLock& operator=(const WaitLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 struct Job {
   size_t point;
   pid_t pid;
@@ -122,6 +144,34 @@ struct Job {
 
 }  // namespace
 
+SweepShard parse_shard(const std::string& text) {
+  const auto bad = [&] {
+    return UsageError(fmt::format("--shard {}: expected i/n with 0 <= i < n, e.g. 0/4", text));
+  };
+  const auto slash = text.find('/');
+  if (slash == std::string::npos) throw bad();
+  const auto number = [&](size_t from, size_t to, int& out) {
+    const char* end = text.data() + to;
+    const auto r = std::from_chars(text.data() + from, end, out);
+    return from < to && r.ec == std::errc() && r.ptr == end;
+  };
+  SweepShard shard;
+  if (!number(0, slash, shard.index) || !number(slash + 1, text.size(), shard.count) ||
+      shard.count < 1 || shard.index < 0 || shard.index >= shard.count) {
+    throw bad();
+  }
+  return shard;
+}
+
+std::string list_points(const Sweep& sweep, const SweepShard& shard) {
+  std::string out;
+  const std::vector<SweepPoint> points = expand_sweep(sweep);
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (shard.has(i)) out += points[i].name + "\n";
+  }
+  return out;
+}
+
 int threads_per_job(int jobs) {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(1, cores / std::max(1, jobs));
@@ -129,14 +179,28 @@ int threads_per_job(int jobs) {
 
 int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
   if (options.jobs < 1) throw UsageError("--jobs must be at least 1");
+  const SweepShard& shard = options.shard;
   const std::vector<SweepPoint> points = expand_sweep(sweep);
   const std::vector<Config> configs = validate_points(sweep, points);
   const std::string& dir = sweep.out_dir;
+  std::vector<size_t> mine;  // this shard's points
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (shard.has(i)) mine.push_back(i);
+  }
 
+  // What a point needs, from its run directory: decided for the plan printed at the start, and
+  // again once the point is claimed (another sweep process may have run it meanwhile).
+  auto plan_of = [&](size_t i) {
+    const fs::path run = point_run_dir(dir, points[i]);
+    const auto rec = read_point_record(run.string());
+    if (rec && (rec->status == "done" || rec->status == "diverged")) return Plan::kSkip;
+    if (file_exists((run / "checkpoints" / "LATEST").string())) return Plan::kResume;
+    return Plan::kFresh;
+  };
   // Decide every point before touching anything; runs of another config are never mixed in.
   std::vector<Plan> plans(points.size(), Plan::kFresh);
   std::vector<std::string> stale;
-  for (size_t i = 0; i < points.size(); ++i) {
+  for (size_t i : mine) {
     const fs::path run = point_run_dir(dir, points[i]);
     if (file_exists((run / "config.yaml").string())) {
       bool same = false;
@@ -147,12 +211,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
       }
       if (!same) stale.push_back(run.string());
     }
-    const auto rec = read_point_record(run.string());
-    if (rec && (rec->status == "done" || rec->status == "diverged")) {
-      plans[i] = Plan::kSkip;
-    } else if (file_exists((run / "checkpoints" / "LATEST").string())) {
-      plans[i] = Plan::kResume;
-    }
+    plans[i] = plan_of(i);
   }
   if (!stale.empty()) {
     throw UsageError(fmt::format(
@@ -163,34 +222,70 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
   }
 
   fs::create_directories(fs::path(dir) / "runs");
-  // One sweep per directory at a time (released by the kernel if the process dies).
-  const DirectoryLock lock((fs::path(dir) / "sweep.lock").string(),
-                           dir + ": another normlab sweep is running on this directory");
+  fs::create_directories(fs::path(dir) / "claims");
+  // One sweep process per directory and shard at a time (released by the kernel if it dies).
+  // Different shards, or a shard beside the whole sweep, share the directory point by point.
+  const std::string shard_name =
+      shard.whole() ? "" : fmt::format("shard {}/{}", shard.index, shard.count);
+  const DirectoryLock lock(
+      (fs::path(dir) / (shard.whole() ? std::string("sweep.lock")
+                                      : fmt::format("sweep.shard-{}-of-{}.lock", shard.index,
+                                                    shard.count)))
+          .string(),
+      shard.whole() ? dir + ": another normlab sweep is running on this directory"
+                    : fmt::format("{}: another normlab sweep is running {} on this directory",
+                                  dir, shard_name));
   add_log_file((fs::path(dir) / "sweep.log").string());
   write_file_atomic((fs::path(dir) / "sweep.yaml").string(), dump_sweep(sweep));
   const int threads = threads_per_job(options.jobs);
   const auto env = child_env(threads);
-  const size_t n_skip = std::count(plans.begin(), plans.end(), Plan::kSkip);
-  const size_t n_resume = std::count(plans.begin(), plans.end(), Plan::kResume);
+  size_t n_skip = 0, n_resume = 0;
+  for (size_t i : mine) {
+    n_skip += plans[i] == Plan::kSkip;
+    n_resume += plans[i] == Plan::kResume;
+  }
   spdlog::info(
-      "normlab sweep: {} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} "
+      "normlab sweep: {}{} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} "
       "thread{} | {}",
-      points.size(), n_skip, n_resume, points.size() - n_skip - n_resume, options.jobs,
+      shard.whole() ? "" : fmt::format("{}: {} of ", shard_name, mine.size()), points.size(),
+      n_skip, n_resume, mine.size() - n_skip - n_resume, options.jobs,
       options.jobs == 1 ? "" : "s", threads, threads == 1 ? "" : "s", dir);
-  auto write_summary = [&] { write_summary_files(summarise_sweep(sweep, points, dir)); };
+  auto write_summary = [&] {
+    const WaitLock summary_lock((fs::path(dir) / "summary.lock").string());
+    write_summary_files(summarise_sweep(sweep, points, dir));
+  };
   write_summary();
 
   std::vector<size_t> todo;
-  for (size_t i = 0; i < points.size(); ++i) {
+  for (size_t i : mine) {
     if (plans[i] != Plan::kSkip) todo.push_back(i);
   }
-  size_t next = 0, finished = n_skip;
+  size_t next = 0, finished = n_skip, elsewhere = 0;
   std::vector<Job> running;
+  std::map<size_t, std::unique_ptr<DirectoryLock>> claims;  // held while the point trains
   bool forwarded = false;
 
   auto start = [&](size_t i) {
     const SweepPoint& p = points[i];
     const std::string run = point_run_dir(dir, p);
+    std::unique_ptr<DirectoryLock> claim;
+    try {
+      claim = std::make_unique<DirectoryLock>(
+          (fs::path(dir) / "claims" / (p.name + ".lock")).string(), "");
+    } catch (const UsageError&) {
+      ++finished;
+      ++elsewhere;
+      spdlog::info("[{}/{}] skip     {}: another normlab sweep process is running it", finished,
+                   mine.size(), p.name);
+      return;
+    }
+    plans[i] = plan_of(i);
+    if (plans[i] == Plan::kSkip) {
+      ++finished;
+      spdlog::info("[{}/{}] skip     {}: finished by another normlab sweep process", finished,
+                   mine.size(), p.name);
+      return;
+    }
     const bool resume = plans[i] == Plan::kResume;
     double prior = 0;
     if (resume) {
@@ -212,6 +307,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
     cmd.env = env;
     cmd.log_path = (fs::path(run) / "stderr.log").string();
     running.push_back({i, spawn(cmd, options.exe), Clock::now(), prior});
+    claims[i] = std::move(claim);
     spdlog::info("start   {}{}", p.name, resume ? " (resuming from its checkpoint)" : "");
   };
 
@@ -233,6 +329,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
       rec.status = diverged ? "diverged" : "failed";
     }
     write_point_record(run, p, rec);
+    claims.erase(job.point);
     ++finished;
     std::string what;
     if (rec.status == "failed") {
@@ -245,7 +342,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
                                                : "loss not finite";
       if (code != 0) what += fmt::format(" (exit {}: {})", code, last_line(run + "/stderr.log"));
     }
-    spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished, points.size(), rec.status, p.name, what,
+    spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished, mine.size(), rec.status, p.name, what,
                  seconds(rec.wall_s));
     write_summary();
   };
@@ -277,19 +374,21 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
-  const SweepSummary summary = summarise_sweep(sweep, points, dir);
-  write_summary_files(summary);
+  write_summary();
   size_t done = 0, diverged = 0, failed = 0;
-  for (const auto& r : summary.rows) {
-    if (r.row != "run") continue;
-    done += r.status == "done";
-    diverged += r.status == "diverged";
-    failed += r.status == "failed";
+  for (size_t i : mine) {
+    const auto rec = read_point_record(point_run_dir(dir, points[i]));
+    if (!rec) continue;
+    done += rec->status == "done";
+    diverged += rec->status == "diverged";
+    failed += rec->status == "failed";
   }
   spdlog::info(
-      "sweep {}: {} done, {} diverged, {} failed, {} not finished of {}; summary in {}/summary.md",
-      forwarded ? "interrupted" : "finished", done, diverged, failed,
-      points.size() - done - diverged - failed, points.size(), dir);
+      "sweep {}{}: {} done, {} diverged, {} failed, {} not finished of {}{}; summary in "
+      "{}/summary.md",
+      shard_name.empty() ? "" : shard_name + " ", forwarded ? "interrupted" : "finished", done,
+      diverged, failed, mine.size() - done - diverged - failed, mine.size(),
+      elsewhere ? fmt::format(" ({} run by another sweep process)", elsewhere) : "", dir);
   if (forwarded) return 130;
   return failed ? 1 : 0;
 }

@@ -12,15 +12,32 @@
 
 namespace normlab {
 
+// `--shard i/n`: the points whose index (expand_sweep's order) is i mod n. Several shards, on one
+// machine or on machines sharing the sweep directory, may run at once: each point is claimed by
+// one sweep process (<sweep>/claims/<name>.lock) for as long as it trains.
+struct SweepShard {
+  int index = 0;
+  int count = 1;
+  bool has(size_t point) const { return static_cast<int>(point % count) == index; }
+  bool whole() const { return count == 1; }
+};
+// "i/n" with 0 <= i < n; UsageError naming --shard otherwise.
+SweepShard parse_shard(const std::string& text);
+
+// The names of the shard's points, in order, one per line (`normlab sweep --list`).
+std::string list_points(const Sweep& sweep, const SweepShard& shard);
+
 struct SweepRunOptions {
   int jobs = 1;                             // child processes at a time
+  SweepShard shard;
   std::string exe = "/proc/self/exe";       // the normlab binary the children run
   const std::atomic<bool>* stop = nullptr;  // set asynchronously (SIGINT): forward, then wind down
 };
 
 // Validates every point first (ConfigError, nothing written), refuses a sweep directory whose
-// runs were made from different configs (UsageError), then runs. Returns 0 when every point is
-// done or diverged, 1 when any failed, 130 after Ctrl-C.
+// runs (of this shard) were made from different configs (UsageError), then runs the shard's points.
+// Returns 0 when each of them is done, diverged or being run by another sweep process, 1 when any
+// failed, 130 after Ctrl-C.
 int run_sweep(const Sweep& sweep, const SweepRunOptions& options);
 
 // Threads per child: the machine's cores split evenly, at least one.

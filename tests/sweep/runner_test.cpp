@@ -7,8 +7,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
+#include "core/errors.h"
 #include "core/fs.h"
 #include "test_util.h"
 
@@ -170,6 +172,94 @@ TEST_F(SweepEndToEndTest, InvalidPointsStopEverythingBeforeAnyRun) {
             "error: " + dir_ / "sweep.yaml" +
                 ":4: model.n_heads: 3 does not divide d_model 32 (point n_heads=3,seed=1337)\n");
   EXPECT_FALSE(fs::exists(sweep_dir()));
+}
+
+TEST(SweepShardTest, ParsesIOverNAndRejectsTheRest) {
+  const SweepShard s = parse_shard("1/3");
+  EXPECT_EQ(s.index, 1);
+  EXPECT_EQ(s.count, 3);
+  EXPECT_FALSE(s.has(0));
+  EXPECT_TRUE(s.has(1));
+  EXPECT_TRUE(s.has(4));
+  EXPECT_TRUE(parse_shard("0/1").whole());
+  for (const char* bad : {"", "1", "3/3", "-1/2", "0/0", "1/-2", "a/2", "1/2x", " 1/2", "1//2", "/2"}) {
+    try {
+      parse_shard(bad);
+      ADD_FAILURE() << bad;
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()), std::string("--shard ") + bad + ": expected i/n with 0 <= i < n, e.g. 0/4");
+    }
+  }
+}
+
+// The summary without its timing columns (tok_per_s, wall_s: the last two), which differ between
+// two runs of the same points.
+std::string without_timings(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    for (int k = 0; k < 2; ++k) line = line.substr(0, line.rfind(','));
+    out += line + "\n";
+  }
+  return out;
+}
+
+// `--shard i/n` runs the points whose index is i mod n; shards running at once into one directory
+// (and a whole sweep beside them) claim each point once, and the merged directory summarises as
+// the unsharded sweep does.
+TEST_F(SweepEndToEndTest, ShardsRunConcurrentlyIntoOneDirectoryAsTheWholeSweep) {
+  const std::string bin = testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml";
+  auto list = testing::run_command(bin + " --list");
+  EXPECT_EQ(list.status, 0);
+  EXPECT_EQ(list.out, "lr=3.0e-3,seed=1\nlr=3.0e-3,seed=2\nlr=1.0e+30,seed=1\nlr=1.0e+30,seed=2\n");
+  EXPECT_EQ(testing::run_command(bin + " --list --shard 1/3").out, "lr=3.0e-3,seed=2\n");
+  EXPECT_EQ(testing::run_command(bin + " --list --shard 3/3").status, 2);
+  EXPECT_FALSE(fs::exists(sweep_dir()));  // --list writes nothing
+
+  ASSERT_EQ(sweep("--out " + dir_ / "whole").status, 0) << err();
+  const std::string expected = without_timings(read_file(dir_ / "whole/summary.csv"));
+
+  // Two shards and the whole sweep at once, into one directory (--jobs 2 as above: one thread per
+  // run everywhere, so the losses are bitwise those of the whole sweep).
+  const std::string merged = dir_ / "merged";
+  const std::string script = "(" + bin + " --jobs 2 --shard 0/2 --out " + merged + " 2>" + dir_ / "e0" + " & a=$!; " +
+                             bin + " --jobs 2 --shard 1/2 --out " + merged + " 2>" + dir_ / "e1" + " & b=$!; " +
+                             bin + " --jobs 2 --out " + merged + " 2>" + dir_ / "e2" + " & " +
+                             "c=$!; wait $a; echo $?; wait $b; echo $?; wait $c; echo $?)";
+  auto r = testing::run_command("bash -c '" + script + "'");
+  EXPECT_EQ(r.out, "0\n0\n0\n") << read_file(dir_ / "e0") << read_file(dir_ / "e1") << read_file(dir_ / "e2");
+  EXPECT_NE(read_file(dir_ / "e0").find("shard 0/2: 2 of 4 points"), std::string::npos) << read_file(dir_ / "e0");
+  for (const char* name : {"lr=3.0e-3,seed=1", "lr=3.0e-3,seed=2", "lr=1.0e+30,seed=1", "lr=1.0e+30,seed=2"}) {
+    // Trained once: one train record per step, one start in the sweep log.
+    const auto train = testing::records(merged + "/runs/" + name, "train");
+    if (std::string(name).find("1.0e+30") == std::string::npos) EXPECT_EQ(train.size(), 5u) << name;
+    std::vector<int> steps;
+    for (const auto& t : train) steps.push_back(t["step"].as<int>());
+    EXPECT_TRUE(std::is_sorted(steps.begin(), steps.end()) &&
+                std::adjacent_find(steps.begin(), steps.end()) == steps.end()) << name;
+    const std::string log = read_file(merged + "/sweep.log");
+    size_t starts = 0;
+    for (size_t at = log.find("start   " + std::string(name)); at != std::string::npos;
+         at = log.find("start   " + std::string(name), at + 1)) {
+      ++starts;
+    }
+    EXPECT_EQ(starts, 1u) << name << "\n" << log;
+  }
+  EXPECT_EQ(without_timings(read_file(merged + "/summary.csv")), expected);
+  // `normlab report` over the merged directory gives the same table.
+  auto report = testing::run_command(testing::normlab_binary() + " report " + merged);
+  EXPECT_EQ(report.status, 0);
+  EXPECT_EQ(report.out, read_file(merged + "/summary.md"));
+
+  // The same shard twice at once: the second is refused.
+  const std::string busy = "(" + bin + " --jobs 1 --shard 0/2 --out " + dir_ / "busy" +
+                           " --set train.steps=100000 --set train.checkpoint_every=100000 2>/dev/null & pid=$!; " +
+                           "for i in $(seq 300); do [ -e " + dir_ / "busy/sweep.log" + " ] && break; sleep 0.1; done; " +
+                           bin + " --jobs 1 --shard 0/2 --out " + dir_ / "busy" + " --set train.steps=100000 " +
+                           "--set train.checkpoint_every=100000 2>" + dir_ / "e3" + "; echo $?; kill -INT $pid; wait $pid)";
+  EXPECT_EQ(testing::run_command("bash -c '" + busy + "'").out, "2\n");
+  EXPECT_NE(read_file(dir_ / "e3").find("another normlab sweep is running shard 0/2 on this directory"),
+            std::string::npos) << read_file(dir_ / "e3");
 }
 
 }  // namespace
