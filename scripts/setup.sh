@@ -38,6 +38,8 @@ if [ -f "$BUILD/CMakeCache.txt" ] &&
   rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
 fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMLAB_TORCH="$NORMLAB_TORCH_DIR" >&2
+  SANITIZE=OFF; [ "${NORMLAB_SANITIZE:-0}" = 1 ] && SANITIZE=ON
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMLAB_TORCH="$NORMLAB_TORCH_DIR" \
+    -DNORMLAB_SANITIZE="$SANITIZE" >&2
 fi
 cmake --build "$BUILD" -j "$JOBS" "$@" >&2

@@ -15,10 +15,14 @@ case "${NORMLAB_TORCH:-debian}" in
   pip) NORMLAB_TORCH_FAMILY=pip; NORMLAB_TORCH_DIR="$NORMLAB_TORCH_PIP_PREFIX/torch" ;;
   *) NORMLAB_TORCH_FAMILY=libtorch; NORMLAB_TORCH_DIR="$NORMLAB_TORCH" ;;
 esac
+# NORMLAB_SANITIZE=1 (scripts/test.sh --sanitize): the ASan + UBSan build, in <build dir>-asan/
+# (build-asan/ for Debian's LibTorch).
+NORMLAB_SANITIZE_SUFFIX=""
+[ "${NORMLAB_SANITIZE:-0}" = 1 ] && NORMLAB_SANITIZE_SUFFIX="-asan"
 case "$NORMLAB_TORCH_FAMILY" in
-  debian) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build}" ;;
-  pip) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build-pip}" ;;
-  *) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build-libtorch}" ;;
+  debian) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build$NORMLAB_SANITIZE_SUFFIX}" ;;
+  pip) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build-pip$NORMLAB_SANITIZE_SUFFIX}" ;;
+  *) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build-libtorch$NORMLAB_SANITIZE_SUFFIX}" ;;
 esac
 
 # Installs the pinned wheel (and the nvidia-* wheels it needs, about 4.6 GB) once into

@@ -336,9 +336,13 @@ int main(int argc, char** argv) {
   // Keep freed activation memory in the process instead of returning it to the OS every step:
   // buffers up to 32 MiB (glibc's maximum mmap threshold on 64-bit; a larger value is rejected)
   // come from the heap, and the heap is not trimmed below 1 GiB of free space.
+  // Under AddressSanitizer (scripts/test.sh --sanitize) its own allocator replaces glibc's and
+  // mallopt has nothing to tune.
+#if !defined(__SANITIZE_ADDRESS__)
   if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 1 << 30) != 1) {
     std::cerr << "warning: mallopt failed; freed memory may go back to the OS every step\n";
   }
+#endif
   normlab::setup_logging();
   try {
     return normlab::run_cli(argc, argv);
