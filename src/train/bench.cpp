@@ -57,22 +57,8 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   configure_threads(cfg.train.threads);
   const torch::Device device = resolve_device(cfg.train.device, "train.device");
   Corpus data = Corpus::load(cfg.data.train);
-  torch::manual_seed(cfg.seed);
-  Transformer model(cfg.model);
-  init_weights(model, cfg.init);
-  model->to(device);
-  model->train();
-  std::vector<std::pair<std::string, torch::Tensor>> named;
-  std::vector<std::string> names;
-  std::vector<torch::Tensor> params;
-  for (auto& kv : model->named_parameters()) {
-    named.emplace_back(kv.key(), kv.value());
-    names.push_back(kv.key());
-    params.push_back(kv.value());
-  }
-  AdamW optimizer(named, cfg.optim);
-  GradStats grad_stats(names, cfg.model.n_layers);
-
+  Trainable t = make_trainable(cfg, device);
+  Transformer& model = t.model;
   BenchResult r;
   r.config = config_name;
   r.threads = torch::get_num_threads();
@@ -91,7 +77,12 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   const double peak_before = gemm_peak_gflops(device, torch::kFloat, r.gemm_n);
   cuda_reset_peak_allocated(device);  // the peak of the training steps, not of the GEMM measurement
   int64_t micro_batch = 0;
+  // The trainer's step, decisions included (a spike or non-finite step is skipped here, never
+  // stopped: there is no run to stop).
   LossScaler scaler(cfg.train.precision == "fp16");
+  SpikeDetector loss_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore),
+      grad_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore);
+  TrainStep step(cfg, t, data, device, scaler, loss_spikes, grad_spikes);
   std::vector<double> times;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -99,21 +90,12 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_path);
     }
     const auto t0 = Clock::now();
-    const double scale = scaler.scale();
-    Pass pass = forward_backward(cfg, model, optimizer, data, device, micro_batch, /*diag=*/false, scale);
-    auto groups = grad_stats.squared(params);
-    // the host read every training step makes: loss and gradient norms in one transfer
-    const auto host = torch::stack({pass.loss.to(torch::kDouble), groups[0].to(torch::kDouble)}).cpu();
-    const double loss = host[0].item<double>();
-    const double grad_norm = std::sqrt(host[1].item<double>()) / scale;
-    if (scaler.update(std::isfinite(grad_norm))) {
-      ++r.overflow_steps;  // fp16 overflow: the trainer skips this update too
-    } else {
-      clip_and_step(cfg, optimizer, lr_at(cfg.optim, s, cfg.train.steps), grad_norm, scale);
-    }
+    const StepOutcome o = step.run(micro_batch, lr_at(cfg.optim, s, cfg.train.steps), /*diag=*/false,
+                                   /*per_param=*/false);
+    if (o.action == StepAction::kSkipOverflow) ++r.overflow_steps;  // fp16: the scaler skipped it
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (s == 0) r.first_loss = loss;
-    r.last_loss = loss;
+    if (s == 0) r.first_loss = o.loss;
+    r.last_loss = o.loss;
     if (s >= warmup) times.push_back(dt);
   }
   profile.reset();  // writes the trace

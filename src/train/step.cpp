@@ -1,6 +1,7 @@
 #include "train/step.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/torch_compat.h"
 #include "train/evaluate.h"
@@ -56,6 +57,92 @@ void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_n
   const double coef =
       cfg.optim.grad_clip > 0 ? std::min(1.0, cfg.optim.grad_clip / (grad_norm + 1e-6)) : 1.0;
   optimizer.step(lr, coef / loss_scale);
+}
+
+Trainable make_trainable(const Config& cfg, const torch::Device& device) {
+  Trainable t;
+  torch::manual_seed(cfg.seed);
+  t.model = Transformer(cfg.model);
+  init_weights(t.model, cfg.init);
+  t.model->to(device);
+  t.model->train();
+  std::vector<std::pair<std::string, torch::Tensor>> named;
+  for (auto& kv : t.model->named_parameters()) {
+    named.emplace_back(kv.key(), kv.value());
+    t.names.push_back(kv.key());
+    t.params.push_back(kv.value());
+  }
+  t.optimizer = std::make_unique<AdamW>(named, cfg.optim);
+  t.grad_stats = std::make_unique<GradStats>(t.names, cfg.model.n_layers);
+  return t;
+}
+
+StepAction decide_step(double loss, double grad_norm, bool loss_scaling, bool spike, const DiagConfig& diag) {
+  const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
+  if (std::isfinite(loss) && !std::isfinite(grad_norm) && loss_scaling) return StepAction::kSkipOverflow;
+  if (!finite) return diag.nonfinite == "stop" ? StepAction::kStopNonFinite : StepAction::kSkipNonFinite;
+  if (spike && diag.spike.action == "stop") return StepAction::kStopSpike;
+  if (spike && diag.spike.action == "skip") return StepAction::kSkipSpike;
+  return StepAction::kUpdate;
+}
+
+bool is_skip(StepAction a) {
+  return a == StepAction::kSkipOverflow || a == StepAction::kSkipNonFinite || a == StepAction::kSkipSpike;
+}
+bool is_stop(StepAction a) { return a == StepAction::kStopNonFinite || a == StepAction::kStopSpike; }
+
+TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
+                     LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes)
+    : cfg_(cfg), t_(t), data_(data), device_(device), scaler_(scaler), loss_spikes_(loss_spikes),
+      grad_spikes_(grad_spikes) {}
+
+namespace {
+// Squared gradient norms of scaled gradients (fp16) -> of the true gradients.
+std::vector<double> unscaled(std::vector<double> squared, double scale) {
+  if (scale != 1.0) {
+    for (auto& v : squared) v /= scale * scale;
+  }
+  return squared;
+}
+}  // namespace
+
+StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_param) {
+  StepOutcome o;
+  o.loss_scale = scaler_.scale();  // fp16: gradients come out multiplied by it
+  o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale);
+  // One host read for everything the step must decide on: loss and gradient-norm groups.
+  auto per_tensor = GradStats::squared_per_tensor(t_.params);
+  auto groups = t_.grad_stats->groups(per_tensor);
+  Flat host;
+  const size_t k_loss = host.add(o.pass.loss), k_groups = host.add(groups);
+  const size_t k_pt = per_param ? host.add(per_tensor) : 0;
+  host.fetch();
+  o.loss = host.scalar(k_loss);
+  o.grads = t_.grad_stats->unpack(unscaled(host.get(k_groups), o.loss_scale));
+  if (per_param) o.per_param_sq = unscaled(host.get(k_pt), o.loss_scale);
+
+  // Spikes are scored against baselines that exclude this step, and only on finite values.
+  const bool finite = std::isfinite(o.loss) && std::isfinite(o.grads.total);
+  if (finite) {
+    o.loss_z = loss_spikes_.score(o.loss);
+    o.grad_norm_z = grad_spikes_.score(o.grads.total);
+    o.loss_spike = loss_spikes_.is_spike(o.loss_z);
+    o.grad_norm_spike = grad_spikes_.is_spike(o.grad_norm_z);
+  }
+  o.action = decide_step(o.loss, o.grads.total, scaler_.enabled(), o.loss_spike || o.grad_norm_spike, cfg_.diag);
+  if (o.action == StepAction::kSkipOverflow) scaler_.update(/*gradients_finite=*/false);
+  if (is_skip(o.action)) t_.optimizer->zero_grad();
+  if (o.action != StepAction::kUpdate) return o;
+
+  if (diag) {
+    o.probe = std::make_unique<UpdateProbe>();
+    o.probe->before(t_.params);
+  }
+  clip_and_step(cfg_, *t_.optimizer, lr, o.grads.total, o.loss_scale);
+  scaler_.update(/*gradients_finite=*/true);
+  loss_spikes_.accept(o.loss);
+  grad_spikes_.accept(o.grads.total);
+  return o;
 }
 
 }  // namespace normlab

@@ -1,13 +1,21 @@
-// One training update's gradient pass and parameter step, shared by the trainer and
-// `normlab bench` so that the benchmark times exactly the code that trains.
+// One training update, shared by the trainer and `normlab bench` so that the benchmark times
+// exactly the code that trains: the set-up (Trainable), the gradient pass (forward_backward), the
+// decision (decide_step, a pure function of values every process agrees on) and the update
+// (TrainStep::run, which does all three and returns a plain outcome).
 #pragma once
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
 #include "data/corpus.h"
+#include "metrics/grad_stats.h"
+#include "metrics/probe.h"
+#include "metrics/spike.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
+#include "train/loss_scale.h"
 
 namespace normlab {
 
@@ -37,5 +45,60 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
 // read to the host, where the step decides on spikes), applied inside the AdamW step together
 // with the unscaling by loss_scale.
 void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_norm, double loss_scale = 1.0);
+
+// The model a run trains, built and initialised from cfg (torch seeded with cfg.seed), on
+// `device` in training mode, with its optimizer and gradient-norm groups over the parameters in
+// the contract's order.
+struct Trainable {
+  Transformer model{nullptr};
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> params;
+  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<GradStats> grad_stats;
+};
+Trainable make_trainable(const Config& cfg, const torch::Device& device);
+
+// What a step does with its gradients (MODEL.md sections 7 and 9), in order of precedence:
+// an fp16 overflow (finite loss, non-finite scaled gradients, loss scaling on) skips the update;
+// a non-finite loss or gradient norm skips it or stops the run (diag.nonfinite); a loss or
+// gradient-norm spike skips it or stops the run when diag.spike.action says so; else update.
+enum class StepAction { kUpdate, kSkipOverflow, kSkipNonFinite, kStopNonFinite, kSkipSpike, kStopSpike };
+StepAction decide_step(double loss, double grad_norm, bool loss_scaling, bool spike, const DiagConfig& diag);
+bool is_skip(StepAction a);  // a skip of the update that the run continues after
+bool is_stop(StepAction a);
+
+// One update's outcome, on the host.
+struct StepOutcome {
+  StepAction action = StepAction::kUpdate;
+  Pass pass;                          // device tensors: offsets, diagnostics statistics
+  double loss = 0;                    // mean over the micro-batches
+  double loss_scale = 1;              // the scale this step's backward ran at (fp16)
+  GradNorms grads;                    // of the unscaled gradients, before clipping
+  std::vector<double> per_param_sq;   // squared per-tensor gradient norms, when asked for
+  ZScore loss_z, grad_norm_z;         // against baselines that exclude this step
+  bool loss_spike = false, grad_norm_spike = false;
+  std::unique_ptr<UpdateProbe> probe;  // diag steps that updated: the weights before the update
+};
+
+// Runs updates of one Trainable: forward and backward, one host read (loss, gradient-norm groups
+// and, when asked, per-tensor norms), the decision, then on kUpdate gradient clipping and AdamW,
+// the loss scaler and the spike baselines advanced; on a skip the gradients are dropped and
+// nothing else changes. What to record or write is the caller's.
+class TrainStep {
+ public:
+  TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
+            LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes);
+  // One update at learning rate lr, from global micro-batch `micro_batch` (advanced); diag
+  // captures the statistics of the first micro-batch and keeps an UpdateProbe.
+  StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param);
+
+ private:
+  const Config& cfg_;
+  Trainable& t_;
+  const Corpus& data_;
+  torch::Device device_;
+  LossScaler& scaler_;
+  SpikeDetector &loss_spikes_, &grad_spikes_;
+};
 
 }  // namespace normlab

@@ -71,24 +71,13 @@ class Run {
     val_data_ = Corpus::load(cfg_.data.val);
     floor_ = read_entropy_floor(cfg_.data.val);
 
-    torch::manual_seed(cfg_.seed);
-    model_ = Transformer(cfg_.model);
-    init_weights(model_, cfg_.init);
-    model_->to(device_);
-    model_->train();
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (auto& kv : model_->named_parameters()) {
-      named.emplace_back(kv.key(), kv.value());
-      names_.push_back(kv.key());
-      params_.push_back(kv.value());
-    }
-    optimizer_ = std::make_unique<AdamW>(named, cfg_.optim);
-    grad_stats_ = std::make_unique<GradStats>(names_, cfg_.model.n_layers);
+    t_ = make_trainable(cfg_, device_);
+    step_ = std::make_unique<TrainStep>(cfg_, t_, train_data_, device_, scaler_, loss_spikes_, grad_spikes_);
     layer_windows_.assign(cfg_.model.n_layers + 2, RollingWindow(cfg_.diag.spike.window));
 
     if (resuming_) {
-      load_model_weights(checkpoint_dir_, model_);
-      load_trainer_state(checkpoint_dir_, *optimizer_, state_);
+      load_model_weights(checkpoint_dir_, t_.model);
+      load_trainer_state(checkpoint_dir_, *t_.optimizer, state_);
       set_torch_rng_state_hex(state_.torch_rng);
       scaler_.restore(state_.loss_scale, state_.loss_scale_good_steps);  // fp16; else starts at 2^16
       loss_spikes_.window().assign(state_.spike_loss);
@@ -221,7 +210,7 @@ class Run {
   }
 
   void log_header() {
-    const int64_t n_all = count_params(model_, true), n_body = count_params(model_, false);
+    const int64_t n_all = count_params(t_.model, true), n_body = count_params(t_.model, false);
     spdlog::info("normlab train: {} | layout {} | norm {} | L={} d={} H={} ctx={} | {:.2f}M params "
                  "({:.2f}M non-embedding)", cfg_.out_dir, cfg_.model.layout, cfg_.model.norm.type,
                  cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads, cfg_.model.ctx,
@@ -234,7 +223,7 @@ class Run {
   }
 
   void run_eval() {
-    auto r = evaluate(model_, val_data_, cfg_.eval.max_windows, device_);
+    auto r = evaluate(t_.model, val_data_, cfg_.eval.max_windows, device_);
     if (std::isnan(state_.best_val) || r.loss < state_.best_val) state_.best_val = r.loss;
     JsonObject rec;
     rec.add("kind", "eval").add("step", state_.step).add("val_loss", r.loss);
@@ -256,7 +245,7 @@ class Run {
     for (const auto& w : layer_windows_) state_.spike_layers.emplace_back(w.values().begin(), w.values().end());
     state_.loss_scale = scaler_.enabled() ? scaler_.scale() : 0;
     state_.loss_scale_good_steps = scaler_.good_steps();
-    save_checkpoint(cfg_.out_dir, model_, optimizer_.get(), state_, config_yaml_);
+    save_checkpoint(cfg_.out_dir, t_.model, t_.optimizer.get(), state_, config_yaml_);
   }
 
   // Per-layer gradient norms as the forensic files list them: blocks, then embed and head.
@@ -339,36 +328,30 @@ class Run {
       const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps || diag;
       const auto t0 = Clock::now();
 
-      const double scale = scaler_.scale();  // fp16: gradients come out multiplied by it
-      Pass pass = forward_backward(cfg_, model_, *optimizer_, train_data_, device_, state_.micro_batches, diag, scale);
-      // One host read for everything the step must decide on: loss and gradient-norm groups.
-      auto per_tensor = GradStats::squared_per_tensor(params_);
-      auto groups = grad_stats_->groups(per_tensor);
-      Flat pre;
-      const size_t k_loss = pre.add(pass.loss), k_groups = pre.add(groups);
-      const size_t k_pt = cfg_.diag.per_param && log_now ? pre.add(per_tensor) : 0;
-      pre.fetch();
-      const double loss = pre.scalar(k_loss);
-      const GradNorms g = grad_stats_->unpack(unscaled(pre.get(k_groups), scale));
-
+      StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now);
+      const double loss = o.loss;
+      const GradNorms& g = o.grads;
       JsonObject rec;
       rec.add("kind", "train").add("step", s).add("loss", loss).add("lr", lr).add("grad_norm", g.total);
-      if (scaler_.enabled()) rec.add("loss_scale", scale);
+      if (scaler_.enabled()) rec.add("loss_scale", o.loss_scale);
 
-      // fp16 overflow: finite loss, non-finite scaled gradients. Not a spike, not a failure: the
-      // update is skipped and the scale halves (MODEL.md section 7).
-      if (std::isfinite(loss) && !std::isfinite(g.total) && scaler_.update(/*gradients_finite=*/false)) {
+      // fp16 overflow: not a spike, not a failure: the update was skipped and the scale halved
+      // (MODEL.md section 7).
+      if (o.action == StepAction::kSkipOverflow) {
         sink_->write(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
-        if (log_now) spdlog::info("step {}: fp16 gradient overflow; update skipped, loss scale {} -> {}", s, scale, scaler_.scale());
+        if (log_now) {
+          spdlog::info("step {}: fp16 gradient overflow; update skipped, loss scale {} -> {}", s,
+                       o.loss_scale, scaler_.scale());
+        }
         if (skip_update()) return kInterrupted;
         continue;
       }
 
-      // Non-finite loss or gradients: never let them reach the weights.
-      if (!std::isfinite(loss) || !std::isfinite(g.total)) {
+      // Non-finite loss or gradients: they never reach the weights.
+      if (o.action == StepAction::kSkipNonFinite || o.action == StepAction::kStopNonFinite) {
         sink_->write(rec.add("tokens", state_.tokens).add("skipped", true).add("nonfinite", true));
         spdlog::warn("step {}: non-finite loss ({}) or gradient norm ({})", s, loss, g.total);
-        if (cfg_.diag.nonfinite == "stop") {
+        if (o.action == StepAction::kStopNonFinite) {
           checkpoint();  // the weights after s updates: the last good state
           throw RuntimeFailure(fmt::format(
               "stopped at step {}: the loss or gradients are not finite (loss {}, grad norm {}); "
@@ -379,35 +362,28 @@ class Run {
         continue;
       }
 
-      // Spikes, against baselines that exclude this step.
-      const ZScore zl = loss_spikes_.score(loss), zg = grad_spikes_.score(g.total);
-      const bool spike_l = loss_spikes_.is_spike(zl), spike_g = grad_spikes_.is_spike(zg);
+      // Spikes: recorded whatever the action; the step decided whether to update.
+      const ZScore &zl = o.loss_z, &zg = o.grad_norm_z;
       if (zl.active) rec.add("loss_z", zl.z);
       if (zg.active) rec.add("grad_norm_z", zg.z);
-      if (spike_l) write_spike(s, "loss", loss, zl);
-      if (spike_g) write_spike(s, "grad_norm", g.total, zg);
-      if (spike_l || spike_g) write_forensics(s, pass, loss, zl, g.total, zg, g);
-      const std::string& action = cfg_.diag.spike.action;
-      if ((spike_l || spike_g) && action == "stop") {
+      if (o.loss_spike) write_spike(s, "loss", loss, zl);
+      if (o.grad_norm_spike) write_spike(s, "grad_norm", g.total, zg);
+      if (o.loss_spike || o.grad_norm_spike) write_forensics(s, o.pass, loss, zl, g.total, zg, g);
+      if (o.action == StepAction::kStopSpike) {
         sink_->write(rec.add("tokens", state_.tokens));
         checkpoint();
         throw RuntimeFailure(fmt::format(
             "stopped at step {} by a {} spike (diag.spike.action: stop); checkpoint {} holds the "
-            "weights before it; forensics in {}/spikes/step_{:08d}.json", s, spike_l ? "loss" : "grad-norm",
+            "weights before it; forensics in {}/spikes/step_{:08d}.json", s, o.loss_spike ? "loss" : "grad-norm",
             checkpoint_name(state_.step), cfg_.out_dir, s));
       }
-      if ((spike_l || spike_g) && action == "skip") {
+      if (o.action == StepAction::kSkipSpike) {
         sink_->write(rec.add("tokens", state_.tokens).add("skipped", true));
         if (skip_update()) return kInterrupted;
         continue;
       }
 
-      UpdateProbe probe;
-      if (diag) probe.before(params_);
-      clip_and_step(cfg_, *optimizer_, lr, g.total, scale);
-      scaler_.update(/*gradients_finite=*/true);
-      loss_spikes_.accept(loss);
-      grad_spikes_.accept(g.total);
+      // Updated.
       const auto lv = layer_values(g);
       for (size_t i = 0; i < lv.size(); ++i) layer_windows_[i].push(lv[i]);
       state_.tokens += tokens_per_update;
@@ -418,7 +394,7 @@ class Run {
         layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn)
             .add("grad_norm_norms", g.norms);
         std::optional<Diagnostics> d;
-        if (diag) d = read_diagnostics(pass, probe);
+        if (diag) d = read_diagnostics(o.pass, *o.probe);
         if (d) {
           layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
               .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max);
@@ -430,9 +406,9 @@ class Run {
         rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
         if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
         if (cfg_.diag.per_param) {
-          const auto sq = unscaled(pre.get(k_pt), scale);
+          const auto& sq = o.per_param_sq;
           JsonObject pp;
-          for (size_t i = 0; i < names_.size(); ++i) pp.add(names_[i], std::sqrt(sq[i]));
+          for (size_t i = 0; i < t_.names.size(); ++i) pp.add(t_.names[i], std::sqrt(sq[i]));
           rec.add("params", pp);
         }
         sink_->write(rec);
@@ -461,19 +437,10 @@ class Run {
     return 0;
   }
 
-  // A step whose update is skipped consumes its batch and its schedule slot, changes nothing else
-  // (weights, optimizer moments and step count, spike baselines).
-  // Returns true when the run must stop now (Ctrl-C).
-  // Squared gradient norms of scaled gradients (fp16) -> of the true gradients.
-  static std::vector<double> unscaled(std::vector<double> squared, double scale) {
-    if (scale != 1.0) {
-      for (auto& v : squared) v /= scale * scale;
-    }
-    return squared;
-  }
-
+  // A step whose update was skipped (TrainStep dropped its gradients) consumes its batch and its
+  // schedule slot and changes nothing else (weights, optimizer moments and step count, spike
+  // baselines). Returns true when the run must stop now (Ctrl-C).
   bool skip_update() {
-    optimizer_->zero_grad();
     ++state_.skipped;
     ++state_.step;
     return after_update();
@@ -499,17 +466,17 @@ class Run {
   }
 
   Diagnostics read_diagnostics(const Pass& pass, UpdateProbe& probe) {
-    const ForwardStats& st = model_->stats();
+    const ForwardStats& st = t_.model->stats();
     const int64_t L = cfg_.model.n_layers;
     Flat f;
     torch::Tensor w2;
     {
       torch::NoGradGuard ng;
       std::vector<torch::Tensor> sq;
-      for (const auto& p : params_) sq.push_back(p.detach().to(torch::kFloat).pow(2).sum());
+      for (const auto& p : t_.params) sq.push_back(p.detach().to(torch::kFloat).pow(2).sum());
       w2 = torch::stack(sq).sum();
     }
-    const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe.update_ratio(params_, *grad_stats_, L)),
+    const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe.update_ratio(t_.params, *t_.grad_stats, L)),
                  k_rms = f.add(st.act_rms), k_ent = f.add(st.attn_entropy), k_lmax = f.add(st.attn_logit_max),
                  k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean);
     f.fetch();
@@ -534,11 +501,8 @@ class Run {
   std::string config_yaml_;
   Corpus train_data_, val_data_;
   std::optional<EntropyFloor> floor_;
-  Transformer model_{nullptr};
-  std::vector<std::string> names_;
-  std::vector<torch::Tensor> params_;
-  std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<GradStats> grad_stats_;
+  Trainable t_;
+  std::unique_ptr<TrainStep> step_;
   std::unique_ptr<MetricsSink> sink_;
   SpikeDetector loss_spikes_, grad_spikes_;
   LossScaler scaler_;

@@ -54,7 +54,7 @@ namespace normlab {
 // copied), the data files; no device or memory checks, no corpus loading.
 Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   static const std::set<std::string> norms = {"layernorm", "rmsnorm", "rmsnorm_1p", "scalenorm",
-                                              "batchnorm", "dyt", "none"};
+                                              "batchnorm", "dyt", "none", "rmsnorm_free"};
   static const std::set<std::string> layouts = {"pre", "post", "deepnorm", "sandwich",
                                                 "normformer", "reordered", "mix"};
   Config& c = loaded.config;

@@ -13,9 +13,8 @@
 # (statistical: sample std within max(8%, 6/sqrt(2n)) of the rule, constants exact to f32.)
 cases_2025=()
 # new norms, in the main stream and as QK-norm
-for norm in derf rmsnorm_free; do cases_2025+=("pre $norm"); done
+cases_2025+=("pre derf")  # rmsnorm_free: in check_reference.sh already
 cases_2025+=("sandwich derf --set model.norm.derf_alpha=0.8")
-cases_2025+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=rmsnorm_free --set model.pos=rope")
 # new layouts
 for layout in subln hybrid lns; do
   for norm in layernorm rmsnorm; do cases_2025+=("$layout $norm"); done

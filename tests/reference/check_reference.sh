@@ -27,6 +27,9 @@ cases+=("normformer layernorm --set model.normformer.resid_scale=ffn --set model
 cases+=("deepnorm layernorm --set model.deepnorm.alpha=1 --set model.deepnorm.beta=1")
 cases+=("mix rmsnorm --set model.mix.post_layers=3 --set model.qk_norm=true")
 cases+=("pre layernorm --set model.norm.eps=0.01 --set init.scheme=xavier")
+# rmsnorm_free (issue 15's first new norm): the main stream, a layout with many slots, QK-norm
+cases+=("pre rmsnorm_free" "sandwich rmsnorm_free --set model.norm.eps=0.001")
+cases+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=rmsnorm_free --set model.pos=rope")
 
 fail=0
 i=0

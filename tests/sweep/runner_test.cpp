@@ -232,7 +232,9 @@ TEST_F(SweepEndToEndTest, ShardsRunConcurrentlyIntoOneDirectoryAsTheWholeSweep) 
   for (const char* name : {"lr=3.0e-3,seed=1", "lr=3.0e-3,seed=2", "lr=1.0e+30,seed=1", "lr=1.0e+30,seed=2"}) {
     // Trained once: one train record per step, one start in the sweep log.
     const auto train = testing::records(merged + "/runs/" + name, "train");
-    if (std::string(name).find("1.0e+30") == std::string::npos) EXPECT_EQ(train.size(), 5u) << name;
+    if (std::string(name).find("1.0e+30") == std::string::npos) {
+      EXPECT_EQ(train.size(), 5u) << name;
+    }
     std::vector<int> steps;
     for (const auto& t : train) steps.push_back(t["step"].as<int>());
     EXPECT_TRUE(std::is_sorted(steps.begin(), steps.end()) &&

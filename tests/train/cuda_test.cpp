@@ -165,7 +165,9 @@ TEST(CudaPrecision, Bf16AndFp16FollowFp32) {
                   0.1 * a[i]["grad_norm"].as<double>()) << prec << " step " << i;
       EXPECT_EQ(static_cast<bool>(b[i]["loss_scale"]), prec == "fp16") << prec;
     }
-    if (prec == "fp16") EXPECT_EQ(b[0]["loss_scale"].as<double>(), 65536.0);
+    if (prec == "fp16") {
+      EXPECT_EQ(b[0]["loss_scale"].as<double>(), 65536.0);
+    }
     const double val = testing::records(dir / prec, "eval").back()["val_loss"].as<double>();
     EXPECT_NEAR(val, val32, 0.02 * val32) << prec;
   }

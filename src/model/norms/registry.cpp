@@ -12,6 +12,7 @@ NormPtr make_scalenorm(const NormOptions& o);
 NormPtr make_batchnorm(const NormOptions& o);
 NormPtr make_dyt(const NormOptions& o);
 NormPtr make_none(const NormOptions& o);
+NormPtr make_rmsnorm_free(const NormOptions& o);
 
 namespace {
 constexpr double kNoEps = std::numeric_limits<double>::quiet_NaN();
@@ -29,6 +30,7 @@ const std::vector<NormType>& norm_registry() {
       {"batchnorm", 1e-5, "(x - mu_batch)/sqrt(var_batch + eps)*weight + bias", make_batchnorm},
       {"dyt", kNoEps, "weight*tanh(alpha*x) + bias", make_dyt},
       {"none", kNoEps, "x", make_none},
+      {"rmsnorm_free", 1e-6, "x/sqrt(mean(x^2) + eps)", make_rmsnorm_free},
   };
   return table;
 }

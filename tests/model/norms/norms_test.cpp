@@ -141,6 +141,14 @@ const std::map<std::string, Formula>& formulas() {
        [](const double* x, double* y, int64_t rows, int64_t n, const Tensors&, double) {
          for (int64_t i = 0; i < rows * n; ++i) y[i] = x[i];
        }},
+      {"rmsnorm_free",
+       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors&, double eps) {
+         for (int64_t i = 0; i < rows; ++i) {
+           double ms = 0;
+           for (int64_t j = 0; j < n; ++j) ms += x[i * n + j] * x[i * n + j] / n;
+           for (int64_t j = 0; j < n; ++j) y[i * n + j] = x[i * n + j] / std::sqrt(ms + eps);
+         }
+       }},
   };
   return table;
 }
@@ -311,6 +319,7 @@ const std::map<std::string, NormContract>& contract() {
         {{"running_mean", {{kN}, 0}}, {"running_var", {{kN}, 1}}}}},
       {"dyt", {kNaN, {{"alpha", {{1}, kAlpha}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}}, {}}},
       {"none", {kNaN, {}, {}}},
+      {"rmsnorm_free", {1e-6, {}, {}}},
   };
   return table;
 }
@@ -400,7 +409,7 @@ TEST_P(ScaleInvariantNormTest, UnchangedByPositiveScalingOfTheInput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ScaleInvariant, ScaleInvariantNormTest,
-                         ::testing::Values("rmsnorm", "rmsnorm_1p", "scalenorm"), param_name);
+                         ::testing::Values("rmsnorm", "rmsnorm_1p", "scalenorm", "rmsnorm_free"), param_name);
 
 TEST(DyTTest, IsNotScaleInvariantAndSaturatesToWeightTimesSignPlusBias) {
   torch::manual_seed(9);
