@@ -124,6 +124,18 @@ DirectoryLock::DirectoryLock(const std::string& path, const std::string& busy_me
   }
 }
 
+DirectoryLock::DirectoryLock(const std::string& path)
+    : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  if (fd_ < 0) throw RuntimeFailure(fmt_error("cannot open " + path, errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      const int err = errno;
+      ::close(fd_);
+      throw RuntimeFailure(fmt_error("cannot lock " + path, err));
+    }
+  }
+}
+
 DirectoryLock::~DirectoryLock() { ::close(fd_); }
 
 }  // namespace normlab

@@ -46,10 +46,12 @@ class AppendFile {
 
 // An exclusive advisory lock (flock) on `path`, created if needed, held for the object's life and
 // released by the kernel if the process dies. Throws UsageError with `busy_message` when another
-// process (or another object in this one) holds it.
+// process (or another object in this one) holds it; the one-argument form waits for it instead.
 class DirectoryLock {
  public:
   DirectoryLock(const std::string& path, const std::string& busy_message);
+  // Waits until the lock is free instead (short sections shared by several processes).
+  explicit DirectoryLock(const std::string& path);
   ~DirectoryLock();
   DirectoryLock(const DirectoryLock&) = delete;
   DirectoryLock& operator=(const DirectoryLock&) = delete;

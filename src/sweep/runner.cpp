@@ -116,25 +116,6 @@ std::string seconds(double s) { return std::isfinite(s) ? fmt::format("{:.1f} s"
 
 enum class Plan { kSkip, kResume, kFresh };
 
-// Waits for an exclusive flock on `path`: the summary files, rewritten by every sweep process
-// running shards of one directory, are read and written under it so the last write sees every
-// point record written before it.
-class WaitLock {
- public:
-  explicit WaitLock(const std::string& path)
-      : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ < 0) throw RuntimeFailure(fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-    }
-  }
-  ~WaitLock() { ::close(fd_); }
-  WaitLock(const WaitLock&) = delete;
-  WaitLock& operator=(const WaitLock&) = delete;
-
- private:
-  int fd_;
-};
-
 struct Job {
   size_t point;
   pid_t pid;
@@ -251,7 +232,9 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
       n_skip, n_resume, mine.size() - n_skip - n_resume, options.jobs,
       options.jobs == 1 ? "" : "s", threads, threads == 1 ? "" : "s", dir);
   auto write_summary = [&] {
-    const WaitLock summary_lock((fs::path(dir) / "summary.lock").string());
+    // Every sweep process sharing the directory rewrites the summary: under the lock, the last
+    // write sees every point record written before it.
+    const DirectoryLock summary_lock((fs::path(dir) / "summary.lock").string());
     write_summary_files(summarise_sweep(sweep, points, dir));
   };
   write_summary();

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -125,6 +127,24 @@ TEST(DirectoryLockTest, ASecondHolderIsRefusedUntilTheFirstReleases) {
     }
   }
   EXPECT_NO_THROW(DirectoryLock again(path, "busy"));
+}
+
+// The waiting form (sweep processes sharing summary.lock): it blocks while another holder has
+// the lock and takes it once released.
+TEST(DirectoryLockTest, TheWaitingFormWaitsForTheHolder) {
+  testing::TempDir dir;
+  const std::string path = dir / "summary.lock";
+  auto first = std::make_unique<DirectoryLock>(path, "busy");
+  std::atomic<bool> taken{false};
+  std::thread waiter([&] {
+    DirectoryLock second(path);
+    taken = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(taken.load());
+  first.reset();
+  waiter.join();
+  EXPECT_TRUE(taken.load());
 }
 
 }  // namespace
