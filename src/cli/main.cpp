@@ -21,6 +21,8 @@
 #include "core/system.h"
 #include "core/torch_compat.h"
 #include "data/corpus.h"
+#include "dist/comm.h"
+#include "dist/launch.h"
 #include "metrics/report.h"
 #include "model/transformer.h"
 #include "sweep/runner.h"
@@ -158,6 +160,10 @@ int run_cli(int argc, char** argv) {
   train_cmd->add_option("--set", overrides, "override a key: --set model.n_layers=6 (value is YAML)");
   auto* out_opt = train_cmd->add_option("--out", out_dir, "run directory (overrides out_dir)");
   train_cmd->add_flag("--resume", resume, "continue the run in out_dir from its latest checkpoint");
+  int nproc = 0;
+  train_cmd->add_option("--nproc", nproc, "train data-parallel with this many local processes (c10d Gloo); "
+                                          "train.batch_size is per process")
+      ->check(CLI::Range(1, 1024));
 
   std::string run_dir, data_file, prompt, device_name = "cpu";
   std::optional<int64_t> step;
@@ -253,6 +259,27 @@ int run_cli(int argc, char** argv) {
     }
     Config cfg = load_run_config(config_path, overrides);
     std::signal(SIGINT, on_sigint);
+    if (nproc > 1) {
+      if (dist_env_from_environment().distributed()) {
+        throw UsageError("--nproc: WORLD_SIZE is already set (a launcher such as torchrun started this "
+                         "process); use one or the other");
+      }
+      if (!have_gloo()) throw UsageError("--nproc: this normlab was built without c10d's Gloo (install libgloo-dev and rebuild)");
+      LaunchOptions lo;
+      lo.nproc = nproc;
+      for (int i = 1; i < argc; ++i) {  // the same command line without --nproc
+        const std::string a = argv[i];
+        if (a == "--nproc") {
+          ++i;
+        } else if (a.rfind("--nproc=", 0) != 0) {
+          lo.args.push_back(a);
+        }
+      }
+      lo.threads = cfg.train.threads;
+      lo.dist_timeout_s = cfg.train.dist_timeout;
+      lo.stop = &g_stop;
+      return launch_local_ranks(lo);
+    }
     TrainOptions opts;
     opts.resume = resume;
     opts.stop = &g_stop;

@@ -89,6 +89,8 @@ struct TrainConfig {
   int64_t threads = 0;  // 0 = all cores
   std::string device = "cpu";
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (MODEL.md section 7; fp16 needs cuda)
+  std::string dist_backend = "auto";  // auto | gloo | nccl (MODEL.md section 8a)
+  double dist_timeout = 300;          // seconds until a lost or silent rank stops the others
 };
 
 struct EvalConfig {
@@ -195,6 +197,8 @@ template <class V> void describe(TrainConfig& c, V& v) {
   v.field("threads", c.threads, "LibTorch threads; 0 = all cores");
   v.field("device", c.device, "cpu | cuda");
   v.field("precision", c.precision, "fp32 | bf16 | fp16: forward under autocast, fp32 weights and optimizer; fp16 (cuda only) with dynamic loss scaling");
+  v.field("dist_backend", c.dist_backend, "auto | gloo | nccl: c10d backend when several processes train (RANK/WORLD_SIZE set, or --nproc)");
+  v.field("dist_timeout", c.dist_timeout, "seconds a rank waits for the others before stopping with an error naming the lost rank");
 }
 template <class V> void describe(EvalConfig& c, V& v) {
   v.field("every", c.every, "validation every N updates (and at the end); 0 = only at the end");

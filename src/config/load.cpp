@@ -520,7 +520,7 @@ class FlatLister {
 constexpr const char* kResumeMayChange[] = {
     "out_dir",          "data.val",         "optim.*",       "train.steps",
     "train.log_every",  "train.checkpoint_every",            "train.save_init",
-    "train.threads",    "train.device",     "train.precision",     "eval.*",        "diag.every",
+    "train.threads",    "train.device",     "train.precision",     "train.dist_backend", "train.dist_timeout", "eval.*",        "diag.every",
     "diag.spike.zscore", "diag.spike.action", "diag.per_param", "diag.nonfinite",
     "diag.csv"};
 
@@ -677,6 +677,9 @@ void validate_config(const Config& c, Problems& p) {
     p.add("train.precision", "fp16 needs train.device: cuda (fp16 autocast and loss scaling are a GPU "
                              "recipe); bf16 also runs on the CPU");
   }
+  one_of("train.dist_backend", t.dist_backend, {"auto", "gloo", "nccl"});
+  if (!(t.dist_timeout > 0) || !std::isfinite(t.dist_timeout))
+    p.add("train.dist_timeout", fmt::format("{} must be a positive number of seconds", t.dist_timeout));
   if (c.eval.every < 0) p.add("eval.every", fmt::format("{} must be >= 0", c.eval.every));
   positive("eval.max_windows", c.eval.max_windows);
   positive("diag.every", c.diag.every);

@@ -88,7 +88,8 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
       .add("best_val", st.best_val)
       .add("elapsed_s", st.elapsed_s)
       .add("rng", JsonObject().add("torch_cpu", st.torch_rng))
-      .add("skipped", st.skipped);
+      .add("skipped", st.skipped)
+      .add("world_size", st.world_size);
   if (st.loss_scale > 0) {
     state.add("loss_scale", JsonObject().add("scale", st.loss_scale).add("good_steps", st.loss_scale_good_steps));
   }
@@ -165,6 +166,18 @@ std::string checkpoint_config(const std::string& ckpt_dir) {
   return it->second;
 }
 
+int64_t checkpoint_world_size(const std::string& ckpt_dir) {
+  const std::string state_path = (fs::path(ckpt_dir) / "state.json").string();
+  try {
+    YAML::Node s = YAML::Load(read_file(state_path));
+    const int64_t w = s["world_size"] ? s["world_size"].as<int64_t>() : 1;
+    if (w < 1) throw RuntimeFailure(fmt::format("{}: world_size {} must be >= 1", state_path, w));
+    return w;
+  } catch (const YAML::Exception& e) {
+    throw RuntimeFailure(state_path + ": unreadable (" + e.msg + ")");
+  }
+}
+
 void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainState& st) {
   const std::string state_path = (fs::path(ckpt_dir) / "state.json").string();
   try {
@@ -176,6 +189,7 @@ void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainStat
     st.elapsed_s = s["elapsed_s"].as<double>();
     st.torch_rng = s["rng"]["torch_cpu"].as<std::string>();
     st.skipped = s["skipped"].as<int64_t>();
+    st.world_size = s["world_size"] ? s["world_size"].as<int64_t>() : 1;
     st.loss_scale = 0;
     st.loss_scale_good_steps = 0;
     if (s["loss_scale"]) {  // fp16 runs only

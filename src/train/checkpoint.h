@@ -21,6 +21,7 @@ struct TrainState {
   double elapsed_s = 0;       // training wall time so far
   std::string torch_rng;      // hex of torch's default CPU generator state
   int64_t skipped = 0;        // updates skipped (spike, non-finite or fp16 overflow)
+  int64_t world_size = 1;     // processes that trained it (train.batch_size is per process)
   double loss_scale = 0;      // fp16 dynamic loss scale (0: none saved, fp32/bf16)
   int64_t loss_scale_good_steps = 0;  // consecutive finite steps since the scale last changed
   // Spike-detector baselines, so a resumed run makes the same skip decisions.
@@ -44,6 +45,9 @@ void load_model_weights(const std::string& ckpt_dir, Transformer& model);
 
 // The resolved config YAML stored in a checkpoint's model.safetensors metadata.
 std::string checkpoint_config(const std::string& ckpt_dir);
+
+// The world size a checkpoint was written with (state.json; 1 for checkpoints that predate it).
+int64_t checkpoint_world_size(const std::string& ckpt_dir);
 
 void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainState& state);
 

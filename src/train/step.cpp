@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/torch_compat.h"
 #include "train/evaluate.h"
@@ -15,16 +17,18 @@ torch::ScalarType precision_dtype(const std::string& precision) {
 }
 
 Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
-                      const torch::Device& device, int64_t& micro_batch, bool diag, double loss_scale) {
+                      const torch::Device& device, int64_t& micro_batch, bool diag, double loss_scale,
+                      int rank, int world_size) {
   optimizer.zero_grad();
   Pass pass;
   pass.first_micro_batch = micro_batch;
   const int64_t B = cfg.train.batch_size, T = cfg.model.ctx, accum = cfg.train.accum;
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
   for (int64_t a = 0; a < accum; ++a) {
-    pass.offsets.push_back(batch_offsets(data.size(), T, B, micro_batch, cfg.data.shuffle,
+    pass.offsets.push_back(batch_offsets(data.size(), T, B * world_size, micro_batch, cfg.data.shuffle,
                                          static_cast<uint64_t>(cfg.seed)));
-    auto w = data.windows(pass.offsets.back(), T);
+    const auto& all = pass.offsets.back();
+    auto w = data.windows(world_size == 1 ? all : std::vector<int64_t>(all.begin() + rank * B, all.begin() + (rank + 1) * B), T);
     // A pageable host-to-device copy waits for the GPU; from pinned memory it is queued.
     w = device.is_cuda() ? w.pin_memory().to(device, /*non_blocking=*/true) : w.to(device);
     model->set_capture(diag && a == 0);  // statistics of the first micro-batch
@@ -92,11 +96,22 @@ bool is_skip(StepAction a) {
 bool is_stop(StepAction a) { return a == StepAction::kStopNonFinite || a == StepAction::kStopSpike; }
 
 TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
-                     LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes)
+                     LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes, Comm* comm)
     : cfg_(cfg), t_(t), data_(data), device_(device), scaler_(scaler), loss_spikes_(loss_spikes),
-      grad_spikes_(grad_spikes) {}
+      grad_spikes_(grad_spikes), comm_(comm) {}
 
 namespace {
+// Test hook, like NORMLAB_CRASH_AT: NORMLAB_TEST_NAN_GRAD="R:K" makes rank R's gradients NaN in
+// the update that starts at global micro-batch K, so a test can show that a non-finite gradient on
+// one rank stops every rank.
+bool nan_gradient_requested(int rank, int64_t first_micro_batch) {
+  static const char* v = std::getenv("NORMLAB_TEST_NAN_GRAD");
+  if (!v || !*v) return false;
+  int r = -1;
+  long long k = -1;
+  return std::sscanf(v, "%d:%lld", &r, &k) == 2 && r == rank && k == first_micro_batch;
+}
+
 // Squared gradient norms of scaled gradients (fp16) -> of the true gradients.
 std::vector<double> unscaled(std::vector<double> squared, double scale) {
   if (scale != 1.0) {
@@ -106,10 +121,26 @@ std::vector<double> unscaled(std::vector<double> squared, double scale) {
 }
 }  // namespace
 
-StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_param) {
+StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_param, bool stop_requested) {
   StepOutcome o;
   o.loss_scale = scaler_.scale();  // fp16: gradients come out multiplied by it
-  o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale);
+  const int rank = comm_ ? comm_->rank() : 0, world = comm_ ? comm_->world_size() : 1;
+  o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale,
+                            rank, world);
+  o.stop = stop_requested;
+  if (nan_gradient_requested(rank, o.pass.first_micro_batch)) {
+    torch::NoGradGuard ng;
+    for (auto& p : t_.params) {
+      if (p.grad().defined()) p.grad().fill_(std::nan(""));
+    }
+  }
+  if (comm_) {
+    // Gradients averaged over the ranks (the mean over all W*B rows), loss and stop flag summed.
+    std::vector<torch::Tensor> scalars{o.pass.loss, torch::full({}, stop_requested ? 1.0f : 0.0f, o.pass.loss.options())};
+    average_gradients(*comm_, t_.params, scalars);
+    o.pass.loss = scalars[0] / static_cast<double>(world);
+    o.stop = scalars[1].item<float>() > 0;
+  }
   // One host read for everything the step must decide on: loss and gradient-norm groups.
   auto per_tensor = GradStats::squared_per_tensor(t_.params);
   auto groups = t_.grad_stats->groups(per_tensor);

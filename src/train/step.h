@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "data/corpus.h"
+#include "dist/comm.h"
 #include "metrics/grad_stats.h"
 #include "metrics/probe.h"
 #include "metrics/spike.h"
@@ -21,9 +22,9 @@ namespace normlab {
 
 // What one update's gradient pass produced (device tensors, not yet read).
 struct Pass {
-  torch::Tensor loss;                         // mean over micro-batches, 0-dim
+  torch::Tensor loss;                         // mean over micro-batches (this rank's rows), 0-dim
   torch::Tensor logit_max, lse_mean;          // with diag only
-  std::vector<std::vector<int64_t>> offsets;  // window starts of each micro-batch
+  std::vector<std::vector<int64_t>> offsets;  // window starts of each micro-batch (all ranks' rows)
   int64_t first_micro_batch = 0;
 };
 
@@ -36,9 +37,11 @@ torch::ScalarType precision_dtype(const std::string& precision);
 // autocast in train.precision (MODEL.md section 7), the backward outside it; the loss stays fp32.
 // loss_scale (fp16) multiplies the loss before the backward, so the gradients come out scaled.
 // On CUDA each micro-batch is copied to the device from pinned memory without a host sync.
+// With W ranks, micro-batch k is the one a single process with batch W*B would draw, and rank r
+// takes its rows r*B .. (r+1)*B-1 (MODEL.md section 8a).
 Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag,
-                      double loss_scale = 1.0);
+                      double loss_scale = 1.0, int rank = 0, int world_size = 1);
 
 // Global-norm clipping at cfg.optim.grad_clip (coefficient min(1, clip / (norm + 1e-6)), as
 // torch.nn.utils.clip_grad_norm_) from the total gradient norm of the unscaled gradients (already
@@ -78,19 +81,24 @@ struct StepOutcome {
   ZScore loss_z, grad_norm_z;         // against baselines that exclude this step
   bool loss_spike = false, grad_norm_spike = false;
   std::unique_ptr<UpdateProbe> probe;  // diag steps that updated: the weights before the update
+  bool stop = false;                   // some rank was asked to stop (Ctrl-C) before this step
 };
 
 // Runs updates of one Trainable: forward and backward, one host read (loss, gradient-norm groups
 // and, when asked, per-tensor norms), the decision, then on kUpdate gradient clipping and AdamW,
 // the loss scaler and the spike baselines advanced; on a skip the gradients are dropped and
-// nothing else changes. What to record or write is the caller's.
+// nothing else changes. What to record or write is the caller's. With a Comm (W > 1 ranks) the
+// gradients are averaged over the ranks and the loss and stop flag all-reduced right after the
+// backward, in one exchange, so every decision is taken on values every rank holds.
 class TrainStep {
  public:
   TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
-            LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes);
+            LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes,
+            Comm* comm = nullptr);
   // One update at learning rate lr, from global micro-batch `micro_batch` (advanced); diag
-  // captures the statistics of the first micro-batch and keeps an UpdateProbe.
-  StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param);
+  // captures the statistics of the first micro-batch and keeps an UpdateProbe. stop_requested:
+  // this process was asked to stop; the outcome's `stop` says whether any rank was.
+  StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param, bool stop_requested = false);
 
  private:
   const Config& cfg_;
@@ -99,6 +107,7 @@ class TrainStep {
   torch::Device device_;
   LossScaler& scaler_;
   SpikeDetector &loss_spikes_, &grad_spikes_;
+  Comm* comm_;
 };
 
 }  // namespace normlab

@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/system.h"
 #include "data/corpus.h"
+#include "dist/comm.h"
 #include "metrics/grad_stats.h"
 #include "metrics/probe.h"
 #include "metrics/sink.h"
@@ -62,17 +63,32 @@ class Run {
         device_(cfg.train.device),
         loss_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
         grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
-        scaler_(cfg.train.precision == "fp16", initial_loss_scale()) {}
+        scaler_(cfg.train.precision == "fp16", initial_loss_scale()) {
+    env_ = dist_env_from_environment();
+    if (env_.distributed() && device_.is_cuda()) device_ = torch::Device(torch::kCUDA, env_.local_rank);
+  }
 
   int go() {
-    open_directory();
-    configure_threads(cfg_.train.threads);
+    if (env_.distributed()) {
+      // One rendezvous before anything else, so a rank that fails below takes the others with it.
+      const std::string backend = cfg_.train.dist_backend == "auto" ? "gloo" : cfg_.train.dist_backend;
+      comm_ = connect_ranks(env_, backend, cfg_.train.dist_timeout);
+      if (!writer()) spdlog::set_level(spdlog::level::warn);  // rank 0 alone reports progress
+    }
+    // Rank 0 alone takes the run directory and checks it; the others read it once rank 0 is done.
+    if (writer()) open_directory();
+    if (comm_) {
+      comm_->barrier();
+      if (!writer()) find_resume_point();
+    }
+    configure_threads(threads_per_rank(cfg_.train.threads, env_, std::max<int64_t>(1, std::thread::hardware_concurrency())));
     train_data_ = Corpus::load(cfg_.data.train);
     val_data_ = Corpus::load(cfg_.data.val);
     floor_ = read_entropy_floor(cfg_.data.val);
 
     t_ = make_trainable(cfg_, device_);
-    step_ = std::make_unique<TrainStep>(cfg_, t_, train_data_, device_, scaler_, loss_spikes_, grad_spikes_);
+    step_ = std::make_unique<TrainStep>(cfg_, t_, train_data_, device_, scaler_, loss_spikes_, grad_spikes_,
+                                        comm_.get());
     layer_windows_.assign(cfg_.model.n_layers + 2, RollingWindow(cfg_.diag.spike.window));
 
     if (resuming_) {
@@ -85,6 +101,7 @@ class Run {
       for (size_t i = 0; i < layer_windows_.size() && i < state_.spike_layers.size(); ++i) {
         layer_windows_[i].assign(state_.spike_layers[i]);
       }
+      state_.world_size = env_.world_size;
       if (state_.step >= cfg_.train.steps) {
         spdlog::info("{}: the run is finished ({} of train.steps {} done); nothing to do. Raise "
                      "train.steps (--set train.steps=N) to train further", cfg_.out_dir, state_.step,
@@ -93,7 +110,10 @@ class Run {
       }
     } else {
       state_.best_val = std::nan("");
+      state_.world_size = env_.world_size;
     }
+    if (comm_) broadcast_parameters(*comm_, t_.params);  // every rank starts from rank 0's weights
+    if (!writer()) return loop();
     // Everything is checked: only now is the run directory written to.
     write_directory();
     warn_about_setup();
@@ -148,6 +168,14 @@ class Run {
     }
   }
 
+  // Ranks other than 0, after rank 0 has opened and checked the directory: where to start.
+  void find_resume_point() {
+    resuming_ = opts_.resume && file_exists((fs::path(cfg_.out_dir) / "checkpoints" / "LATEST").string());
+    if (resuming_) checkpoint_dir_ = find_checkpoint(cfg_.out_dir, std::nullopt);
+  }
+
+  bool writer() const { return !comm_ || comm_->rank() == 0; }
+
   // A resume continues the checkpoint's run: refuse every key that would change the weights'
   // shapes or the data order, all in one report, before anything is written.
   void check_resume_config() {
@@ -160,7 +188,20 @@ class Run {
     }
     const auto was = flat_values(saved), now = flat_values(cfg_);
     std::vector<std::string> problems;
+    // train.batch_size is per process: any world size that keeps the global batch may resume.
+    const int64_t saved_world = checkpoint_world_size(checkpoint_dir_);
+    const int64_t saved_global = saved.train.batch_size * saved_world, global = cfg_.train.batch_size * env_.world_size;
     for (size_t i = 0; i < now.size(); ++i) {
+      if (now[i].first == "train.batch_size" && global != saved_global) {
+        problems.push_back(fmt::format(
+            "{}: --resume: train.batch_size: is {} but the run has {} ({}): the global batch (batch_size x "
+            "processes) would be {} x {} = {} instead of {} x {} = {}; batch_size and the process count "
+            "may change only together", cfg_.out_dir, cfg_.train.batch_size, saved.train.batch_size,
+            checkpoint_name_of(checkpoint_dir_), cfg_.train.batch_size, env_.world_size, global,
+            saved.train.batch_size, saved_world, saved_global));
+        continue;
+      }
+      if (now[i].first == "train.batch_size") continue;
       if (now[i].second == was[i].second || may_change_on_resume(now[i].first)) continue;
       problems.push_back(fmt::format(
           "{}: --resume: {}: is {} but the run has {} ({}); only these keys may change on resume: {}",
@@ -222,7 +263,13 @@ class Run {
     }
   }
 
+  // A metrics record (rank 0 alone writes them).
+  void record(const JsonObject& rec) {
+    if (sink_) sink_->write(rec);
+  }
+
   void run_eval() {
+    if (!writer()) return;  // rank 0 evaluates while the others go on to the next exchange
     auto r = evaluate(t_.model, val_data_, cfg_.eval.max_windows, device_);
     if (std::isnan(state_.best_val) || r.loss < state_.best_val) state_.best_val = r.loss;
     JsonObject rec;
@@ -232,12 +279,13 @@ class Run {
       rec.add("val_excess", r.loss - floor_->floor);
       excess = fmt::format(" (floor {:.4f}, excess {:.4f})", floor_->floor, r.loss - floor_->floor);
     }
-    sink_->write(rec);
+    record(rec);
     spdlog::info("eval step {}: val_loss {:.4f}{}", state_.step, r.loss, excess);
     last_eval_ = r.loss;
   }
 
   void checkpoint() {
+    if (!writer()) return;
     state_.torch_rng = torch_rng_state_hex();
     state_.spike_loss.assign(loss_spikes_.window().values().begin(), loss_spikes_.window().values().end());
     state_.spike_grad_norm.assign(grad_spikes_.window().values().begin(), grad_spikes_.window().values().end());
@@ -261,7 +309,8 @@ class Run {
   }
 
   void write_spike(int64_t s, const std::string& metric, double value, const ZScore& z) {
-    sink_->write(JsonObject()
+    if (!writer()) return;
+    record(JsonObject()
                      .add("kind", "spike").add("step", s).add("metric", metric).add("value", value)
                      .add("mean", z.mean).add("std", z.std).add("z", z.z).add("action", cfg_.diag.spike.action));
     spdlog::warn("spike at step {}: {} {:.4g} (baseline {:.4g} +- {:.3g}, z = {:.1f}) -> {}", s, metric,
@@ -271,6 +320,7 @@ class Run {
   // spikes/step_<N>.json: enough to replay the batch and see which layers jumped.
   void write_forensics(int64_t s, const Pass& pass, double loss, const ZScore& zl, double gnorm,
                        const ZScore& zg, const GradNorms& g) {
+    if (!writer()) return;
     const auto now = layer_values(g);
     struct Row {
       size_t i;
@@ -320,7 +370,8 @@ class Run {
     const int64_t steps = cfg_.train.steps;
     double interval_time = 0;
     int64_t interval_tokens = 0;
-    const int64_t tokens_per_update = cfg_.train.batch_size * cfg_.model.ctx * cfg_.train.accum;
+    // Tokens of the global batch: every rank's rows.
+    const int64_t tokens_per_update = cfg_.train.batch_size * env_.world_size * cfg_.model.ctx * cfg_.train.accum;
     while (state_.step < steps) {
       const int64_t s = state_.step;  // record index: the batch seen with the weights after s updates
       const double lr = lr_at(cfg_.optim, s, steps);
@@ -328,7 +379,10 @@ class Run {
       const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps || diag;
       const auto t0 = Clock::now();
 
-      StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now);
+      if (comm_) comm_->set_step(s);
+      StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now,
+                                 opts_.stop && opts_.stop->load());
+      stop_now_ = o.stop;
       const double loss = o.loss;
       const GradNorms& g = o.grads;
       JsonObject rec;
@@ -338,7 +392,7 @@ class Run {
       // fp16 overflow: not a spike, not a failure: the update was skipped and the scale halved
       // (MODEL.md section 7).
       if (o.action == StepAction::kSkipOverflow) {
-        sink_->write(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
+        record(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
         if (log_now) {
           spdlog::info("step {}: fp16 gradient overflow; update skipped, loss scale {} -> {}", s,
                        o.loss_scale, scaler_.scale());
@@ -349,7 +403,7 @@ class Run {
 
       // Non-finite loss or gradients: they never reach the weights.
       if (o.action == StepAction::kSkipNonFinite || o.action == StepAction::kStopNonFinite) {
-        sink_->write(rec.add("tokens", state_.tokens).add("skipped", true).add("nonfinite", true));
+        record(rec.add("tokens", state_.tokens).add("skipped", true).add("nonfinite", true));
         spdlog::warn("step {}: non-finite loss ({}) or gradient norm ({})", s, loss, g.total);
         if (o.action == StepAction::kStopNonFinite) {
           checkpoint();  // the weights after s updates: the last good state
@@ -370,7 +424,7 @@ class Run {
       if (o.grad_norm_spike) write_spike(s, "grad_norm", g.total, zg);
       if (o.loss_spike || o.grad_norm_spike) write_forensics(s, o.pass, loss, zl, g.total, zg, g);
       if (o.action == StepAction::kStopSpike) {
-        sink_->write(rec.add("tokens", state_.tokens));
+        record(rec.add("tokens", state_.tokens));
         checkpoint();
         throw RuntimeFailure(fmt::format(
             "stopped at step {} by a {} spike (diag.spike.action: stop); checkpoint {} holds the "
@@ -378,7 +432,7 @@ class Run {
             checkpoint_name(state_.step), cfg_.out_dir, s));
       }
       if (o.action == StepAction::kSkipSpike) {
-        sink_->write(rec.add("tokens", state_.tokens).add("skipped", true));
+        record(rec.add("tokens", state_.tokens).add("skipped", true));
         if (skip_update()) return kInterrupted;
         continue;
       }
@@ -389,7 +443,7 @@ class Run {
       state_.tokens += tokens_per_update;
       ++state_.step;
 
-      if (log_now) {
+      if (log_now && writer()) {
         JsonObject layers;
         layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn)
             .add("grad_norm_norms", g.norms);
@@ -411,7 +465,7 @@ class Run {
           for (size_t i = 0; i < t_.names.size(); ++i) pp.add(t_.names[i], std::sqrt(sq[i]));
           rec.add("params", pp);
         }
-        sink_->write(rec);
+        record(rec);
       }
       const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
       state_.elapsed_s += dt;
@@ -433,7 +487,7 @@ class Run {
     if (floor_) excess = fmt::format(", {:.4f} above the entropy floor {:.4f}", last_eval_ - floor_->floor, floor_->floor);
     spdlog::info("done: {} steps ({} skipped), val_loss {:.4f}{}; run in {}", steps, state_.skipped,
                  last_eval_, excess, cfg_.out_dir);
-    log_file_->check();
+    if (log_file_) log_file_->check();
     return 0;
   }
 
@@ -448,7 +502,7 @@ class Run {
 
   // Evaluation, checkpoints and Ctrl-C after step counter moved. Returns true to stop now.
   bool after_update() {
-    log_file_->check();
+    if (log_file_) log_file_->check();
     const bool last = state_.step == cfg_.train.steps;
     if (cfg_.eval.every > 0 && state_.step % cfg_.eval.every == 0 && !last) run_eval();
     const bool save = state_.step % cfg_.train.checkpoint_every == 0 || last;
@@ -456,10 +510,10 @@ class Run {
       if (last) run_eval();
       checkpoint();
     }
-    if (opts_.stop && opts_.stop->load() && !last) {
+    if (stop_now_ && !last) {  // decided on the all-reduced flag: every rank stops here
       if (!save) checkpoint();
       spdlog::info("interrupted: checkpoint {} written; continue with --resume", checkpoint_name(state_.step));
-      log_file_->check();
+      if (log_file_) log_file_->check();
       return true;
     }
     return false;
@@ -493,6 +547,9 @@ class Run {
 
   Config cfg_;
   TrainOptions opts_;
+  DistEnv env_;
+  std::unique_ptr<Comm> comm_;  // W > 1 ranks
+  bool stop_now_ = false;       // some rank was asked to stop
   std::unique_ptr<DirectoryLock> lock_;  // declared before every writer, so released after them
   bool resuming_ = false, starting_over_ = false;
   std::string checkpoint_dir_;  // the checkpoint a resume starts from

@@ -1,0 +1,279 @@
+// The only file that includes c10d's Gloo process group (third_party/c10d.md): gloo types stay
+// opaque here (never constructed, subclassed or called directly), so the same code builds against
+// Debian's LibTorch 1.13 (ProcessGroupGloo is a ProcessGroup) and the pip wheel's 2.x (a Backend),
+// with libgloo-dev's headers in both cases.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "dist/comm.h"
+
+#if __has_include(<gloo/config.h>) && defined(USE_C10D_GLOO)
+#define NORMLAB_HAVE_GLOO 1
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#else
+#define NORMLAB_HAVE_GLOO 0
+#endif
+
+namespace normlab {
+
+bool have_gloo() { return NORMLAB_HAVE_GLOO; }
+
+#if NORMLAB_HAVE_GLOO
+namespace {
+
+using std::chrono::milliseconds;
+
+milliseconds to_ms(double seconds) { return milliseconds(static_cast<int64_t>(seconds * 1000.0)); }
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+// torchrun (2.x) hosts the store in its agent and tells the ranks so: then every rank is a client
+// and keys live under the attempt's prefix, as torch.distributed does it.
+bool agent_hosts_store() {
+  const char* v = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  return v && std::string(v) == "True";
+}
+std::string key_prefix() {
+  if (!agent_hosts_store()) return "";
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return fmt::format("/worker/attempt_{}/", attempt && *attempt ? attempt : "0");
+}
+
+std::string heartbeat_key(int rank) { return fmt::format("{}normlab/heartbeat/{}", key_prefix(), rank); }
+
+c10::intrusive_ptr<c10d::TCPStore> store_client(const DistEnv& env, double timeout_s) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(env.master_port);
+  o.isServer = false;
+  o.waitWorkers = false;
+  o.timeout = to_ms(timeout_s);
+  return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+class GlooComm final : public Comm {
+ public:
+  GlooComm(const DistEnv& env, double timeout_s) : env_(env), timeout_s_(timeout_s) {
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(env.master_port);
+    // Every rank counts itself in and rank 0's server waits for all of them; under torchrun's
+    // agent store the agent does that.
+    so.isServer = env.rank == 0 && !agent_hosts_store();
+    if (!agent_hosts_store()) so.numWorkers = static_cast<size_t>(env.world_size);
+    so.waitWorkers = !agent_hosts_store();
+    so.timeout = to_ms(timeout_s);
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure(fmt::format(
+          "rank {}: cannot join the rendezvous at {}:{} within train.dist_timeout {} s: {}", env.rank,
+          env.master_addr, env.master_port, timeout_s, first_line(e.what())));
+    }
+    auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(timeout_s));
+    // As torch.distributed: GLOO_SOCKET_IFNAME picks the interface; a loopback master means one
+    // machine; otherwise the address this machine's hostname resolves to.
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    try {
+      if (ifname && *ifname) {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      } else if (is_loopback(env.master_addr)) {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      } else {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      opts->threads = 2;
+      c10::intrusive_ptr<c10d::Store> pg_store = store_;
+      if (!key_prefix().empty()) pg_store = c10::make_intrusive<c10d::PrefixStore>(key_prefix(), store_);
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env.rank, env.world_size, opts);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure(fmt::format("rank {}: cannot connect the Gloo process group of {} ranks "
+                                       "within train.dist_timeout {} s: {}", env.rank, env.world_size,
+                                       timeout_s, first_line(e.what())));
+    }
+    heartbeat_ = std::thread([this] { beat(); });
+  }
+
+  ~GlooComm() override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (heartbeat_.joinable()) heartbeat_.join();
+  }
+
+  int rank() const override { return env_.rank; }
+  int world_size() const override { return env_.world_size; }
+  void set_step(int64_t step) override { step_.store(step); }
+
+  void allreduce_sum(std::vector<torch::Tensor>& tensors) override {
+    run_all(tensors, "the gradient all-reduce", [this](std::vector<torch::Tensor>& one) {
+      c10d::AllreduceOptions o;
+      o.reduceOp = c10d::ReduceOp::SUM;
+      return pg_->allreduce(one, o);
+    });
+  }
+
+  void broadcast(std::vector<torch::Tensor>& tensors, int root) override {
+    run_all(tensors, "the weight broadcast", [this, root](std::vector<torch::Tensor>& one) {
+      c10d::BroadcastOptions o;
+      o.rootRank = root;
+      o.rootTensor = 0;
+      return pg_->broadcast(one, o);
+    });
+  }
+
+  void barrier() override {
+    try {
+      pg_->barrier()->wait();
+    } catch (const std::exception& e) {
+      fail("a barrier", e.what());
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& during, const std::string& reason) override {
+    const std::string lost = diagnose();
+    spdlog::error("error: rank {} of {}: {} during {} at step {}: {}; stopping (the run directory keeps "
+                  "its last complete checkpoint)", env_.rank, env_.world_size, lost, during, step_.load(),
+                  first_line(reason));
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    // In-flight Gloo work may still wait on the lost peer: leave without destructors.
+    std::_Exit(1);
+  }
+
+ private:
+  static std::string first_line(const std::string& s) {
+    auto end = s.find('\n');
+    std::string l = s.substr(0, end);
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\r')) l.pop_back();
+    return l;
+  }
+
+  // Each tensor is reduced as its own collective (all issued first, then awaited); CUDA tensors
+  // go through pinned host copies.
+  template <class Op>
+  void run_all(std::vector<torch::Tensor>& tensors, const char* what, Op op) {
+    std::vector<std::vector<torch::Tensor>> host(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      host[i] = {tensors[i].is_cuda() ? tensors[i].to(torch::kCPU) : tensors[i].contiguous()};
+    }
+    try {
+      std::vector<decltype(op(host[0]))> works;
+      for (auto& h : host) works.push_back(op(h));
+      for (auto& w : works) w->wait();
+    } catch (const std::exception& e) {
+      fail(what, e.what());
+    }
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!host[i][0].is_same(tensors[i])) tensors[i].copy_(host[i][0]);
+    }
+  }
+
+  // Every second: "<beat> <step>" under this rank's key, through a store connection of its own.
+  void beat() {
+    c10::intrusive_ptr<c10d::TCPStore> s;
+    int64_t n = 0;
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stopping_) {
+      lock.unlock();
+      try {
+        if (!s) s = store_client(env_, 5.0);
+        s->set(heartbeat_key(env_.rank), bytes(fmt::format("{} {}", ++n, step_.load())));
+      } catch (const std::exception&) {
+        s.reset();  // the store may be gone with rank 0; fail() says so
+      }
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; });
+    }
+  }
+
+  // Which rank stopped: one whose heartbeat does not move over 3 s, else the one furthest behind.
+  std::string diagnose() {
+    auto read_all = [&](c10d::TCPStore& s) {
+      std::vector<std::string> v(env_.world_size);
+      for (int r = 0; r < env_.world_size; ++r) {
+        if (r != env_.rank && s.check({heartbeat_key(r)})) v[r] = text(s.get(heartbeat_key(r)));
+      }
+      return v;
+    };
+    try {
+      auto s = store_client(env_, 3.0);
+      const auto before = read_all(*s);
+      std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+      const auto after = read_all(*s);
+      std::vector<int> silent;
+      int64_t behind_step = step_.load();
+      int behind = -1;
+      for (int r = 0; r < env_.world_size; ++r) {
+        if (r == env_.rank) continue;
+        if (after[r].empty() || before[r] == after[r]) silent.push_back(r);
+        const auto sp = after[r].find(' ');
+        if (sp != std::string::npos) {
+          const int64_t st = std::atoll(after[r].c_str() + sp + 1);
+          if (st < behind_step) {
+            behind_step = st;
+            behind = r;
+          }
+        }
+      }
+      if (!silent.empty()) {
+        std::string names;
+        for (int r : silent) names += (names.empty() ? "rank " : ", rank ") + std::to_string(r);
+        return fmt::format("lost {} (its process stopped)", names);
+      }
+      if (behind >= 0) return fmt::format("rank {} stopped responding (alive, at step {})", behind, behind_step);
+      return "another rank stopped responding";
+    } catch (const std::exception&) {
+      if (agent_hosts_store()) return "the launcher's rendezvous store is gone";
+      return fmt::format("lost rank 0 (its rendezvous store at {}:{} is gone)", env_.master_addr, env_.master_port);
+    }
+  }
+
+  DistEnv env_;
+  double timeout_s_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  std::atomic<int64_t> step_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread heartbeat_;
+};
+
+}  // namespace
+
+std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
+  if (backend != "gloo") {
+    throw UsageError(fmt::format("train.dist_backend: {} is not available in this build; use gloo", backend));
+  }
+  return std::make_unique<GlooComm>(env, timeout_s);
+}
+
+#else
+
+std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
+  throw UsageError(fmt::format(
+      "rank {}: WORLD_SIZE={} needs c10d's Gloo process group, but this normlab was built without "
+      "gloo's headers (install libgloo-dev and rebuild)", env.rank, env.world_size));
+}
+
+#endif
+
+}  // namespace normlab

@@ -1,0 +1,119 @@
+#include "dist/comm.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace normlab {
+namespace {
+
+std::optional<int64_t> env_int(const char* name, int64_t min_value) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  int64_t out = 0;
+  const char* end = v + std::char_traits<char>::length(v);
+  auto [p, ec] = std::from_chars(v, end, out);
+  if (ec != std::errc() || p != end || out < min_value) {
+    throw UsageError(fmt::format("environment: {}={} is not an integer >= {}", name, v, min_value));
+  }
+  return out;
+}
+
+constexpr int64_t kBucketBytes = 25 << 20;  // as DistributedDataParallel's default bucket_cap_mb
+
+// Consecutive runs of tensors of at most kBucketBytes each (a larger tensor is a bucket alone).
+std::vector<std::vector<torch::Tensor>> buckets_of(const std::vector<torch::Tensor>& tensors) {
+  std::vector<std::vector<torch::Tensor>> out;
+  int64_t bytes = kBucketBytes;
+  for (const auto& t : tensors) {
+    const int64_t b = t.numel() * static_cast<int64_t>(t.element_size());
+    if (out.empty() || bytes + b > kBucketBytes) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    out.back().push_back(t);
+    bytes += b;
+  }
+  return out;
+}
+
+torch::Tensor flatten(const std::vector<torch::Tensor>& ts) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : ts) flat.push_back(t.reshape({-1}).to(torch::kFloat));
+  return torch::cat(flat);
+}
+
+void unflatten_into(const torch::Tensor& flat, const std::vector<torch::Tensor>& ts) {
+  int64_t at = 0;
+  for (const auto& t : ts) {
+    t.copy_(flat.narrow(0, at, t.numel()).view_as(t));
+    at += t.numel();
+  }
+}
+
+}  // namespace
+
+DistEnv dist_env_from_environment() {
+  DistEnv e;
+  const auto world = env_int("WORLD_SIZE", 1);
+  if (!world || *world == 1) return e;
+  e.world_size = static_cast<int>(*world);
+  auto need = [&](const char* name, int64_t min_value, int64_t max_value) {
+    const auto v = env_int(name, min_value);
+    if (!v) throw UsageError(fmt::format("environment: WORLD_SIZE={} but {} is not set", e.world_size, name));
+    if (*v > max_value) {
+      throw UsageError(fmt::format("environment: {}={} must be below WORLD_SIZE={}", name, *v, e.world_size));
+    }
+    return static_cast<int>(*v);
+  };
+  e.rank = need("RANK", 0, e.world_size - 1);
+  e.local_rank = env_int("LOCAL_RANK", 0).value_or(0);
+  e.local_world_size = static_cast<int>(env_int("LOCAL_WORLD_SIZE", 1).value_or(e.world_size));
+  const char* addr = std::getenv("MASTER_ADDR");
+  if (!addr || !*addr) throw UsageError(fmt::format("environment: WORLD_SIZE={} but MASTER_ADDR is not set", e.world_size));
+  e.master_addr = addr;
+  e.master_port = need("MASTER_PORT", 1, 65535);
+  return e;
+}
+
+int64_t threads_per_rank(int64_t configured, const DistEnv& env, int64_t cores) {
+  if (configured > 0) return configured;
+  return std::max<int64_t>(1, cores / std::max(1, env.local_world_size));
+}
+
+void broadcast_parameters(Comm& comm, const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard ng;
+  for (const auto& bucket : buckets_of(params)) {
+    std::vector<torch::Tensor> flat{flatten(bucket)};
+    comm.broadcast(flat, 0);
+    unflatten_into(flat[0], bucket);
+  }
+}
+
+void average_gradients(Comm& comm, const std::vector<torch::Tensor>& params,
+                       std::vector<torch::Tensor>& scalars) {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  auto buckets = buckets_of(grads);
+  std::vector<torch::Tensor> flat;
+  for (const auto& b : buckets) flat.push_back(flatten(b));
+  std::vector<torch::Tensor> s;
+  for (const auto& x : scalars) s.push_back(x.reshape({1}).to(torch::kFloat));
+  if (!s.empty()) flat.push_back(torch::cat(s));
+  comm.allreduce_sum(flat);
+  const double inv = 1.0 / comm.world_size();
+  for (size_t k = 0; k < buckets.size(); ++k) unflatten_into(flat[k].mul_(inv), buckets[k]);
+  if (!s.empty()) {
+    for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = flat.back()[static_cast<int64_t>(i)];
+  }
+}
+
+}  // namespace normlab

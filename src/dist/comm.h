@@ -1,0 +1,68 @@
+// Several training processes (MODEL.md section 8a): the ranks' environment as torchrun sets it,
+// and the c10d process group they talk through. Only src/dist/c10d.cpp sees c10d and Gloo; the
+// rest of NormLab sees this interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/torch.h"
+
+namespace normlab {
+
+// torchrun's variables. Without WORLD_SIZE (or with WORLD_SIZE=1) a run is one process.
+struct DistEnv {
+  int rank = 0, world_size = 1, local_rank = 0, local_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  bool distributed() const { return world_size > 1; }
+};
+
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Throws
+// UsageError naming the variable when one is malformed or missing while WORLD_SIZE > 1.
+DistEnv dist_env_from_environment();
+
+// LibTorch threads for a rank: train.threads when set, else this machine's cores shared evenly
+// between the ranks on it (at least one).
+int64_t threads_per_rank(int64_t configured, const DistEnv& env, int64_t cores);
+
+// A connected process group. Collectives work on contiguous float32 tensors of any device (CUDA
+// tensors go through host memory with Gloo). A collective that fails (a rank died, or stayed
+// silent for train.dist_timeout) never returns: the process logs one line naming the lost rank
+// and exits with status 1; the run directory keeps its last complete checkpoint.
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Sums each tensor over the ranks, in place; all reductions run at once.
+  virtual void allreduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  // Rank `root`'s values into every rank's tensors, in place.
+  virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
+  virtual void barrier() = 0;
+  // What this rank is doing, for the error another rank prints when this one falls silent.
+  virtual void set_step(int64_t step) = 0;
+  // The one-line error for a failed collective; exits the process (status 1).
+  [[noreturn]] virtual void fail(const std::string& during, const std::string& reason) = 0;
+};
+
+// Rendezvous through a c10d TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a Gloo
+// process group over it; waits at most timeout_s for every rank to join. backend: the resolved
+// train.dist_backend ("gloo"). Throws RuntimeFailure when it cannot connect.
+std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s);
+
+// Whether this build has c10d's Gloo process group (libgloo-dev's headers were found).
+bool have_gloo();
+
+// Rank 0's parameter values into every rank (flattened into ~25 MB buffers).
+void broadcast_parameters(Comm& comm, const std::vector<torch::Tensor>& params);
+
+// Averages the parameters' gradients over the ranks in ~25 MB buckets, all reduced at once, and
+// sums `scalars` (0-dim float tensors: the loss, flags) over the ranks in the same exchange.
+// Parameters without a gradient are left alone (the same on every rank).
+void average_gradients(Comm& comm, const std::vector<torch::Tensor>& params,
+                       std::vector<torch::Tensor>& scalars);
+
+}  // namespace normlab

@@ -1,0 +1,165 @@
+#include "dist/launch.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/errors.h"
+
+extern char** environ;
+
+namespace normlab {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
+  return "stopped";
+}
+
+bool succeeded(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+bool interrupted(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 130; }
+
+}  // namespace
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw RuntimeFailure(fmt::format("--nproc: cannot open a socket: {}", std::strerror(errno)));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw RuntimeFailure(fmt::format("--nproc: cannot find a free port on 127.0.0.1: {}", std::strerror(e)));
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+int launch_local_ranks(const LaunchOptions& o) {
+  const int W = o.nproc;
+  const int port = free_local_port();
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = o.threads > 0 ? o.threads : std::max<int64_t>(1, cores / W);
+  static const char* kOwn[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                               "MASTER_PORT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+  std::vector<std::string> base;
+  for (char** e = environ; *e; ++e) {
+    const std::string s = *e, name = s.substr(0, s.find('='));
+    if (std::none_of(std::begin(kOwn), std::end(kOwn), [&](const char* k) { return name == k; })) base.push_back(s);
+  }
+  spdlog::info("normlab train --nproc {}: {} ranks on 127.0.0.1:{}, {} thread(s) each", W, W, port, threads);
+
+  std::vector<pid_t> pids(W, -1);
+  std::vector<std::optional<int>> status(W);
+  const pid_t parent = ::getpid();
+  for (int r = 0; r < W; ++r) {
+    std::vector<std::string> env = base;
+    for (const auto& [k, v] : {std::pair<std::string, std::string>{"RANK", std::to_string(r)},
+                               {"WORLD_SIZE", std::to_string(W)}, {"LOCAL_RANK", std::to_string(r)},
+                               {"LOCAL_WORLD_SIZE", std::to_string(W)}, {"MASTER_ADDR", "127.0.0.1"},
+                               {"MASTER_PORT", std::to_string(port)}, {"OMP_NUM_THREADS", std::to_string(threads)},
+                               {"OPENBLAS_NUM_THREADS", std::to_string(threads)}}) {
+      env.push_back(k + "=" + v);
+    }
+    std::vector<std::string> argv{o.exe};
+    argv.insert(argv.end(), o.args.begin(), o.args.end());
+    std::vector<char*> av, ev;
+    for (auto& a : argv) av.push_back(a.data());
+    for (auto& e : env) ev.push_back(e.data());
+    av.push_back(nullptr);
+    ev.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      // Own process group: the terminal's Ctrl-C reaches the launcher, which forwards it once to
+      // every rank, so all of them stop at the same step. If the launcher dies, the ranks stop too.
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGINT);
+      if (::getppid() != parent) ::_exit(130);
+      ::execve(o.exe.c_str(), av.data(), ev.data());
+      const char msg[] = "error: normlab train --nproc: cannot execute the normlab binary\n";
+      [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
+      ::_exit(127);
+    }
+    if (pid < 0) {
+      const int e = errno;
+      for (int k = 0; k < r; ++k) ::kill(pids[k], SIGKILL);
+      throw RuntimeFailure(fmt::format("--nproc: cannot start rank {}: {}", r, std::strerror(e)));
+    }
+    pids[r] = pid;
+  }
+
+  bool forwarded = false;
+  int first_failed = -1;
+  Clock::time_point failed_at;
+  bool killed = false;
+  int running = W;
+  while (running > 0) {
+    if (o.stop && o.stop->load() && !forwarded) {
+      for (int r = 0; r < W; ++r) {
+        if (!status[r]) ::kill(pids[r], SIGINT);
+      }
+      forwarded = true;
+    }
+    if (first_failed >= 0 && !killed &&
+        Clock::now() - failed_at > std::chrono::duration<double>(o.dist_timeout_s)) {
+      for (int r = 0; r < W; ++r) {
+        if (!status[r]) {
+          spdlog::error("error: normlab train --nproc: rank {} still runs {} s after rank {} failed; killing it",
+                        r, o.dist_timeout_s, first_failed);
+          ::kill(pids[r], SIGKILL);
+        }
+      }
+      killed = true;
+    }
+    int st = 0;
+    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid < 0 && errno != EINTR) break;
+    if (pid <= 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    const auto it = std::find(pids.begin(), pids.end(), pid);
+    if (it == pids.end()) continue;
+    const int r = static_cast<int>(it - pids.begin());
+    status[r] = st;
+    --running;
+    if (!succeeded(st) && !(interrupted(st) && forwarded) && first_failed < 0) {
+      first_failed = r;
+      failed_at = Clock::now();
+    }
+  }
+
+  if (first_failed >= 0) {
+    const int st = *status[first_failed];
+    spdlog::error("error: normlab train --nproc {}: rank {} failed first ({}); the ranks' own messages are above",
+                  W, first_failed, describe_status(st));
+    return WIFEXITED(st) && WEXITSTATUS(st) != 0 ? WEXITSTATUS(st) : 1;
+  }
+  for (int r = 0; r < W; ++r) {
+    if (interrupted(*status[r])) return 130;
+  }
+  return 0;
+}
+
+}  // namespace normlab

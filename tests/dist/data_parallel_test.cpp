@@ -1,0 +1,282 @@
+// Data parallel on the CPU (MODEL.md section 8a): c10d Gloo over loopback, ranks started by
+// `normlab train --nproc 2` or by hand with torchrun's variables. W ranks x batch B must train as
+// one process with batch W*B; every rank must take the same decisions; a lost rank must stop the
+// others with a one-line error naming it.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "config/load.h"
+#include "core/errors.h"
+#include "core/fs.h"
+#include "dist/comm.h"
+#include "dist/launch.h"
+#include "model/transformer.h"
+#include "test_util.h"
+#include "train/checkpoint.h"
+
+namespace normlab {
+namespace {
+
+using testing::TempDir;
+
+Config dp_config(const std::string& out, const std::string& layout, int64_t batch) {
+  Config c = testing::tiny_config(out);
+  c.model.layout = layout;
+  c.train.steps = 50;
+  c.train.batch_size = batch;
+  c.train.checkpoint_every = 50;
+  c.train.threads = 1;
+  c.eval.every = 0;
+  c.diag.every = 10;
+  c.train.dist_timeout = 60;
+  return c;
+}
+
+std::string write_config(const TempDir& dir, const std::string& name, const Config& c) {
+  const std::string path = dir / (name + ".yaml");
+  std::ofstream(path) << dump_config(c);
+  return path;
+}
+
+int train_cli(const std::string& cfg, const std::string& extra, const std::string& err,
+              const std::string& env = "") {
+  return testing::run_command(env + " " + testing::normlab_binary() + " train -c " + cfg + " " + extra, err).status;
+}
+
+std::vector<double> losses(const std::string& run) {
+  std::vector<double> v;
+  for (const auto& r : testing::records(run, "train")) v.push_back(r["loss"].as<double>());
+  return v;
+}
+
+NamedTensors final_weights(const std::string& run, const Config& c) {
+  Transformer m(c.model);
+  load_model_weights(find_checkpoint(run, std::nullopt), m);
+  return model_tensors(m);
+}
+
+// Every train loss agrees to 1e-5 relative, every final weight tensor to 5e-5 relative (of its
+// norm). Weights are held to the float noise floor of the computation itself: after these 50 AdamW
+// steps one process on 1 and on 2 threads already differs by up to 8e-6 (normformer's fc2), and
+// summing the batch in two halves is such a reordering too.
+constexpr double weight_rtol = 5e-5;
+void expect_same_run(const std::string& got_run, const std::string& want_run, const Config& c, double rtol,
+                     const std::string& what) {
+  const auto got = losses(got_run), want = losses(want_run);
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], rtol * std::abs(want[i])) << what << ": train loss of step " << i;
+  }
+  const auto wg = final_weights(got_run, c), ww = final_weights(want_run, c);
+  ASSERT_EQ(wg.size(), ww.size());
+  for (size_t i = 0; i < ww.size(); ++i) {
+    ASSERT_EQ(wg[i].first, ww[i].first);
+    const double scale = ww[i].second.norm().item<double>();
+    const double diff = (wg[i].second - ww[i].second).norm().item<double>();
+    EXPECT_LE(diff, weight_rtol * scale) << what << ": " << ww[i].first;
+  }
+}
+
+struct DpCase {
+  std::string layout;
+  int64_t accum;
+};
+void PrintTo(const DpCase& c, std::ostream* os) { *os << c.layout << " accum " << c.accum; }
+
+class DataParallelEquivalenceTest : public ::testing::TestWithParam<DpCase> {};
+
+TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
+  const DpCase p = GetParam();
+  TempDir dir;
+  Config one = dp_config(dir / "one", p.layout, 8), two = dp_config(dir / "two", p.layout, 4);
+  one.train.accum = two.train.accum = p.accum;
+  ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
+  ASSERT_EQ(train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2"), 0) << read_file(dir / "err2");
+  expect_same_run(two.out_dir, one.out_dir, one, 1e-5, p.layout);
+  // One record per step, written by rank 0 alone, counting the global batch's tokens.
+  const auto tr = testing::records(two.out_dir, "train");
+  ASSERT_EQ(tr.size(), 50u);
+  EXPECT_EQ(tr.back()["tokens"].as<int64_t>(), 50 * 8 * p.accum * one.model.ctx);
+  EXPECT_EQ(read_file(find_checkpoint(two.out_dir, std::nullopt) + "/state.json").find("\"world_size\":2") !=
+                std::string::npos, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelEquivalenceTest,
+                         ::testing::Values(DpCase{"pre", 1}, DpCase{"post", 1}, DpCase{"deepnorm", 1},
+                                           DpCase{"normformer", 1}, DpCase{"pre", 2}),
+                         [](const auto& info) {
+                           return info.param.layout + (info.param.accum > 1 ? "_accum2" : "");
+                         });
+
+TEST(DataParallelTest, ARankKilledDuringACheckpointStopsTheOtherAndOneProcessResumesTheRun) {
+  TempDir dir;
+  Config one = dp_config(dir / "one", "pre", 8), two = dp_config(dir / "two", "pre", 4);
+  one.train.checkpoint_every = two.train.checkpoint_every = 10;
+  ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
+  // Rank 0 dies (SIGKILL) inside its third checkpoint (step 30): LATEST still names step 20.
+  const int st = train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2",
+                           "NORMLAB_CRASH_AT=checkpoint.before_swap:3");
+  const std::string err = read_file(dir / "err2");
+  EXPECT_NE(st, 0) << err;
+  EXPECT_NE(err.find("rank 1 of 2: lost rank 0"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 0 failed first (killed by signal 9"), std::string::npos) << err;
+  EXPECT_EQ(read_file(two.out_dir + "/checkpoints/LATEST"), "step_00000020\n");
+  // One process with the doubled batch continues the same run: the same global batch.
+  two.train.batch_size = 8;
+  ASSERT_EQ(train_cli(write_config(dir, "two", two), "--resume", dir / "err3"), 0) << read_file(dir / "err3");
+  expect_same_run(two.out_dir, one.out_dir, one, 1e-5, "resumed");
+  // A world size that changes the global batch is refused, naming both products.
+  two.train.batch_size = 4;
+  two.train.steps = 60;
+  EXPECT_EQ(train_cli(write_config(dir, "two", two), "--resume", dir / "err4"), 2);
+  EXPECT_NE(read_file(dir / "err4").find("train.batch_size: is 4 but the run has 8 (checkpoints/step_00000050): the global batch "
+                                          "(batch_size x processes) would be 4 x 1 = 4 instead of 8 x 1 = 8"), std::string::npos)
+      << read_file(dir / "err4");
+}
+
+// Toy text whose random-byte block lands in rank 1's rows of one update only (shuffle off: update k
+// reads global rows k*8 .. k*8+7 of 32 tokens; rank 1 takes rows 4..7).
+std::string corpus_with_noise_in_rank1_rows(const TempDir& dir, int64_t step) {
+  const std::string text = read_file(testing::source_dir() + "/data/toy/train.txt").substr(0, 40000);
+  const int64_t start = (step * 8 + 4) * 32, len = 4 * 32;
+  std::string out = text.substr(0, start);
+  std::mt19937 rng(7);
+  for (int64_t i = 0; i < len; ++i) out += static_cast<char>(rng() % 256);
+  out += text.substr(start + len);
+  write_file_atomic(dir / "noisy.txt", out);
+  return dir / "noisy.txt";
+}
+
+TEST(DataParallelTest, ASpikeInOneRanksRowsIsSkippedByEveryRank) {
+  TempDir dir;
+  Config one = dp_config(dir / "one", "pre", 8), two = dp_config(dir / "two", "pre", 4);
+  for (Config* c : {&one, &two}) {
+    c->data.train = corpus_with_noise_in_rank1_rows(dir, 40);
+    c->data.shuffle = false;
+    c->diag.spike.window = 24;
+    c->diag.spike.zscore = 4;
+    c->diag.spike.action = "skip";
+  }
+  ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
+  ASSERT_EQ(train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2"), 0) << read_file(dir / "err2");
+  const auto tr = testing::records(two.out_dir, "train");
+  ASSERT_EQ(tr.size(), 50u);
+  for (size_t s = 0; s < tr.size(); ++s) {
+    EXPECT_EQ(tr[s]["skipped"].IsDefined(), s == 40) << "step " << s << ": loss_z " << tr[s]["loss_z"]
+                                                      << ", grad_norm_z " << tr[s]["grad_norm_z"];
+  }
+  // Identical final weights on rank 0 and in the one-process run mean rank 1 skipped the same step.
+  expect_same_run(two.out_dir, one.out_dir, one, 1e-5, "spike");
+}
+
+TEST(DataParallelTest, ANonFiniteGradientOnOneRankStopsEveryRankCleanly) {
+  TempDir dir;
+  Config two = dp_config(dir / "two", "pre", 4);
+  two.train.checkpoint_every = 10;
+  const int st = train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err", "NORMLAB_TEST_NAN_GRAD=1:13");
+  const std::string err = read_file(dir / "err");
+  EXPECT_EQ(st, 1) << err;
+  EXPECT_NE(err.find("stopped at step 13: the loss or gradients are not finite"), std::string::npos) << err;
+  EXPECT_EQ(err.find("lost rank"), std::string::npos) << "both ranks must stop on the decision, not on a lost peer:\n" << err;
+  const auto tr = testing::records(two.out_dir, "train");
+  ASSERT_EQ(tr.size(), 14u);
+  EXPECT_TRUE(tr[13]["nonfinite"].IsDefined());
+  EXPECT_EQ(read_file(two.out_dir + "/checkpoints/LATEST"), "step_00000013\n");  // the last good weights
+}
+
+// Ranks started by hand with torchrun's variables (as torchrun --no-python or srun would).
+pid_t start_rank(const std::string& cfg, int rank, int port, const std::string& err) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", "2", 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    std::freopen(err.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    const std::string bin = testing::normlab_binary();
+    ::execl(bin.c_str(), bin.c_str(), "train", "-c", cfg.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+TEST(DataParallelTest, ARankKilledMidRunMakesTheOtherExitWithAnErrorNamingIt) {
+  TempDir dir;
+  Config c = dp_config(dir / "run", "pre", 4);
+  c.train.steps = 100000;  // runs until killed
+  c.train.checkpoint_every = 100000;
+  c.train.dist_timeout = 20;
+  const std::string cfg = write_config(dir, "run", c);
+  const int port = free_local_port();
+  const pid_t r0 = start_rank(cfg, 0, port, dir / "err0"), r1 = start_rank(cfg, 1, port, dir / "err1");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (testing::records(c.out_dir, "train").size() < 5) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120)) << read_file(dir / "err0");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(r1, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  int st = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(r0, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() - killed < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (done == 0) ::kill(r0, SIGKILL);
+  ::waitpid(r1, nullptr, 0);
+  ASSERT_EQ(done, r0) << "rank 0 hung after rank 1 died";
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LE(took, c.train.dist_timeout) << "rank 0 stopped only after " << took << " s";
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  const std::string err = read_file(dir / "err0");
+  EXPECT_NE(err.find("error: rank 0 of 2: lost rank 1"), std::string::npos) << err;
+}
+
+TEST(DistEnvTest, ReadsTorchrunsVariablesAndNamesTheBadOne) {
+  auto with_env = [](std::vector<std::pair<const char*, const char*>> vars) {
+    for (const char* k : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"}) ::unsetenv(k);
+    for (auto& [k, v] : vars) ::setenv(k, v, 1);
+  };
+  with_env({});
+  EXPECT_FALSE(dist_env_from_environment().distributed());
+  with_env({{"WORLD_SIZE", "4"}, {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+            {"MASTER_ADDR", "node7"}, {"MASTER_PORT", "29500"}});
+  const DistEnv e = dist_env_from_environment();
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.world_size, 4);
+  EXPECT_EQ(e.local_rank, 1);
+  EXPECT_EQ(e.master_addr, "node7");
+  EXPECT_EQ(e.master_port, 29500);
+  EXPECT_EQ(threads_per_rank(0, e, 16), 8);  // the node's cores split between its 2 ranks
+  EXPECT_EQ(threads_per_rank(3, e, 16), 3);  // train.threads wins
+  auto message = [&]() -> std::string {
+    try {
+      dist_env_from_environment();
+    } catch (const UsageError& err) {
+      return err.what();
+    }
+    return "";
+  };
+  with_env({{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(message().find("WORLD_SIZE=2 but RANK is not set"), std::string::npos) << message();
+  with_env({{"WORLD_SIZE", "2"}, {"RANK", "2"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}});
+  EXPECT_NE(message().find("RANK=2 must be below WORLD_SIZE=2"), std::string::npos) << message();
+  with_env({{"WORLD_SIZE", "two"}});
+  EXPECT_NE(message().find("WORLD_SIZE=two is not an integer"), std::string::npos) << message();
+  with_env({});
+}
+
+}  // namespace
+}  // namespace normlab
