@@ -3,7 +3,7 @@
 # (../shared/GPU.md; the lent H100 machine). Debian 12's packages of NormLab's other dependencies,
 # downloaded beforehand on a Debian machine with
 #   mkdir -p .debs && (cd .debs && apt-get download libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev \
-#     libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libgtest-dev libgmock-dev googletest)
+#     libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libgtest-dev libgmock-dev googletest libgloo-dev)
 # (.debs/ is git-ignored; the device tool's `carry` takes it along), are unpacked into a prefix of
 # their own, never into /. Then configure against python3's torch and build everything.
 #   scripts/gpu_build.sh [cmake --build arguments]      build dir: build-gpu/ (NORMLAB_BUILD_DIR)

@@ -6,7 +6,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/torch_env.sh"
-PKGS=(cmake g++ make ccache libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev
+PKGS=(cmake g++ make ccache libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgloo-dev
       libopenblas0-pthread libopenblas0-openmp python3 python3-numpy python3-yaml python3-matplotlib)
 # Debian's LibTorch also for the other families: the reference checks and bench.sh's PyTorch 1.13
 # side use python3-torch, which comes with it.

@@ -46,6 +46,13 @@ extern "C" void on_sigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C kills at once
 }
 
+// train: SIGTERM (Slurm's time limit, scancel, torchrun stopping its workers) stops as Ctrl-C does,
+// with a checkpoint; a second one kills.
+extern "C" void on_sigterm(int) {
+  g_stop.store(true);
+  std::signal(SIGTERM, SIG_DFL);
+}
+
 // A model from a run directory's checkpoint, in eval mode, with its config.
 struct LoadedModel {
   Config config;
@@ -259,6 +266,7 @@ int run_cli(int argc, char** argv) {
     }
     Config cfg = load_run_config(config_path, overrides);
     std::signal(SIGINT, on_sigint);
+    std::signal(SIGTERM, on_sigterm);
     if (nproc > 1) {
       if (dist_env_from_environment().distributed()) {
         throw UsageError("--nproc: WORLD_SIZE is already set (a launcher such as torchrun started this "

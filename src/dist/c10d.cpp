@@ -53,6 +53,7 @@ std::string key_prefix() {
 }
 
 std::string heartbeat_key(int rank) { return fmt::format("{}normlab/heartbeat/{}", key_prefix(), rank); }
+std::string exiting_key(int rank) { return fmt::format("{}normlab/exiting/{}", key_prefix(), rank); }
 
 c10::intrusive_ptr<c10d::TCPStore> store_client(const DistEnv& env, double timeout_s) {
   c10d::TCPStoreOptions o;
@@ -139,9 +140,11 @@ class GlooComm final : public Comm {
     });
   }
 
-  void barrier() override {
+  void barrier(double timeout_s) override {
     try {
-      pg_->barrier()->wait();
+      c10d::BarrierOptions o;
+      if (timeout_s > 0) o.timeout = to_ms(timeout_s);
+      pg_->barrier(o)->wait();
     } catch (const std::exception& e) {
       fail("a barrier", e.what());
     }
@@ -149,6 +152,10 @@ class GlooComm final : public Comm {
 
   [[noreturn]] void fail(const std::string& during, const std::string& reason) override {
     const std::string lost = diagnose();
+    try {  // so that slower survivors do not count this rank among the lost
+      store_client(env_, 2.0)->set(exiting_key(env_.rank), bytes(lost));
+    } catch (const std::exception&) {
+    }
     spdlog::error("error: rank {} of {}: {} during {} at step {}: {}; stopping (the run directory keeps "
                   "its last complete checkpoint)", env_.rank, env_.world_size, lost, during, step_.load(),
                   first_line(reason));
@@ -222,7 +229,7 @@ class GlooComm final : public Comm {
       int64_t behind_step = step_.load();
       int behind = -1;
       for (int r = 0; r < env_.world_size; ++r) {
-        if (r == env_.rank) continue;
+        if (r == env_.rank || s->check({exiting_key(r)})) continue;  // a survivor that gave up
         if (after[r].empty() || before[r] == after[r]) silent.push_back(r);
         const auto sp = after[r].find(' ');
         if (sp != std::string::npos) {
@@ -257,7 +264,31 @@ class GlooComm final : public Comm {
   std::thread heartbeat_;
 };
 
+class TcpStoreHost final : public StoreHost {
+ public:
+  explicit TcpStoreHost(double timeout_s) {
+    c10d::TCPStoreOptions o;
+    o.port = 0;  // the kernel picks a free one, bound from now on: no race with other listeners
+    o.isServer = true;
+    o.waitWorkers = false;
+    o.timeout = to_ms(timeout_s);
+    store_ = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", o);
+  }
+  int port() const override { return store_->getPort(); }
+
+ private:
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
 }  // namespace
+
+std::unique_ptr<StoreHost> host_rendezvous_store(double timeout_s) {
+  try {
+    return std::make_unique<TcpStoreHost>(timeout_s);
+  } catch (const std::exception& e) {
+    throw RuntimeFailure(fmt::format("--nproc: cannot start the rendezvous store on 127.0.0.1: {}", e.what()));
+  }
+}
 
 std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
   if (backend != "gloo") {
@@ -267,6 +298,10 @@ std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backe
 }
 
 #else
+
+std::unique_ptr<StoreHost> host_rendezvous_store(double) {
+  throw UsageError("--nproc: this normlab was built without c10d's Gloo (install libgloo-dev and rebuild)");
+}
 
 std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
   throw UsageError(fmt::format(

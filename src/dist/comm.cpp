@@ -63,21 +63,24 @@ DistEnv dist_env_from_environment() {
   const auto world = env_int("WORLD_SIZE", 1);
   if (!world || *world == 1) return e;
   e.world_size = static_cast<int>(*world);
-  auto need = [&](const char* name, int64_t min_value, int64_t max_value) {
+  auto need = [&](const char* name, int64_t min_value) {
     const auto v = env_int(name, min_value);
     if (!v) throw UsageError(fmt::format("environment: WORLD_SIZE={} but {} is not set", e.world_size, name));
-    if (*v > max_value) {
-      throw UsageError(fmt::format("environment: {}={} must be below WORLD_SIZE={}", name, *v, e.world_size));
-    }
-    return static_cast<int>(*v);
+    return *v;
   };
-  e.rank = need("RANK", 0, e.world_size - 1);
+  const int64_t rank = need("RANK", 0);
+  if (rank >= e.world_size) {
+    throw UsageError(fmt::format("environment: RANK={} must be below WORLD_SIZE={}", rank, e.world_size));
+  }
+  e.rank = static_cast<int>(rank);
   e.local_rank = env_int("LOCAL_RANK", 0).value_or(0);
   e.local_world_size = static_cast<int>(env_int("LOCAL_WORLD_SIZE", 1).value_or(e.world_size));
   const char* addr = std::getenv("MASTER_ADDR");
   if (!addr || !*addr) throw UsageError(fmt::format("environment: WORLD_SIZE={} but MASTER_ADDR is not set", e.world_size));
   e.master_addr = addr;
-  e.master_port = need("MASTER_PORT", 1, 65535);
+  const int64_t port = need("MASTER_PORT", 1);
+  if (port > 65535) throw UsageError(fmt::format("environment: MASTER_PORT={} is not a TCP port (1..65535)", port));
+  e.master_port = static_cast<int>(port);
   return e;
 }
 

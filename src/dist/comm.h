@@ -41,7 +41,9 @@ class Comm {
   virtual void allreduce_sum(std::vector<torch::Tensor>& tensors) = 0;
   // Rank `root`'s values into every rank's tensors, in place.
   virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
-  virtual void barrier() = 0;
+  // Waits for every rank; timeout_s > 0 replaces train.dist_timeout for this wait (the ranks that
+  // wait while rank 0 alone evaluates or writes a checkpoint). A rank that dies still fails it at once.
+  virtual void barrier(double timeout_s = 0) = 0;
   // What this rank is doing, for the error another rank prints when this one falls silent.
   virtual void set_step(int64_t step) = 0;
   // The one-line error for a failed collective; exits the process (status 1).
@@ -55,6 +57,15 @@ std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backe
 
 // Whether this build has c10d's Gloo process group (libgloo-dev's headers were found).
 bool have_gloo();
+
+// A rendezvous store served by a launcher (`--nproc`), as torchrun's agent does: on a free port of
+// 127.0.0.1, alive for the object's life, so the ranks' store outlives any of them.
+class StoreHost {
+ public:
+  virtual ~StoreHost() = default;
+  virtual int port() const = 0;
+};
+std::unique_ptr<StoreHost> host_rendezvous_store(double timeout_s);
 
 // Rank 0's parameter values into every rank (flattened into ~25 MB buffers).
 void broadcast_parameters(Comm& comm, const std::vector<torch::Tensor>& params);

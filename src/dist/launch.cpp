@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
+#include "dist/comm.h"
 
 extern char** environ;
 
@@ -58,11 +59,17 @@ int free_local_port() {
 
 int launch_local_ranks(const LaunchOptions& o) {
   const int W = o.nproc;
-  const int port = free_local_port();
+  // The launcher serves the rendezvous store, as torchrun's agent does: its port is bound before
+  // any rank starts (no race for a free port) and it outlives every rank, so a survivor can tell
+  // which rank stopped, rank 0 included.
+  const auto store = host_rendezvous_store(o.dist_timeout_s);
+  const int port = store->port();
+  std::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the ranks before waitpid sees them
   const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
   const int64_t threads = o.threads > 0 ? o.threads : std::max<int64_t>(1, cores / W);
   static const char* kOwn[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                               "MASTER_PORT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"};
+                               "MASTER_PORT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                               "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RESTART_COUNT"};
   std::vector<std::string> base;
   for (char** e = environ; *e; ++e) {
     const std::string s = *e, name = s.substr(0, s.find('='));
@@ -79,7 +86,8 @@ int launch_local_ranks(const LaunchOptions& o) {
                                {"WORLD_SIZE", std::to_string(W)}, {"LOCAL_RANK", std::to_string(r)},
                                {"LOCAL_WORLD_SIZE", std::to_string(W)}, {"MASTER_ADDR", "127.0.0.1"},
                                {"MASTER_PORT", std::to_string(port)}, {"OMP_NUM_THREADS", std::to_string(threads)},
-                               {"OPENBLAS_NUM_THREADS", std::to_string(threads)}}) {
+                               {"OPENBLAS_NUM_THREADS", std::to_string(threads)},
+                               {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"}}) {
       env.push_back(k + "=" + v);
     }
     std::vector<std::string> argv{o.exe};
@@ -111,7 +119,7 @@ int launch_local_ranks(const LaunchOptions& o) {
 
   bool forwarded = false;
   int first_failed = -1;
-  Clock::time_point failed_at;
+  Clock::time_point failed_at = Clock::now();
   bool killed = false;
   int running = W;
   while (running > 0) {
@@ -155,6 +163,12 @@ int launch_local_ranks(const LaunchOptions& o) {
     spdlog::error("error: normlab train --nproc {}: rank {} failed first ({}); the ranks' own messages are above",
                   W, first_failed, describe_status(st));
     return WIFEXITED(st) && WEXITSTATUS(st) != 0 ? WEXITSTATUS(st) : 1;
+  }
+  for (int r = 0; r < W; ++r) {
+    if (!status[r]) {
+      spdlog::error("error: normlab train --nproc {}: lost track of rank {} (no exit status)", W, r);
+      return 1;
+    }
   }
   for (int r = 0; r < W; ++r) {
     if (interrupted(*status[r])) return 130;

@@ -121,13 +121,13 @@ std::vector<double> unscaled(std::vector<double> squared, double scale) {
 }
 }  // namespace
 
-StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_param, bool stop_requested) {
+StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_param,
+                           const std::atomic<bool>* stop) {
   StepOutcome o;
   o.loss_scale = scaler_.scale();  // fp16: gradients come out multiplied by it
   const int rank = comm_ ? comm_->rank() : 0, world = comm_ ? comm_->world_size() : 1;
   o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale,
                             rank, world);
-  o.stop = stop_requested;
   if (nan_gradient_requested(rank, o.pass.first_micro_batch)) {
     torch::NoGradGuard ng;
     for (auto& p : t_.params) {
@@ -136,6 +136,7 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
   }
   if (comm_) {
     // Gradients averaged over the ranks (the mean over all W*B rows), loss and stop flag summed.
+    const bool stop_requested = stop && stop->load();
     std::vector<torch::Tensor> scalars{o.pass.loss, torch::full({}, stop_requested ? 1.0f : 0.0f, o.pass.loss.options())};
     average_gradients(*comm_, t_.params, scalars);
     o.pass.loss = scalars[0] / static_cast<double>(world);
@@ -144,6 +145,13 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
   // One host read for everything the step must decide on: loss and gradient-norm groups.
   auto per_tensor = GradStats::squared_per_tensor(t_.params);
   auto groups = t_.grad_stats->groups(per_tensor);
+  if (comm_) {
+    // The ranks hold the same averaged gradients, but a norm's reduction order can depend on the
+    // thread count: rank 0's norms decide for everyone, so clipping and skips never diverge.
+    std::vector<torch::Tensor> g{groups.contiguous()};
+    comm_->broadcast(g, 0);
+    groups = g[0];
+  }
   Flat host;
   const size_t k_loss = host.add(o.pass.loss), k_groups = host.add(groups);
   const size_t k_pt = per_param ? host.add(per_tensor) : 0;

@@ -4,6 +4,7 @@
 // (TrainStep::run, which does all three and returns a plain outcome).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,7 +82,7 @@ struct StepOutcome {
   ZScore loss_z, grad_norm_z;         // against baselines that exclude this step
   bool loss_spike = false, grad_norm_spike = false;
   std::unique_ptr<UpdateProbe> probe;  // diag steps that updated: the weights before the update
-  bool stop = false;                   // some rank was asked to stop (Ctrl-C) before this step
+  bool stop = false;                   // W > 1: some rank was asked to stop (Ctrl-C) during this step
 };
 
 // Runs updates of one Trainable: forward and backward, one host read (loss, gradient-norm groups
@@ -96,9 +97,11 @@ class TrainStep {
             LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes,
             Comm* comm = nullptr);
   // One update at learning rate lr, from global micro-batch `micro_batch` (advanced); diag
-  // captures the statistics of the first micro-batch and keeps an UpdateProbe. stop_requested:
-  // this process was asked to stop; the outcome's `stop` says whether any rank was.
-  StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param, bool stop_requested = false);
+  // captures the statistics of the first micro-batch and keeps an UpdateProbe. With W > 1 ranks,
+  // `stop` (this process's Ctrl-C flag) is read after the backward and all-reduced with the
+  // gradients: the outcome's `stop` says whether any rank was asked, so all of them stop together.
+  StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param,
+                  const std::atomic<bool>* stop = nullptr);
 
  private:
   const Config& cfg_;

@@ -73,14 +73,18 @@ class Run {
       // One rendezvous before anything else, so a rank that fails below takes the others with it.
       const std::string backend = cfg_.train.dist_backend == "auto" ? "gloo" : cfg_.train.dist_backend;
       comm_ = connect_ranks(env_, backend, cfg_.train.dist_timeout);
-      if (!writer()) spdlog::set_level(spdlog::level::warn);  // rank 0 alone reports progress
+      if (!writer()) spdlog::set_level(spdlog::level::err);  // rank 0 alone reports
     }
-    // Rank 0 alone takes the run directory and checks it; the others read it once rank 0 is done.
-    if (writer()) open_directory();
-    if (comm_) {
-      comm_->barrier();
-      if (!writer()) find_resume_point();
+    // Rank 0 alone takes the run directory and checks it, then tells the others how to start.
+    if (writer()) {
+      try {
+        open_directory();
+      } catch (...) {
+        if (comm_) share_start(/*failed=*/true);
+        throw;
+      }
     }
+    if (comm_) share_start(/*failed=*/false);
     configure_threads(threads_per_rank(cfg_.train.threads, env_, std::max<int64_t>(1, std::thread::hardware_concurrency())));
     train_data_ = Corpus::load(cfg_.data.train);
     val_data_ = Corpus::load(cfg_.data.val);
@@ -168,11 +172,34 @@ class Run {
     }
   }
 
-  // Ranks other than 0, after rank 0 has opened and checked the directory: where to start.
-  void find_resume_point() {
+  // W > 1: rank 0 broadcasts whether it could open the directory and which checkpoint it resumes
+  // from; the other ranks find the same checkpoint themselves (the directory must be shared) and
+  // refuse to go on when they see another one.
+  void share_start(bool failed) {
+    auto ckpt_step = [](const std::string& dir) -> int64_t {
+      return dir.empty() ? -1 : std::stoll(fs::path(dir).filename().string().substr(5));
+    };
+    std::vector<torch::Tensor> v{torch::tensor({int64_t{failed}, int64_t{resuming_}, ckpt_step(checkpoint_dir_)})};
+    comm_->broadcast(v, 0);
+    if (writer()) return;
+    if (v[0][0].item<int64_t>() != 0) {
+      throw UsageError(fmt::format("rank {}: rank 0 could not start the run (its error is above)", comm_->rank()));
+    }
     resuming_ = opts_.resume && file_exists((fs::path(cfg_.out_dir) / "checkpoints" / "LATEST").string());
     if (resuming_) checkpoint_dir_ = find_checkpoint(cfg_.out_dir, std::nullopt);
+    if (v[0][1].item<int64_t>() != int64_t{resuming_} || v[0][2].item<int64_t>() != ckpt_step(checkpoint_dir_)) {
+      throw RuntimeFailure(fmt::format(
+          "rank {}: {} shows this rank {} but rank 0 {}; every rank must see the same run directory "
+          "(a filesystem all of them share)", comm_->rank(), cfg_.out_dir,
+          resuming_ ? "checkpoint " + checkpoint_name_of(checkpoint_dir_) : std::string("no checkpoint"),
+          v[0][1].item<int64_t>() ? fmt::format("resumes from step {}", v[0][2].item<int64_t>())
+                                  : std::string("starts a new run")));
+    }
   }
+
+  // How long ranks wait while rank 0 alone evaluates or writes a checkpoint: far beyond
+  // train.dist_timeout, which is about lost ranks (a rank that dies still fails the wait at once).
+  double writer_wait_s() const { return std::max(3600.0, 10 * cfg_.train.dist_timeout); }
 
   bool writer() const { return !comm_ || comm_->rank() == 0; }
 
@@ -367,6 +394,7 @@ class Run {
   }
 
   int loop() {
+    if (comm_) comm_->barrier(writer_wait_s());  // rank 0 wrote the directory and evaluated step 0
     const int64_t steps = cfg_.train.steps;
     double interval_time = 0;
     int64_t interval_tokens = 0;
@@ -380,9 +408,8 @@ class Run {
       const auto t0 = Clock::now();
 
       if (comm_) comm_->set_step(s);
-      StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now,
-                                 opts_.stop && opts_.stop->load());
-      stop_now_ = o.stop;
+      StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now, opts_.stop);
+      stop_now_ = comm_ ? o.stop : false;
       const double loss = o.loss;
       const GradNorms& g = o.grads;
       JsonObject rec;
@@ -504,14 +531,18 @@ class Run {
   bool after_update() {
     if (log_file_) log_file_->check();
     const bool last = state_.step == cfg_.train.steps;
-    if (cfg_.eval.every > 0 && state_.step % cfg_.eval.every == 0 && !last) run_eval();
+    const bool eval = cfg_.eval.every > 0 && state_.step % cfg_.eval.every == 0 && !last;
+    if (eval) run_eval();
     const bool save = state_.step % cfg_.train.checkpoint_every == 0 || last;
     if (save) {
       if (last) run_eval();
       checkpoint();
     }
-    if (stop_now_ && !last) {  // decided on the all-reduced flag: every rank stops here
-      if (!save) checkpoint();
+    // W > 1: decided on the all-reduced flag, so every rank stops after this same update.
+    const bool stop = comm_ ? stop_now_ : opts_.stop && opts_.stop->load();
+    if (stop && !last && !save) checkpoint();
+    if (comm_ && (eval || save || stop)) comm_->barrier(writer_wait_s());  // rank 0 wrote alone
+    if (stop && !last) {
       spdlog::info("interrupted: checkpoint {} written; continue with --resume", checkpoint_name(state_.step));
       if (log_file_) log_file_->check();
       return true;

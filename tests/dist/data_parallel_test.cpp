@@ -2,6 +2,7 @@
 // `normlab train --nproc 2` or by hand with torchrun's variables. W ranks x batch B must train as
 // one process with batch W*B; every rank must take the same decisions; a lost rank must stop the
 // others with a one-line error naming it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -195,22 +196,46 @@ TEST(DataParallelTest, ANonFiniteGradientOnOneRankStopsEveryRankCleanly) {
   EXPECT_EQ(read_file(two.out_dir + "/checkpoints/LATEST"), "step_00000013\n");  // the last good weights
 }
 
-// Ranks started by hand with torchrun's variables (as torchrun --no-python or srun would).
-pid_t start_rank(const std::string& cfg, int rank, int port, const std::string& err) {
+// Child processes a test started: SIGKILLed when the test ends, whatever happened.
+struct Children {
+  std::vector<pid_t> pids;
+  ~Children() {
+    for (pid_t p : pids) {
+      if (::kill(p, SIGKILL) == 0) ::waitpid(p, nullptr, 0);
+    }
+  }
+};
+
+// `normlab ARGS` with extra environment variables and stderr to a file; everything is prepared
+// before the fork (the child only calls async-signal-safe functions).
+pid_t start_normlab(const std::vector<std::string>& args, const std::vector<std::string>& env_extra,
+                    const std::string& err) {
+  std::vector<std::string> env(env_extra);
+  for (char** e = ::environ; *e; ++e) env.push_back(*e);
+  std::vector<std::string> argv{testing::normlab_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> av, ev;
+  for (auto& a : argv) av.push_back(a.data());
+  for (auto& e : env) ev.push_back(e.data());
+  av.push_back(nullptr);
+  ev.push_back(nullptr);
+  const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::setenv("RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("WORLD_SIZE", "2", 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    std::freopen(err.c_str(), "w", stderr);
-    std::freopen("/dev/null", "w", stdout);
-    const std::string bin = testing::normlab_binary();
-    ::execl(bin.c_str(), bin.c_str(), "train", "-c", cfg.c_str(), static_cast<char*>(nullptr));
+    ::dup2(fd, 2);
+    ::execve(av[0], av.data(), ev.data());
     ::_exit(127);
   }
+  ::close(fd);
   return pid;
+}
+
+// Ranks started by hand with torchrun's variables (as torchrun --no-python or srun would).
+pid_t start_rank(const std::string& cfg, int rank, int port, const std::string& err) {
+  return start_normlab({"train", "-c", cfg},
+                       {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank), "WORLD_SIZE=2",
+                        "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port)},
+                       err);
 }
 
 TEST(DataParallelTest, ARankKilledMidRunMakesTheOtherExitWithAnErrorNamingIt) {
@@ -222,6 +247,7 @@ TEST(DataParallelTest, ARankKilledMidRunMakesTheOtherExitWithAnErrorNamingIt) {
   const std::string cfg = write_config(dir, "run", c);
   const int port = free_local_port();
   const pid_t r0 = start_rank(cfg, 0, port, dir / "err0"), r1 = start_rank(cfg, 1, port, dir / "err1");
+  Children guard{{r0, r1}};
   const auto t0 = std::chrono::steady_clock::now();
   while (testing::records(c.out_dir, "train").size() < 5) {
     ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120)) << read_file(dir / "err0");
@@ -234,14 +260,42 @@ TEST(DataParallelTest, ARankKilledMidRunMakesTheOtherExitWithAnErrorNamingIt) {
   while ((done = ::waitpid(r0, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() - killed < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (done == 0) ::kill(r0, SIGKILL);
-  ::waitpid(r1, nullptr, 0);
   ASSERT_EQ(done, r0) << "rank 0 hung after rank 1 died";
+  guard.pids = {r1};
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LE(took, c.train.dist_timeout) << "rank 0 stopped only after " << took << " s";
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
   const std::string err = read_file(dir / "err0");
   EXPECT_NE(err.find("error: rank 0 of 2: lost rank 1"), std::string::npos) << err;
+}
+
+TEST(DataParallelTest, CtrlCStopsEveryRankAtTheSameStepWithACheckpointThatResumes) {
+  TempDir dir;
+  Config c = dp_config(dir / "run", "pre", 4), whole = dp_config(dir / "whole", "pre", 4);
+  c.train.steps = whole.train.steps = 200;
+  c.train.checkpoint_every = whole.train.checkpoint_every = 1000;
+  const std::string cfg = write_config(dir, "run", c);
+  ASSERT_EQ(train_cli(write_config(dir, "whole", whole), "--nproc 2", dir / "err0"), 0) << read_file(dir / "err0");
+  const pid_t launcher = start_normlab({"train", "-c", cfg, "--nproc", "2"}, {}, dir / "err");
+  Children guard{{launcher}};
+  const auto t0 = std::chrono::steady_clock::now();
+  while (testing::records(c.out_dir, "train").size() < 5) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120)) << read_file(dir / "err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(launcher, SIGINT);  // what a terminal's Ctrl-C does to the launcher
+  int st = 0;
+  ASSERT_EQ(::waitpid(launcher, &st, 0), launcher);
+  guard.pids.clear();
+  ASSERT_TRUE(WIFEXITED(st)) << read_file(dir / "err");
+  EXPECT_EQ(WEXITSTATUS(st), 130) << read_file(dir / "err");
+  const std::string latest = read_file(c.out_dir + "/checkpoints/LATEST");
+  const int64_t step = std::stoll(latest.substr(5));
+  EXPECT_LT(step, 200);
+  EXPECT_EQ(static_cast<int64_t>(testing::records(c.out_dir, "train").size()), step);
+  // Both ranks stopped after the same update: the resumed run ends as the uninterrupted one.
+  ASSERT_EQ(train_cli(cfg, "--nproc 2 --resume", dir / "err2"), 0) << read_file(dir / "err2");
+  EXPECT_EQ(losses(c.out_dir), losses(whole.out_dir));
 }
 
 TEST(DistEnvTest, ReadsTorchrunsVariablesAndNamesTheBadOne) {
