@@ -24,7 +24,21 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
   pass.first_micro_batch = micro_batch;
   const int64_t B = cfg.train.batch_size, T = cfg.model.ctx, accum = cfg.train.accum;
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions().device(device));
+  // grad_noise_scale needs each micro-batch's own gradient: the difference the backward adds.
+  const bool noise = diag && accum * world_size > 1;
+  std::vector<torch::Tensor> params;
+  if (noise) {
+    params = model->parameters();
+    pass.micro_sq = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  }
+  std::vector<torch::Tensor> before(params.size());
   for (int64_t a = 0; a < accum; ++a) {
+    if (noise && a > 0) {
+      torch::NoGradGuard ng;
+      for (size_t i = 0; i < params.size(); ++i) {
+        before[i] = params[i].grad().defined() ? params[i].grad().clone() : torch::Tensor();
+      }
+    }
     pass.offsets.push_back(batch_offsets(data.size(), T, B * world_size, micro_batch, cfg.data.shuffle,
                                          static_cast<uint64_t>(cfg.seed)));
     const auto& all = pass.offsets.back();
@@ -50,11 +64,31 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
     (loss_scale == 1.0 ? total / static_cast<double>(accum)
                        : total * (loss_scale / static_cast<double>(accum))).backward();
     loss_sum += loss.detach();
+    if (noise) {
+      // The backward added g_a / accum (times the loss scale) to every gradient.
+      torch::NoGradGuard ng;
+      std::vector<torch::Tensor> sq;
+      for (size_t i = 0; i < params.size(); ++i) {
+        const auto& g = params[i].grad();
+        if (!g.defined()) continue;
+        const auto d = before[i].defined() ? g - before[i] : g;
+        sq.push_back(d.to(torch::kDouble).pow(2).sum());
+      }
+      if (!sq.empty()) pass.micro_sq += torch::stack(sq).sum() * static_cast<double>(accum * accum);
+    }
     ++micro_batch;
   }
   model->set_capture(false);
   pass.loss = loss_sum / static_cast<double>(accum);
   return pass;
+}
+
+double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, int64_t n) {
+  if (n < 2) return std::nan("");
+  const double bs = static_cast<double>(small), bb = static_cast<double>(small * n);
+  const double g2 = (bb * big_sq - bs * mean_small_sq) / (bb - bs);  // estimate of |G|^2
+  const double s = (mean_small_sq - big_sq) / (1.0 / bs - 1.0 / bb);  // estimate of tr(S)
+  return s / g2;
 }
 
 void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_norm, double loss_scale) {
@@ -138,9 +172,11 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
     // Gradients averaged over the ranks (the mean over all W*B rows), loss and stop flag summed.
     const bool stop_requested = stop && stop->load();
     std::vector<torch::Tensor> scalars{o.pass.loss, torch::full({}, stop_requested ? 1.0f : 0.0f, o.pass.loss.options())};
+    if (o.pass.micro_sq.defined()) scalars.push_back(o.pass.micro_sq);  // summed over the ranks
     average_gradients(*comm_, t_.params, scalars);
     o.pass.loss = scalars[0] / static_cast<double>(world);
     o.stop = scalars[1].item<float>() > 0;
+    if (o.pass.micro_sq.defined()) o.pass.micro_sq = scalars[2];
   }
   // One host read for everything the step must decide on: loss and gradient-norm groups.
   auto per_tensor = GradStats::squared_per_tensor(t_.params);
@@ -155,10 +191,16 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
   Flat host;
   const size_t k_loss = host.add(o.pass.loss), k_groups = host.add(groups);
   const size_t k_pt = per_param ? host.add(per_tensor) : 0;
+  const size_t k_micro = o.pass.micro_sq.defined() ? host.add(o.pass.micro_sq.to(torch::kDouble).reshape({1})) : 0;
   host.fetch();
   o.loss = host.scalar(k_loss);
   o.grads = t_.grad_stats->unpack(unscaled(host.get(k_groups), o.loss_scale));
   if (per_param) o.per_param_sq = unscaled(host.get(k_pt), o.loss_scale);
+  if (o.pass.micro_sq.defined()) {
+    const int64_t n = cfg_.train.accum * world;
+    const double mean_small_sq = host.scalar(k_micro) / (o.loss_scale * o.loss_scale) / static_cast<double>(n);
+    o.grad_noise_scale = simple_noise_scale(mean_small_sq, o.grads.total * o.grads.total, cfg_.train.batch_size, n);
+  }
 
   // Spikes are scored against baselines that exclude this step, and only on finite values.
   const bool finite = std::isfinite(o.loss) && std::isfinite(o.grads.total);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,7 +28,16 @@ struct Pass {
   torch::Tensor logit_max, lse_mean;          // with diag only
   std::vector<std::vector<int64_t>> offsets;  // window starts of each micro-batch (all ranks' rows)
   int64_t first_micro_batch = 0;
+  // Diagnostics steps with accum x W > 1: the sum over this rank's micro-batches of |g_a|^2, g_a
+  // the gradient of micro-batch a's own mean loss (times loss_scale^2), for grad_noise_scale.
+  torch::Tensor micro_sq;
 };
+
+// The simple noise scale B_simple = tr(S) / |G|^2 (MODEL.md section 9; McCandlish et al. 2018,
+// appendix A) from n > 1 gradients of batches of `small` sequences each: `mean_small_sq` the mean
+// of their squared norms, `big_sq` the squared norm of their average (a batch of n * small).
+// In sequences; NaN when n < 2. Unbiased but noisy: a single estimate may be negative.
+double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, int64_t n);
 
 // The autocast type of train.precision: kFloat (no autocast), kBFloat16 or kHalf.
 torch::ScalarType precision_dtype(const std::string& precision);
@@ -83,6 +93,7 @@ struct StepOutcome {
   bool loss_spike = false, grad_norm_spike = false;
   std::unique_ptr<UpdateProbe> probe;  // diag steps that updated: the weights before the update
   bool stop = false;                   // W > 1: some rank was asked to stop (Ctrl-C) during this step
+  double grad_noise_scale = std::nan("");  // diag steps with accum x W > 1, in sequences
 };
 
 // Runs updates of one Trainable: forward and backward, one host read (loss, gradient-norm groups

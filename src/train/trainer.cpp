@@ -484,6 +484,7 @@ class Run {
         const double tok_s = (interval_tokens + tokens_per_update) / std::max(interval_time + dt_now, 1e-9);
         rec.add("tokens", state_.tokens).add("tok_per_s", tok_s);
         if (d) rec.add("param_norm", d->param_norm);
+        if (std::isfinite(o.grad_noise_scale)) rec.add("grad_noise_scale", o.grad_noise_scale);
         rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
         if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
         if (cfg_.diag.per_param) {

@@ -146,6 +146,29 @@ TEST(DataParallelTest, ARankKilledDuringACheckpointStopsTheOtherAndOneProcessRes
       << read_file(dir / "err4");
 }
 
+// grad_noise_scale from per-rank gradients equals the one from micro-batch gradients over the same
+// rows: 2 ranks x batch 4 against 1 process x batch 4 x accum 2 (shuffle off: the same 8 rows).
+TEST(DataParallelTest, GradNoiseScaleFromRanksEqualsTheOneFromMicroBatches) {
+  TempDir dir;
+  Config acc = dp_config(dir / "acc", "pre", 4), two = dp_config(dir / "two", "pre", 4);
+  acc.train.accum = 2;
+  for (Config* c : {&acc, &two}) {
+    c->data.shuffle = false;
+    c->train.steps = 5;
+    c->diag.every = 1;
+  }
+  ASSERT_EQ(train_cli(write_config(dir, "acc", acc), "", dir / "err1"), 0) << read_file(dir / "err1");
+  ASSERT_EQ(train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2"), 0) << read_file(dir / "err2");
+  const auto a = testing::records(acc.out_dir, "train"), b = testing::records(two.out_dir, "train");
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (size_t s = 0; s < a.size(); ++s) {
+    ASSERT_TRUE(a[s]["grad_noise_scale"].IsDefined()) << s;
+    const double want = a[s]["grad_noise_scale"].as<double>(), got = b[s]["grad_noise_scale"].as<double>();
+    EXPECT_NEAR(got, want, 1e-3 * std::abs(want)) << "step " << s;
+  }
+}
+
 // Toy text whose random-byte block lands in rank 1's rows of one update only (shuffle off: update k
 // reads global rows k*8 .. k*8+7 of 32 tokens; rank 1 takes rows 4..7).
 std::string corpus_with_noise_in_rank1_rows(const TempDir& dir, int64_t step) {

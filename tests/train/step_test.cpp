@@ -75,3 +75,56 @@ TEST(TrainStepTest, BenchTimesTheTrainersStep) {
 
 }  // namespace
 }  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// McCandlish et al.'s estimators recover tr(S) / |G|^2 from the expected squared norms.
+TEST(GradNoiseScaleTest, EstimatorsFollowAppendixA) {
+  EXPECT_TRUE(std::isnan(simple_noise_scale(1.0, 1.0, 4, 1)));      // one gradient: undefined
+  EXPECT_DOUBLE_EQ(simple_noise_scale(3.0, 3.0, 4, 2), 0.0);        // identical gradients: no noise
+  // n gradients of batch b drawn around G with per-example covariance S: E mean|g|^2 = |G|^2 +
+  // tr(S)/b and E|avg|^2 = |G|^2 + tr(S)/(n b). With |G|^2 = 2, tr(S) = 12, b = 4, n = 3:
+  const double g2 = 2, trS = 12, b = 4, n = 3;
+  EXPECT_NEAR(simple_noise_scale(g2 + trS / b, g2 + trS / (n * b), 4, 3), trS / g2, 1e-12);
+}
+
+// The step's estimate equals the formula applied to the two micro-batches' own gradients,
+// computed here one micro-batch at a time.
+TEST(GradNoiseScaleTest, TheStepUsesEachMicroBatchsOwnGradient) {
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c.train.accum = 2;
+  c = check_and_resolve(parse_config_text(dump_config(c)), true);
+  const Corpus data = Corpus::load(c.data.train);
+  const torch::Device cpu(torch::kCPU);
+
+  // Each micro-batch alone, from the same initial weights.
+  std::vector<std::vector<torch::Tensor>> g(2);
+  Config one = c;
+  one.train.accum = 1;
+  for (int64_t k = 0; k < 2; ++k) {
+    Trainable t = make_trainable(one, cpu);
+    int64_t mb = k;
+    forward_backward(one, t.model, *t.optimizer, data, cpu, mb, false);
+    for (auto& p : t.params) g[k].push_back(p.grad().to(torch::kDouble).clone());
+  }
+  double small = 0, big = 0;
+  for (size_t i = 0; i < g[0].size(); ++i) {
+    small += (g[0][i].pow(2).sum().item<double>() + g[1][i].pow(2).sum().item<double>()) / 2;
+    big += ((g[0][i] + g[1][i]) / 2).pow(2).sum().item<double>();
+  }
+  const double want = simple_noise_scale(small, big, c.train.batch_size, 2);
+
+  Trainable t = make_trainable(c, cpu);
+  LossScaler scaler(false, 1.0);
+  SpikeDetector ls(c.diag.spike.window, c.diag.spike.zscore), gs(c.diag.spike.window, c.diag.spike.zscore);
+  TrainStep step(c, t, data, cpu, scaler, ls, gs);
+  int64_t mb = 0;
+  const StepOutcome diag_step = step.run(mb, 1e-3, /*diag=*/true, false);
+  EXPECT_NEAR(diag_step.grad_noise_scale, want, 1e-4 * std::abs(want));
+  EXPECT_TRUE(std::isnan(step.run(mb, 1e-3, /*diag=*/false, false).grad_noise_scale));  // diag steps only
+}
+
+}  // namespace
+}  // namespace normlab
