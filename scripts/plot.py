@@ -289,6 +289,43 @@ class Run:
         w = max(len(v) for v in rows)
         return steps, [v + [float("nan")] * (w - len(v)) for v in rows]
 
+    def has_key(self, key, records=None):
+        """True when some record carries `key` (even as null): the run logs that quantity."""
+        return any(key in r for r in (self.train if records is None else records))
+
+    def last_layer_row(self, key):
+        """(step, row) of the last train record carrying layers.<key>, or (None, None)."""
+        steps, rows = self.layer_matrix(key)
+        return (steps[-1], rows[-1]) if steps else (None, None)
+
+    def first_layer_row(self, key):
+        """(step, row) of the first train record carrying layers.<key> (step 0 when it is logged)."""
+        steps, rows = self.layer_matrix(key)
+        return (steps[0], rows[0]) if steps else (None, None)
+
+    def spike_threshold(self):
+        thr = num(self.cfg.get("diag.spike.zscore"))
+        return thr if finite(thr) else 6.0
+
+    def spike_score(self):
+        """Share of train records with an active detector (loss_z or grad_norm_z present) whose loss
+        or grad-norm z exceeds diag.spike.zscore (MODEL.md section 9, OLMo-core's stability score);
+        nan when the detector never became active."""
+        thr, n, hits = self.spike_threshold(), 0, 0
+        for r in self.train:
+            zs = [num(r.get(k)) for k in ("loss_z", "grad_norm_z") if k in r]
+            if not zs:
+                continue
+            n += 1
+            hits += 1 if any(finite(z) and z > thr for z in zs) else 0
+        return hits / n if n else float("nan")
+
+    def final_eval(self, key):
+        """The last finite value of an eval-record key (eff_rank, val_loss), or nan."""
+        v = [num(e.get(key)) for e in self.evals]
+        v = [x for x in v if finite(x)]
+        return v[-1] if v else float("nan")
+
     def nonfinite_steps(self):
         return [r["step"] for r in self.train
                 if r.get("nonfinite") is True or not finite(num(r.get("loss")))]
@@ -296,8 +333,7 @@ class Run:
     def spike_marks(self):
         """{metric: [(step, value, z)]} from spike records, plus train records whose loss_z /
         grad_norm_z exceed the threshold (diag.spike.zscore, default 6) without a record."""
-        thr = num(self.cfg.get("diag.spike.zscore"))
-        thr = thr if finite(thr) else 6.0
+        thr = self.spike_threshold()
         marks = {"loss": {}, "grad_norm": {}}
         for s in self.spike_records:
             m = s.get("metric")
@@ -424,6 +460,16 @@ def profile_steps(steps):
     return idx
 
 
+def step_edges(steps):
+    """Cell edges for a heatmap column per logged step (steps need not be evenly spaced)."""
+    import numpy as np
+    s = np.array(steps, dtype=float)
+    if len(s) > 1:
+        mids = (s[1:] + s[:-1]) / 2
+        return np.concatenate([[s[0] - (mids[0] - s[0])], mids, [s[-1] + (s[-1] - mids[-1])]])
+    return np.array([s[0] - 0.5, s[0] + 0.5])
+
+
 def clip_top(ax, xs, ys, top, color, marker="x", size=60, label=None):
     """Draws points above `top` (or non-finite) as markers pinned near the top of the axes."""
     import matplotlib.transforms as mtransforms
@@ -527,12 +573,7 @@ def plot_run(run, outdir):
         L = a.shape[0]
         a = np.where(np.isfinite(a) & (a > 0), a, np.nan)
         fig, ax = plt.subplots(figsize=(9, max(3.6, 2.7 + 0.18 * min(L, 24))))
-        s = np.array(steps, dtype=float)
-        if len(s) > 1:
-            mids = (s[1:] + s[:-1]) / 2
-            edges = np.concatenate([[s[0] - (mids[0] - s[0])], mids, [s[-1] + (s[-1] - mids[-1])]])
-        else:
-            edges = np.array([s[0] - 0.5, s[0] + 0.5])
+        edges = step_edges(steps)
         yedges = np.arange(L + 1) - 0.5
         fin = a[np.isfinite(a)]
         ax.grid(False)
@@ -630,6 +671,187 @@ def plot_run(run, outdir):
         fig.suptitle(textwrap.fill(title, 95))  # long sweep run names would run off the figure
         fig.tight_layout()
         written.append(save(fig, os.path.join(outdir, "layers.png")))
+    written += plot_run_extras(run, outdir, head)
+    return written
+
+
+def no_data_note(ax, text):
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.3")
+
+
+def plot_run_extras(run, outdir, head):
+    """The diagnostics a run logs only on full-diagnostics steps or only with some options
+    (MODEL.md section 9): each figure is written only when its series is in metrics.jsonl, so an
+    older run gets none of them."""
+    import numpy as np
+    plt = mpl()
+    written = []
+
+    # ---- massive activations: max |x| of the residual stream next to its RMS ---------------------
+    xs, xr = run.layer_matrix("act_max")
+    if xs and np.isfinite(np.array(xr, dtype=float)).any():
+        rms = dict(zip(*run.layer_matrix("act_rms")))
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.4, 4.9))
+        n = len(xr[0])
+        labs = ["entering block %d" % j for j in range(n - 1)] + ["after last block"]
+        per_layer_lines(a1, xs, xr, labs, "max |x| of the residual stream over training", "max |x|",
+                        logy=True, colorbar_label="stream position (block entered)")
+        idx = profile_steps(xs)
+        cols = layer_colors(len(idx), "plasma")
+        vals, ratio_note, has_rms = [], "", False
+        for c, i in zip(cols, idx):
+            mx = np.array(xr[i], dtype=float)
+            a2.plot(range(n), mx, "o-", color=c, lw=1.6, ms=4, label="step %d" % xs[i])
+            vals += [v for v in mx if np.isfinite(v) and v > 0]
+            r = rms.get(xs[i])
+            if r is not None:
+                r = np.array(r[:n] + [float("nan")] * (n - len(r)), dtype=float)
+                a2.plot(range(n), r, "--", color=c, lw=1.1, alpha=0.8)
+                has_rms = True
+                vals += [v for v in r if np.isfinite(v) and v > 0]
+                q = mx / np.where(r > 0, r, np.nan)
+                if i == idx[-1] and np.isfinite(q).any():
+                    ratio_note = " (last step: max/RMS up to %.0f)" % np.nanmax(q)
+        if vals and max(vals) / min(vals) > 8:
+            a2.set_yscale("log")
+            readable_log(a2.yaxis, min(vals), max(vals))
+        a2.set_xticks(range(n) if n <= 25 else range(0, n, max(1, n // 12)))
+        if n <= 25:
+            a2.set_xticklabels([str(j) for j in range(n - 1)] + ["out"])
+        a2.set_xlabel("position j: entering block j (out = after the last block)")
+        a2.set_ylabel("|x| (solid: max, dashed: RMS)")
+        a2.set_title(textwrap.fill("max |x| against RMS by depth" + ratio_note, 50))
+        handles, _ = a2.get_legend_handles_labels()
+        if has_rms:
+            from matplotlib.lines import Line2D
+            handles += [Line2D([], [], color="0.3", lw=1.6, marker="o", ms=4, label="max |x| (solid)"),
+                        Line2D([], [], color="0.3", lw=1.1, ls="--", label="RMS (dashed)")]
+        a2.legend(handles=handles, loc="best", framealpha=0.85, title="update step")
+        fig.suptitle(textwrap.fill("%s: massive activations (diagnostic steps only)" % head, 95))
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "act_max.png")))
+
+    # ---- attention sinks: attention probability on position 0 -----------------------------------
+    ks, kr = run.layer_matrix("attn_sink")
+    if ks and np.isfinite(np.array(kr, dtype=float)).any():
+        fig, ax = plt.subplots(figsize=(9, 4.8))
+        per_layer_lines(ax, ks, kr, ["block %d" % j for j in range(len(kr[0]))],
+                        textwrap.fill("%s: attention on position 0 (attention sink), diagnostic steps"
+                                      % head, 80), "mean attention probability on position 0")
+        ctx = num(run.cfg.get("model.ctx"))
+        if finite(ctx) and 2 <= ctx < 1e6:
+            # uniform causal attention gives query t a weight 1/(t+1) on position 0; averaged over
+            # t = 1..T-1 that is (H_T - 1) / (T - 1), H_T the harmonic number
+            T = int(ctx)
+            uni = (sum(1.0 / k for k in range(1, T + 1)) - 1) / (T - 1)
+            ax.axhline(uni, color="0.4", ls="--", lw=1)
+            ax.text(0.01, uni, " uniform causal attention (T=%d): %.3f" % (T, uni), color="0.3", fontsize=8,
+                    ha="left", va="bottom", transform=ax.get_yaxis_transform())
+        fin = np.array(kr, dtype=float)
+        fin = fin[np.isfinite(fin)]
+        ax.set_ylim(0, 1.0 if fin.max() > 0.45 else max(0.05, float(fin.max()) * 1.25))
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "attn_sink.png")))
+
+    # ---- block_cos: depth x step heatmap ---------------------------------------------------------
+    cs, cr = run.layer_matrix("block_cos")
+    a = np.array(cr, dtype=float).T if cs else np.zeros((0, 0))
+    if cs and np.isfinite(a).any():
+        L = a.shape[0]
+        fin = a[np.isfinite(a)]
+        # cos is at most 1; the lower end follows the data (rounded down to 0.05) so that a run whose
+        # blocks all sit at 0.97..1.0 is not one flat colour, and never below -1
+        vmin = max(-1.0, min(0.95, math.floor(float(fin.min()) * 20) / 20))
+        fig, ax = plt.subplots(figsize=(9, max(3.6, 2.7 + 0.18 * min(L, 24))))
+        ax.grid(False)
+        mesh = ax.pcolormesh(step_edges(cs), np.arange(L + 1) - 0.5, np.ma.masked_invalid(a), cmap="viridis",
+                             vmin=vmin, vmax=1.0, shading="flat")
+        cb = fig.colorbar(mesh, ax=ax, pad=0.01)
+        cb.set_label("cos(stream entering, stream leaving)\n1 = the block barely changes the stream")
+        ax.set_ylim(-0.5, L - 0.5)
+        if L <= 16:
+            ax.set_yticks(range(L))
+        ax.set_ylabel("block index\n(0 = bottom, next to embedding)")
+        ax.set_xlabel("update step")
+        last = a[:, -1]
+        note = ""
+        if np.isfinite(last).any():
+            note = " (last step: %d of %d blocks above 0.95)" % (int(np.sum(last > 0.95)), L)
+        ax.set_title(textwrap.fill("%s: how much each block changes the residual stream%s" % (head, note), 80))
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "block_cos.png")))
+
+    # ---- effective rank of the final representation, with the validation loss --------------------
+    es = [e["step"] for e in run.evals if finite(num(e.get("eff_rank")))]
+    er = [num(e.get("eff_rank")) for e in run.evals if finite(num(e.get("eff_rank")))]
+    if es:
+        fig, (ax, axr) = plt.subplots(2, 1, figsize=(9, 5.8), sharex=True,
+                                      gridspec_kw={"height_ratios": [1.2, 1]})
+        vs = [e["step"] for e in run.evals if finite(num(e.get("val_loss")))]
+        vv = [num(e.get("val_loss")) for e in run.evals if finite(num(e.get("val_loss")))]
+        if vs:
+            ax.plot(vs, vv, "o-", color="C1", ms=5, lw=1.2, label="val loss")
+            if finite(run.floor_val) and run.floor_val >= min(vv) - 0.6 * max(max(vv) - min(vv), 0.05):
+                ax.axhline(run.floor_val, color="k", ls="--", lw=1, label="entropy floor %.3f" % run.floor_val)
+            ax.legend(loc="best", framealpha=0.85)
+        else:
+            no_data_note(ax, "no finite val_loss in metrics.jsonl")
+        ax.set_ylabel("val loss (nats/token)")
+        ax.set_title(textwrap.fill("%s: validation loss and effective rank of the final representation" % head, 80))
+        axr.plot(es, er, "s-", color="C4", ms=5, lw=1.4, label="eff_rank")
+        d = num(run.cfg.get("model.d_model"))
+        axr.set_ylabel("effective rank\nexp(H(s / sum s))")
+        axr.set_xlabel("update step")
+        note = ("of at most d_model = %d; " % d) if finite(d) else ""
+        axr.text(0.99, 0.04, note + "final %.1f" % er[-1], transform=axr.transAxes, ha="right", va="bottom",
+                 fontsize=8.5, color="0.25")
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "eff_rank.png")))
+
+    # ---- gradient noise scale ----------------------------------------------------------------------
+    gs, gv = run.series("grad_noise_scale", [r for r in run.train if "grad_noise_scale" in r])
+    ok = [(s, v) for s, v in zip(gs, gv) if finite(v)]
+    if ok:
+        fig, ax = plt.subplots(figsize=(9, 4.4))
+        ax.plot([s for s, _ in ok], [v for _, v in ok], "o-", color="C5", ms=4, lw=1.3,
+                label="B_simple = tr(S) / |G|^2")
+        pos = [v for _, v in ok if v > 0]
+        if len(pos) == len(ok) and max(pos) / min(pos) > 20:
+            set_logy(ax)
+        ax.set_xlabel("update step")
+        ax.set_ylabel("simple gradient noise scale")
+        ax.set_title(textwrap.fill("%s: gradient noise scale (McCandlish et al. 2018), diagnostic steps" % head, 80))
+        ax.legend(loc="best", framealpha=0.85)
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "grad_noise_scale.png")))
+
+    # ---- QK-Clip: heads clipped per step -----------------------------------------------------------
+    if run.has_key("qk_clipped"):
+        recs = [r for r in run.train if "qk_clipped" in r]
+        qs, qv = run.series("qk_clipped", recs)
+        fig, ax = plt.subplots(figsize=(9, 4.4))
+        qv = [v if finite(v) else 0.0 for v in qv]
+        width = max(1.0, 0.8 * min((b - a for a, b in zip(qs, qs[1:])), default=1))
+        ax.bar(qs, qv, width=width, color="C3", label="heads clipped at that step")
+        heads = num(run.cfg.get("model.n_layers")) * num(run.cfg.get("model.n_heads"))
+        if finite(heads) and heads > 0:
+            ax.axhline(heads, color="0.4", ls="--", lw=1)
+            ax.text(0.01, heads, " all %d heads" % heads, color="0.3", fontsize=8, ha="left", va="bottom",
+                    transform=ax.get_yaxis_transform())
+            ax.set_ylim(0, heads * 1.12)
+        elif not any(qv):
+            ax.set_ylim(0, 1)
+        thr = run.cfg.get("optim.qk_clip")
+        total = sum(qv)
+        ax.text(0.99, 0.95, "%d head clips over %d logged steps%s" % (total, len(qs), "" if total else ": none"),
+                transform=ax.transAxes, ha="right", va="top", fontsize=9, color="0.2")
+        ax.set_xlabel("update step")
+        ax.set_ylabel("attention heads clipped")
+        ax.set_title(textwrap.fill("%s: QK-Clip%s" % (head, (" (optim.qk_clip = %s)" % thr) if thr else ""), 80))
+        from matplotlib.ticker import MaxNLocator
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "qk_clip.png")))
     return written
 
 
