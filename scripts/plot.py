@@ -861,7 +861,7 @@ def plot_run_extras(run, outdir, head):
 
 FIXED_COLUMNS = ["row", "name", "seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
                  "best_val_excess", "diverged", "spikes", "max_grad_norm", "grad_ratio_first_last",
-                 "tok_per_s", "wall_s"]
+                 "tok_per_s", "wall_s", "spike_score", "eff_rank", "final_eff_rank"]
 
 
 def short_name(key, keys):
@@ -903,7 +903,12 @@ class Sweep:
                     rows = [dict(zip(header, r)) for r in rd if r]
             except (OSError, csv.Error) as e:
                 _log("cannot read %s: %s" % (csv_path, e))
-        self.axes = [c for c in header if c and c not in FIXED_COLUMNS]
+        if header[:2] == ["row", "name"] and "seed" in header:
+            # summary.cpp writes row, name, the axes, seed, n, status, then the metrics: a metric
+            # column added later is never mistaken for an axis
+            self.axes = [c for c in header[2:header.index("seed")] if c]
+        else:
+            self.axes = [c for c in header if c and c not in FIXED_COLUMNS]
         by_name = {}
         for r in rows:
             if r.get("row", "run") not in ("run", "") or not r.get("name"):
@@ -960,6 +965,11 @@ class Sweep:
                                   or (len(run.train) > 1 and finite(first) and last >= first)) else 0.0
             st = str(p["status"])
             p["final"], p["best_val"] = ftl, bvl
+            sp, er = num(r.get("spike_score")), num(r.get("final_eff_rank", r.get("eff_rank")))
+            if run is not None:
+                sp = sp if finite(sp) else run.spike_score()
+                er = er if finite(er) else run.final_eval("eff_rank")
+            p["spike_score"], p["eff_rank"] = sp, er
             p["diverged"] = (finite(div) and div > 0) or st in ("diverged",)
             p["failed"] = st == "failed"
         self.axes = [a for a in self.axes if any(a in p["over"] for p in self.points)]
@@ -1221,6 +1231,228 @@ def plot_sweep_final_vs(sweep, x_axis, logx, fname, what, outdir):
     return save(fig, os.path.join(outdir, fname))
 
 
+# ---- categorical axes (a layout or norm ablation): compare points, not curves against a number ---
+
+def categorical_axes(sweep):
+    """Varying axes with a value that is not a number (layout names, norm types, true/false)."""
+    return [a for a in sweep.varying() if any(not finite(num(v)) for v in sweep.values(a))]
+
+
+def axis_order(sweep, axis):
+    """A categorical axis's values in sweep order (summary.csv rows follow the sweep file's lists);
+    a numeric axis's values sorted."""
+    if any(not finite(num(v)) for v in sweep.values(axis)):
+        seen = []
+        for p in sweep.points:
+            v = p["over"].get(axis)
+            if v is not None and v not in seen:
+                seen.append(v)
+        return seen
+    return sweep.values(axis)
+
+
+class CategoryLayout:
+    """The x categories (values of one categorical axis) and, within each, one group per value
+    combination of the other varying axes (those not tied to it)."""
+
+    def __init__(self, sweep, cat_axis):
+        self.sweep, self.axis = sweep, cat_axis
+        self.cats = axis_order(sweep, cat_axis)
+        self.others = [a for a in sweep.varying() if a != cat_axis and not sweep.tied(cat_axis, a)]
+        orders = [axis_order(sweep, a) for a in self.others]
+        groups = {self.group_of(p) for p in sweep.points}
+        self.groups = sorted(groups, key=lambda g: [o.index(v) if v in o else len(o) for o, v in zip(orders, g)])
+
+    def group_of(self, p):
+        return tuple(p["over"].get(a) for a in self.others)
+
+    def points(self, cat, group):
+        return [p for p in self.sweep.points if p["over"].get(self.axis) == cat and self.group_of(p) == group]
+
+    def group_label(self, group):
+        return ", ".join("%s=%s" % (self.sweep.short(a), v) for a, v in zip(self.others, group)) or "all runs"
+
+    def cat_label(self, cat):
+        return "%s=%s" % (self.sweep.short(self.axis), cat)
+
+
+def category_dots(ax, lay, field, ylabel, colors, floor=float("nan"), bad_is_missing=True):
+    """One column of dots per (category, group): seeds as small dots, their mean as a large marker
+    with a min..max bar; diverged / failed seeds (when bad_is_missing) as x pinned to the top."""
+    import numpy as np
+    n = len(lay.groups)
+    width = 0.72
+    offs = [(-width / 2 + width * (j + 0.5) / n) if n > 1 else 0.0 for j in range(n)]
+    cells = []  # (x, good values, bad count, colour)
+    for i, cat in enumerate(lay.cats):
+        for j, g in enumerate(lay.groups):
+            ps = lay.points(cat, g)
+            if not ps:
+                continue
+            good = [p[field] for p in ps if finite(p[field]) and not (bad_is_missing and (p["diverged"] or p["failed"]))]
+            cells.append((i + offs[j], good, len(ps) - len(good), colors(i, j)))
+    vals = [v for _, good, _, _ in cells for v in good]
+    if vals:
+        lo_lim, hi_lim = min(vals), max(vals)
+    else:
+        lo_lim, hi_lim = (0.0, 1.0)
+    floor_in = finite(floor) and floor >= lo_lim - 0.6 * max(hi_lim - lo_lim, 0.05)
+    if floor_in:
+        lo_lim = min(lo_lim, floor)
+    span = max(hi_lim - lo_lim, 0.05 * max(abs(hi_lim), 1e-3))
+    top = hi_lim + 0.15 * span
+    bad_x, bad_c = [], []
+    jit = min(0.05, 0.3 / max(n, 1))
+    for x, good, nbad, c in cells:
+        if good:
+            m = float(np.mean(good))
+            k = len(good)
+            if k > 1:
+                ax.scatter([x + jit * (t - (k - 1) / 2) / max(k - 1, 1) * 2 for t in range(k)], good, s=14,
+                           color=c, alpha=0.55, edgecolors="none", zorder=3)
+            ax.errorbar([x], [m], yerr=[[m - min(good)], [max(good) - m]] if k > 1 else None, fmt="o", color=c,
+                        ms=7, mec="k", mew=0.5, capsize=4, lw=1.6, zorder=4)
+        bad_x += [x] * nbad
+        bad_c += [c] * nbad
+    if bad_x:
+        clip_top(ax, bad_x, None, top, bad_c, size=70)
+    ax.set_xlim(-0.6, len(lay.cats) - 0.4)
+    ax.set_ylim(lo_lim - 0.1 * span, top)
+    for i in range(1, len(lay.cats)):
+        ax.axvline(i - 0.5, color="0.85", lw=0.8, zorder=0)
+    ax.grid(axis="x", visible=False)
+    if floor_in:
+        ax.axhline(floor, color="k", ls="--", lw=1)
+        ax.text(0.99, floor, "entropy floor %.3f " % floor, transform=ax.get_yaxis_transform(), ha="right",
+                va="bottom", fontsize=8)
+    ax.set_ylabel(ylabel)
+    return bool(bad_x)
+
+
+def plot_sweep_categories(sweep, cat_axis, outdir):
+    """best_val_compare.png: best validation loss per value of a categorical axis, grouped by the
+    other axes, mean and min..max over seeds with the seeds as dots; below, when the runs have
+    them, the spike score and the final effective rank in the same layout."""
+    plt = mpl()
+    lay = CategoryLayout(sweep, cat_axis)
+    pts = sweep.points
+    panels = []
+    if any(finite(p["best_val"]) for p in pts):
+        panels.append(("best_val", "best val loss\n(nats/token)", sweep.floor_val, True))
+    elif any(finite(p["final"]) for p in pts):
+        panels.append(("final", "final train loss\n(nats/token)", sweep.floor_train, True))
+    else:
+        _log("%s: no finite loss in any run; no best_val_compare.png" % sweep.path)
+        return None
+    if any(finite(p["spike_score"]) for p in pts):
+        panels.append(("spike_score", "spike score\n(share of steps, z > thr)", float("nan"), False))
+    if any(finite(p["eff_rank"]) for p in pts):
+        panels.append(("eff_rank", "final effective rank\n(last eval)", float("nan"), True))
+    plt_cm = plt.get_cmap("tab10" if max(len(lay.groups), len(lay.cats)) <= 10 else "tab20")
+    if len(lay.groups) > 1:
+        colors = lambda i, j: plt_cm(j % plt_cm.N)
+    else:  # one group: a colour per category, as in the loss curves
+        colors = lambda i, j: plt_cm(i % plt_cm.N)
+    w = min(13.5, max(9.0, 3.0 + 0.9 * len(lay.cats) * max(1, min(len(lay.groups), 4)) ** 0.5))
+    fig, axs = plt.subplots(len(panels), 1, figsize=(w, 1.6 + 3.0 * len(panels)), sharex=True, squeeze=False)
+    any_bad = False
+    for ax, (field, ylabel, floor, bad_missing) in zip(axs[:, 0], panels):
+        any_bad |= category_dots(ax, lay, field, ylabel, colors, floor, bad_missing)
+        if field == "spike_score":
+            ax.set_ylim(bottom=-0.02 * max(ax.get_ylim()[1], 0.01))
+    ax = axs[-1, 0]
+    ax.set_xticks(range(len(lay.cats)))
+    long_labels = sum(len(str(c)) for c in lay.cats) > 70
+    ax.set_xticklabels([str(c) for c in lay.cats], rotation=30 if long_labels else 0,
+                       ha="right" if long_labels else "center")
+    ax.set_xlabel(sweep.short(cat_axis))
+    from matplotlib.lines import Line2D
+    handles = []
+    if len(lay.groups) > 1:
+        handles += [Line2D([], [], color=colors(0, j), marker="o", ls="", ms=7, mec="k", mew=0.5,
+                           label=lay.group_label(g)) for j, g in enumerate(lay.groups)]
+    nseeds = max((len(lay.points(c, g)) for c in lay.cats for g in lay.groups), default=1)
+    if nseeds > 1:
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="-", ms=7, mec="k", mew=0.5,
+                              label="mean over seeds, bar = min..max"))
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="", ms=4, alpha=0.55, label="one seed"))
+    if any_bad:
+        handles.append(Line2D([], [], color="0.3", marker="x", ls="", ms=8, mew=2,
+                              label="x at the top: a diverged / failed seed"))
+    rows_leg = 0
+    if handles:
+        ncol = min(4, len(handles))
+        fig.legend(handles=handles, loc="lower center", ncol=ncol, framealpha=0.9)
+        rows_leg = (len(handles) + ncol - 1) // ncol
+    by = (" by %s" % ", ".join(sweep.short(a) for a in lay.others)) if lay.others else ""
+    fig.suptitle(textwrap.fill("sweep %s: %s per %s%s (%d run%s%s)" % (
+        sweep.label, "best val loss" if panels[0][0] == "best_val" else "final train loss", sweep.short(cat_axis),
+        by, len(pts), "" if len(pts) == 1 else "s", ", %d seeds a point" % nseeds if nseeds > 1 else ""), 100))
+    fig.tight_layout(rect=(0, min(0.3, (0.3 * rows_leg + 0.1) / fig.get_figheight()) if rows_leg else 0, 1, 1))
+    return save(fig, os.path.join(outdir, "best_val_compare.png"))
+
+
+def plot_sweep_profiles(sweep, cat_axis, key, first, fname, ylabel, what, outdir, logy):
+    """One line per point (seeds averaged): a per-block series (layers.<key>) of the first or the last
+    record carrying it, against block index; colour = value of the categorical axis, line style =
+    the other axes. None (nothing written) when no run logs the series."""
+    import numpy as np
+    plt = mpl()
+    lay = CategoryLayout(sweep, cat_axis)
+    cm = plt.get_cmap("tab10" if len(lay.cats) <= 10 else "tab20")
+    styles = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
+    lines, steps_used, nseeds = [], set(), 0
+    for i, cat in enumerate(lay.cats):
+        for j, g in enumerate(lay.groups):
+            profs = []
+            for p in lay.points(cat, g):
+                if p["run"] is None:
+                    continue
+                st, row = p["run"].first_layer_row(key) if first else p["run"].last_layer_row(key)
+                if row is not None and any(finite(v) for v in row):
+                    profs.append(row)
+                    steps_used.add(st)
+            if not profs:
+                continue
+            nseeds = max(nseeds, len(profs))
+            width = max(len(r) for r in profs)
+            a = np.array([r + [float("nan")] * (width - len(r)) for r in profs], dtype=float)
+            cnt = np.isfinite(a).sum(axis=0)
+            mean = np.where(cnt > 0, np.nansum(np.where(np.isfinite(a), a, 0), axis=0) / np.maximum(cnt, 1), np.nan)
+            ls, mk = styles[j % len(styles)]
+            lines.append((i, j, mean, ls, mk))
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(9.6, 5.6))
+    allv = []
+    for i, j, mean, ls, mk in lines:
+        x = np.arange(mean.size)
+        ok = np.isfinite(mean) & ((mean > 0) if logy else True)
+        ax.plot(x[ok], mean[ok], ls=ls, marker=mk, color=cm(i % cm.N), lw=1.6, ms=5, alpha=0.9)
+        allv += [float(v) for v in mean[ok]]
+    if logy and allv and min(allv) > 0:
+        ax.set_yscale("log")
+        readable_log(ax.yaxis, min(allv), max(allv))
+    L = max(m.size for _, _, m, _, _ in lines)
+    ax.set_xticks(range(L) if L <= 24 else range(0, L, max(1, L // 12)))
+    ax.set_xlabel("block index (0 = first block after the embedding)")
+    ax.set_ylabel(ylabel)
+    from matplotlib.lines import Line2D
+    used_i = sorted({i for i, _, _, _, _ in lines})
+    used_j = sorted({j for _, j, _, _, _ in lines})
+    handles = [Line2D([], [], color=cm(i % cm.N), lw=2, label=lay.cat_label(lay.cats[i])) for i in used_i]
+    if len(lay.groups) > 1:
+        handles += [Line2D([], [], color="0.3", ls=styles[j % len(styles)][0], marker=styles[j % len(styles)][1],
+                           lw=1.5, label=lay.group_label(lay.groups[j])) for j in used_j]
+    ax.legend(handles=handles, loc="best", framealpha=0.85, ncol=2 if len(handles) > 7 else 1)
+    st = sorted(steps_used)
+    at = ("step %d" % st[0]) if len(st) == 1 else ("steps %d..%d" % (st[0], st[-1]))
+    fig.suptitle(textwrap.fill("sweep %s: %s (%s; %s)" % (
+        sweep.label, what, at, ("mean over %d seeds" % nseeds) if nseeds > 1 else "one seed"), 100))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, fname))
+
+
 def plot_sweep(sweep, group_by, outdir, with_runs):
     written = []
     if not sweep.points:
@@ -1240,6 +1472,20 @@ def plot_sweep(sweep, group_by, outdir, with_runs):
     if "model.n_layers" in var:
         written.append(plot_sweep_final_vs(sweep, "model.n_layers", False, "final_vs_depth.png",
                                            "depth (model.n_layers, blocks)", outdir))
+    cats = categorical_axes(sweep)
+    if cats:
+        cat_axis = group_axis if group_axis in cats else cats[0]
+        for w in (plot_sweep_categories(sweep, cat_axis, outdir),
+                  plot_sweep_profiles(sweep, cat_axis, "grad_norm", True, "grad_profile_step0.png",
+                                      "gradient norm of the block (L2, before clipping)",
+                                      "per-block gradient norm of the first logged update (Xiong et al. 2020, Fig. 3)",
+                                      outdir, logy=True),
+                  plot_sweep_profiles(sweep, cat_axis, "block_cos", False, "block_cos_profile.png",
+                                      "cos(stream entering, stream leaving) of the block",
+                                      "how much each block changes the residual stream, last diagnostic step",
+                                      outdir, logy=False)):
+            if w:
+                written.append(w)
     if with_runs:
         for p in sweep.points:
             if p["run"] is not None:
