@@ -19,12 +19,34 @@ Run (from metrics.jsonl, config.yaml):
     grad_heatmap.png  per-block gradient norm (layers.grad_norm) over steps, log colour scale
     grad_profile.png  per-block gradient norm at the first, ~25%, 50% and last logged steps
     layers.png        residual-stream RMS (act_rms) and attention max logit / entropy per block
+  Only when the run logs the series (MODEL.md section 9; older runs simply lack these files):
+    act_max.png           max |x| of the residual stream per position over steps (log), and against
+                          depth next to act_rms at a few steps (massive activations)
+    attn_sink.png         attention probability on position 0 per block over steps, with the level
+                          of uniform causal attention
+    block_cos.png         cos(stream entering, stream leaving) per block: depth x step heatmap
+                          (near 1 = the block barely changes the stream)
+    eff_rank.png          val loss and the effective rank of the final representation per eval
+    grad_noise_scale.png  the simple gradient noise scale B_simple over diagnostic steps
+    qk_clip.png           number of attention heads QK-Clip clipped per logged step
 Sweep (from summary.csv, runs/*/point.json, runs/*/metrics.jsonl):
     loss_curves.png     every run's train loss (lightly smoothed) and val loss (markers), one colour
                         per value of the group-by axis, seeds of a point in the same colour
     final_vs_lr.png     final train loss and best val loss against optim.lr (log x), a line per
                         layout (or per the other axes); only when optim.lr is an axis
     final_vs_depth.png  the same against model.n_layers; only when model.n_layers is an axis
+  When an axis takes non-numeric values (a layout or norm ablation; true/false): its values are the
+  categories (the --group-by axis when that one is categorical, else the first such axis), the other
+  axes form groups within each category:
+    best_val_compare.png   best val loss per category and group: mean over seeds with a min..max bar,
+                           every seed a dot, diverged/failed seeds as x at the top; below it, when
+                           available, the spike score (summary.csv's spike_score, else the share of
+                           logged steps with loss_z or grad_norm_z above diag.spike.zscore, default
+                           6) and the final eff_rank in the same layout
+    grad_profile_step0.png per-block gradient norm of each point's first logged update (step 0)
+                           against block index, log y, seeds averaged (Xiong et al. 2020, Fig. 3)
+    block_cos_profile.png  layers.block_cos of each point's last diagnostic step against block index,
+                           seeds averaged; only when the runs log block_cos
 Diverged or failed runs are drawn as x markers pinned to the top of the axes (with a note), so they
 do not stretch the y scale.
 
@@ -1498,8 +1520,12 @@ def plot_sweep(sweep, group_by, outdir, with_runs):
 def parse_args(argv):
     ap = argparse.ArgumentParser(prog="plot.py", description="PNG plots of a NormLab run or sweep directory.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Run: loss.png grad_heatmap.png grad_profile.png layers.png; "
-                                        "sweep: loss_curves.png final_vs_lr.png final_vs_depth.png")
+                                 epilog="Run: loss.png grad_heatmap.png grad_profile.png layers.png, and when "
+                                        "logged act_max.png attn_sink.png block_cos.png eff_rank.png "
+                                        "grad_noise_scale.png qk_clip.png; sweep: loss_curves.png "
+                                        "final_vs_lr.png final_vs_depth.png, and with a categorical axis "
+                                        "best_val_compare.png grad_profile_step0.png block_cos_profile.png. "
+                                        "The head of scripts/plot.py says what each shows.")
     ap.add_argument("dir", help="run directory (metrics.jsonl) or sweep directory (summary.csv, runs/)")
     ap.add_argument("--group-by", default=None, metavar="KEY", help="sweep axis to colour loss curves by")
     ap.add_argument("--out", default=None, metavar="OUTDIR", help="output folder (default DIR/plots)")

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # scripts/plot.py on real NormLab output, headless: a tiny run and a tiny sweep directory must give
-# the expected PNG files, each a complete PNG of a sane size. Run from the repository root (CTest
-# does): tests/scripts/plot_test.sh NORMLAB_BIN
+# the expected PNG files, each a complete PNG of a sane size. Then synthetic directories
+# (tests/scripts/plot_fixtures.py) with the newer diagnostics (block_cos, act_max, attn_sink,
+# grad_noise_scale, qk_clipped, eff_rank, spike z) and without them: the plots of those series exist
+# exactly when the series do, and a categorical sweep (layout x norm type, 2 seeds) gets its
+# comparison plots. Run from the repository root (CTest does): tests/scripts/plot_test.sh NORMLAB_BIN
 set -euo pipefail
 
 BIN=${1:?usage: tests/scripts/plot_test.sh NORMLAB_BIN}
@@ -101,5 +104,58 @@ rm "$SWEEP/summary.csv"
 "$PLOT" "$SWEEP" --runs --out "$TMP/sweep_plots2" >/dev/null || fail "plot.py on a sweep without summary.csv"
 check_pngs "$TMP/sweep_plots2" 8000 loss_curves.png final_vs_lr.png final_vs_depth.png
 check_pngs "$TMP/sweep_plots2/runs/lr=1.0e-3,n_layers=2,seed=1337" 8000 $RUN_PNGS
+
+echo "== synthetic directories with the newer diagnostics, and without them (tests/scripts/plot_fixtures.py)"
+FX="$TMP/fx"
+/usr/bin/python3 "$ROOT/tests/scripts/plot_fixtures.py" "$FX" || fail "plot_fixtures.py"
+NEW_RUN_PNGS="act_max.png attn_sink.png block_cos.png eff_rank.png grad_noise_scale.png qk_clip.png"
+CAT_PNGS="best_val_compare.png grad_profile_step0.png block_cos_profile.png"
+absent() {  # DIR NAME...: none of the files may exist (a plot of an absent series is an empty figure)
+  local dir=$1; shift
+  for f in "$@"; do [ ! -e "$dir/$f" ] || fail "$dir/$f written although its series is absent"; done
+}
+plot_quiet() {  # LOG ARGS...: plot.py must succeed and print no Python traceback or warning
+  local log=$1; shift
+  "$PLOT" "$@" >"$log.out" 2>"$log.err" || { cat "$log.err" >&2; fail "plot.py $*"; }
+  if grep -qE "Traceback|Warning" "$log.err"; then cat "$log.err" >&2; fail "plot.py $* warned"; fi
+}
+
+echo "-- a run with block_cos, act_max, attn_sink, grad_noise_scale, qk_clipped, eff_rank"
+plot_quiet "$TMP/fx_new" "$FX/run_new"
+check_pngs "$FX/run_new/plots" 8000 $RUN_PNGS $NEW_RUN_PNGS
+for f in $NEW_RUN_PNGS; do grep -q "/$f\$" "$TMP/fx_new.out" || fail "plot.py did not print $f"; done
+
+echo "-- the same run without them (an older binary's output)"
+plot_quiet "$TMP/fx_old" "$FX/run_old"
+check_pngs "$FX/run_old/plots" 8000 $RUN_PNGS
+absent "$FX/run_old/plots" $NEW_RUN_PNGS
+
+echo "-- a categorical sweep: layout x norm.type, 2 seeds, summary.csv with a spike_score column"
+plot_quiet "$TMP/fx_cat" "$FX/sweep_cat"
+check_pngs "$FX/sweep_cat/plots" 8000 loss_curves.png $CAT_PNGS
+absent "$FX/sweep_cat/plots" final_vs_lr.png final_vs_depth.png
+# spike_score is a metric column of summary.csv, not an axis
+/usr/bin/python3 - "$ROOT/scripts" "$FX/sweep_cat" <<'PY' || fail "axes of the categorical sweep"
+import sys
+sys.path.insert(0, sys.argv[1])
+import plot
+s = plot.Sweep(sys.argv[2])
+assert s.axes == ["model.layout", "model.norm.type"], s.axes
+assert plot.categorical_axes(s) == s.axes, plot.categorical_axes(s)
+score = {p["name"]: p["spike_score"] for p in s.points}
+assert all(0 <= v <= 1 for v in score.values()), score
+assert score["layout=post,norm.type=layernorm,seed=1"] > 0, score  # the fixture's spike at step 120
+PY
+plot_quiet "$TMP/fx_cat2" "$FX/sweep_cat" --group-by type --out "$TMP/fx_cat2_plots"
+check_pngs "$TMP/fx_cat2_plots" 8000 loss_curves.png $CAT_PNGS
+
+echo "-- a one-axis categorical sweep of old-style runs, no summary.csv, with --runs"
+plot_quiet "$TMP/fx_cat_old" "$FX/sweep_old" --runs
+check_pngs "$FX/sweep_old/plots" 8000 loss_curves.png best_val_compare.png grad_profile_step0.png
+absent "$FX/sweep_old/plots" block_cos_profile.png final_vs_lr.png final_vs_depth.png
+check_pngs "$FX/sweep_old/plots/runs/norm.type=rmsnorm,seed=2" 8000 $RUN_PNGS
+
+echo "-- the numeric sweep above (lr x depth) gets no categorical plots"
+absent "$SWEEP/plots" $CAT_PNGS
 
 echo "plot_test: OK"
