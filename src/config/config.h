@@ -22,6 +22,7 @@ struct NormConfig {
   std::optional<double> eps;       // auto (nullopt) = the type's default
   bool bias = true;                // layernorm bias
   double dyt_alpha = 0.5;          // DyT alpha init
+  double derf_alpha = 0.5;         // Derf alpha init
 };
 
 struct DeepNormConfig {
@@ -35,6 +36,14 @@ struct MixConfig {
 
 struct NormFormerConfig {
   std::string resid_scale = "none";  // none | ffn | all
+};
+
+struct SubLnConfig {
+  std::optional<double> gamma;  // auto: sqrt(log(2L))
+};
+
+struct HybridConfig {
+  bool first_block_pre = false;  // HybridNorm*: block 0 is pre-norm
 };
 
 struct ModelConfig {
@@ -58,6 +67,13 @@ struct ModelConfig {
   DeepNormConfig deepnorm;
   MixConfig mix;
   NormFormerConfig normformer;
+  std::string qk_norm_axis = "head";            // head | all
+  std::string qk_norm_position = "before_rope";  // before_rope | after_rope
+  bool v_norm = false;
+  std::string attn_gate = "none";  // none | head | elementwise
+  double layerscale = 0;           // 0 = off; c > 0: learnable ls1/ls2 [d] initialised to c
+  SubLnConfig subln;
+  HybridConfig hybrid;
 };
 
 struct InitConfig {
@@ -77,6 +93,7 @@ struct OptimConfig {
   std::string schedule = "cosine";  // cosine | linear | constant
   double grad_clip = 1.0;           // 0 = off
   double z_loss = 0;
+  double qk_clip = 0;  // 0 = off; tau > 0: QK-Clip threshold
 };
 
 struct TrainConfig {
@@ -137,6 +154,7 @@ template <class V> void describe(NormConfig& c, V& v) {
   v.field("eps", c.eps, "epsilon; auto = the type's default");
   v.field("bias", c.bias, "layernorm has a bias");
   v.field("dyt_alpha", c.dyt_alpha, "initial alpha of dyt");
+  v.field("derf_alpha", c.derf_alpha, "initial alpha of derf");
 }
 template <class V> void describe(DeepNormConfig& c, V& v) {
   v.field("alpha", c.alpha, "residual scale; auto = (2L)^(1/4); 1 turns it off");
@@ -147,6 +165,12 @@ template <class V> void describe(MixConfig& c, V& v) {
 }
 template <class V> void describe(NormFormerConfig& c, V& v) {
   v.field("resid_scale", c.resid_scale, "learnable skip scales: none | ffn | all");
+}
+template <class V> void describe(SubLnConfig& c, V& v) {
+  v.field("gamma", c.gamma, "Sub-LN init gain of v/out/fc1/fc2/ffn.gate; auto = sqrt(log(2L)); 1 turns it off");
+}
+template <class V> void describe(HybridConfig& c, V& v) {
+  v.field("first_block_pre", c.first_block_pre, "HybridNorm*: block 0 is pre-norm (with q/k/v norms)");
 }
 template <class V> void describe(ModelConfig& c, V& v) {
   v.field("vocab_size", c.vocab_size, "vocabulary size (256 = bytes)");
@@ -169,6 +193,13 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.section("deepnorm", c.deepnorm);
   v.section("mix", c.mix);
   v.section("normformer", c.normformer);
+  v.field("qk_norm_axis", c.qk_norm_axis, "q/k/v norm over each head (head, size dh) or all heads (all, size d)");
+  v.field("qk_norm_position", c.qk_norm_position, "q/k norm before_rope | after_rope");
+  v.field("v_norm", c.v_norm, "normalise v like k (type qk_norm_type, axis qk_norm_axis)");
+  v.field("attn_gate", c.attn_gate, "gated attention: none | head | elementwise (o_h * sigmoid(x_in Wg^T))");
+  v.field("layerscale", c.layerscale, "learnable branch scales ls1/ls2 [d] initialised to this; 0 = off");
+  v.section("subln", c.subln);
+  v.section("hybrid", c.hybrid);
 }
 template <class V> void describe(InitConfig& c, V& v) {
   v.field("scheme", c.scheme, "normal | xavier");
@@ -186,6 +217,7 @@ template <class V> void describe(OptimConfig& c, V& v) {
   v.field("schedule", c.schedule, "cosine | linear | constant");
   v.field("grad_clip", c.grad_clip, "global gradient-norm clip; 0 = off");
   v.field("z_loss", c.z_loss, "coefficient of mean(logsumexp(logits)^2)");
+  v.field("qk_clip", c.qk_clip, "QK-Clip threshold tau on each head's max logit; 0 = off");
 }
 template <class V> void describe(TrainConfig& c, V& v) {
   v.field("steps", c.steps, "optimizer updates");

@@ -643,6 +643,21 @@ void validate_config(const Config& c, Problems& p) {
     p.add("model.mix.post_layers",
           fmt::format("{} must be in [0, n_layers {}]", *m.mix.post_layers, m.n_layers));
   one_of("model.normformer.resid_scale", m.normformer.resid_scale, {"none", "ffn", "all"});
+  one_of("model.qk_norm_axis", m.qk_norm_axis, {"head", "all"});
+  one_of("model.qk_norm_position", m.qk_norm_position, {"before_rope", "after_rope"});
+  one_of("model.attn_gate", m.attn_gate, {"none", "head", "elementwise"});
+  if (!(m.layerscale >= 0) || !std::isfinite(m.layerscale))
+    p.add("model.layerscale", fmt::format("{} must be a finite number >= 0 (0 = off)", m.layerscale));
+  if (m.subln.gamma && !(*m.subln.gamma > 0))
+    p.add("model.subln.gamma", fmt::format("{} must be > 0", *m.subln.gamma));
+  // Keys that only mean something together with others: an error rather than a silent no-op.
+  const bool any_qkv_norm = m.qk_norm || m.v_norm || m.layout == "hybrid";
+  if (m.qk_norm_axis != "head" && !any_qkv_norm)
+    p.add("model.qk_norm_axis", "'all' has no effect without model.qk_norm, model.v_norm or layout hybrid");
+  if (m.qk_norm_position == "after_rope" && m.pos != "rope")
+    p.add("model.qk_norm_position", "'after_rope' needs model.pos: rope (there is no RoPE to come after)");
+  if (m.qk_norm_position == "after_rope" && !(m.qk_norm || m.layout == "hybrid"))
+    p.add("model.qk_norm_position", "'after_rope' has no effect without model.qk_norm or layout hybrid");
 
   one_of("init.scheme", c.init.scheme, {"normal", "xavier"});
   if (!(c.init.std > 0)) p.add("init.std", fmt::format("{} must be > 0", c.init.std));
@@ -663,6 +678,8 @@ void validate_config(const Config& c, Problems& p) {
   one_of("optim.schedule", o.schedule, {"cosine", "linear", "constant"});
   non_negative("optim.grad_clip", o.grad_clip);
   non_negative("optim.z_loss", o.z_loss);
+  if (!(o.qk_clip >= 0) || !std::isfinite(o.qk_clip))
+    p.add("optim.qk_clip", fmt::format("{} must be a finite threshold > 0, or 0 = off", o.qk_clip));
 
   const auto& t = c.train;
   positive("train.steps", t.steps);

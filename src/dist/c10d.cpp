@@ -131,6 +131,14 @@ class GlooComm final : public Comm {
     });
   }
 
+  void allreduce_max(std::vector<torch::Tensor>& tensors) override {
+    run_all(tensors, "the QK-Clip max exchange", [this](std::vector<torch::Tensor>& one) {
+      c10d::AllreduceOptions o;
+      o.reduceOp = c10d::ReduceOp::MAX;
+      return pg_->allreduce(one, o);
+    });
+  }
+
   void broadcast(std::vector<torch::Tensor>& tensors, int root) override {
     run_all(tensors, "the weight broadcast", [this, root](std::vector<torch::Tensor>& one) {
       c10d::BroadcastOptions o;

@@ -39,6 +39,8 @@ class Comm {
   virtual int world_size() const = 0;
   // Sums each tensor over the ranks, in place; all reductions run at once.
   virtual void allreduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  // Element-wise max over the ranks, in place (QK-Clip's per-head max logit).
+  virtual void allreduce_max(std::vector<torch::Tensor>& tensors) = 0;
   // Rank `root`'s values into every rank's tensors, in place.
   virtual void broadcast(std::vector<torch::Tensor>& tensors, int root) = 0;
   // Waits for every rank; timeout_s > 0 replaces train.dist_timeout for this wait (the ranks that

@@ -15,7 +15,7 @@ namespace normlab {
 
 struct Diagnostics {
   double param_norm = 0;
-  std::vector<double> update_ratio, act_rms, attn_entropy, attn_logit_max;
+  std::vector<double> update_ratio, act_rms, attn_entropy, attn_logit_max, act_max, block_cos, attn_sink;
   double logit_max = 0, lse_mean = 0;
 };
 

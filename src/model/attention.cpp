@@ -22,11 +22,22 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
   k_proj = register_module("k_proj", linear(o.d_model, o.d_model, o.bias));
   v_proj = register_module("v_proj", linear(o.d_model, o.d_model, o.bias));
   out_proj = register_module("out_proj", linear(o.d_model, o.d_model, o.bias));
-  if (o.qk_norm_type) {
-    q_norm = register_module("q_norm", make_norm(*o.qk_norm_type, o.qk_norm));
-    k_norm = register_module("k_norm", make_norm(*o.qk_norm_type, o.qk_norm));
+  if (o.qk_norm || o.force_qkv_norm) {
+    q_norm = register_module("q_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
+    k_norm = register_module("k_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
+  }
+  if (o.v_norm || o.force_qkv_norm)
+    v_norm = register_module("v_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
+  if (o.gate != AttentionOptions::Gate::none) {
+    const int64_t rows = o.gate == AttentionOptions::Gate::head ? o.n_heads : o.d_model;
+    gate = register_module("gate", linear(o.d_model, rows, false));  // no gate bias (section 5)
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
+  if (o.inner_norm_type) {
+    NormOptions no = o.inner_norm;
+    no.size = o.d_model;
+    inner_norm = register_module("inner_norm", make_norm(*o.inner_norm_type, no));
+  }
 }
 
 namespace {
@@ -113,14 +124,22 @@ torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Te
     return x.transpose(1, 2);
   };  // (B, T, H, dh) <-> (B, H, T, dh)
   auto s = torch::matmul(t(q), t(k).transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));
+  const auto mask = causal_mask(T, q.device());
+  const float kInf = std::numeric_limits<float>::infinity();
+  if (stats) {  // per head, before any softcap (QK-Clip's S)
+    torch::NoGradGuard ng;
+    stats->head_max = s.detach().masked_fill(mask, -kInf).to(torch::kFloat).amax({0, 2, 3});
+  }
   if (softcap > 0) s = torch::tanh(s / softcap) * softcap;
-  s = s.masked_fill(causal_mask(T, q.device()), -std::numeric_limits<float>::infinity());
+  s = s.masked_fill(mask, -kInf);
   auto p = torch::softmax(compute_dtype(s), -1);  // (B, H, T, T), at least fp32
   if (stats) {
     torch::NoGradGuard ng;
     auto pd = p.detach();
     stats->entropy = -(pd * pd.clamp_min(1e-30).log()).sum(-1).mean();
     stats->logit_max = s.detach().max();
+    stats->sink = T > 1 ? pd.narrow(2, 1, T - 1).select(3, 0).mean().to(torch::kFloat)
+                        : torch::zeros({}, pd.options().dtype(torch::kFloat));
   }
   return t(torch::matmul(p.to(v.scalar_type()), t(v)));  // (B, T, H, dh)
 }
@@ -131,12 +150,15 @@ torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor&
                   v.sizes() == q.sizes() && k.stride(3) == 1 && v.stride(3) == 1,
               "fused attention needs float32 CPU (B, T, H, dh) views with dh a multiple of 8");
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
-  torch::Tensor st = stats ? torch::empty({B * H, 2}, q.options().dtype(torch::kDouble))
+  torch::Tensor st = stats ? torch::empty({B * H, 3}, q.options().dtype(torch::kDouble))
                            : torch::empty({0}, q.options().dtype(torch::kDouble));
   auto o = CausalAttentionFunction::apply(q, k, v, st);
   if (stats) {
     stats->entropy = (st.select(1, 0).sum() / static_cast<double>(B * H * T)).to(torch::kFloat);
     stats->logit_max = st.select(1, 1).max().to(torch::kFloat);
+    stats->head_max = st.select(1, 1).view({B, H}).amax(0).to(torch::kFloat);
+    stats->sink = T > 1 ? (st.select(1, 2).sum() / static_cast<double>(B * H * (T - 1))).to(torch::kFloat)
+                        : torch::zeros({}, q.options());
   }
   return o;
 }
@@ -157,6 +179,18 @@ torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, 
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
 
+AttentionOptions::Gate parse_attn_gate(const std::string& s) {
+  if (s == "head") return AttentionOptions::Gate::head;
+  if (s == "elementwise") return AttentionOptions::Gate::elementwise;
+  return AttentionOptions::Gate::none;
+}
+
+torch::Tensor AttentionImpl::take_head_max() {
+  auto out = head_max_accum_;
+  head_max_accum_ = torch::Tensor();
+  return out;
+}
+
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), H = o_.n_heads;
   // One GEMM for the three projections (the parameters stay separate, as the contract names
@@ -166,23 +200,47 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto w = torch::cat({q_proj->weight, k_proj->weight, v_proj->weight});
   auto b = o_.bias ? torch::cat({q_proj->bias, k_proj->bias, v_proj->bias}) : torch::Tensor();
   auto qkv = torch::linear(x, w, b).split(d, -1);  // (B, T, d) x 3
-  auto q = qkv[0].view({B, T, H, dh_}), k = qkv[1].view({B, T, H, dh_}),
-       v = qkv[2].view({B, T, H, dh_});
-  if (q_norm) {
-    q = q_norm->forward(q.contiguous());  // contiguous: the norms' fast path
-    k = k_norm->forward(k.contiguous());
+  auto q = qkv[0], k = qkv[1], v = qkv[2];
+  // A q/k/v norm over each head (size dh, on (B, T, H, dh)) or over all heads (size d, on
+  // (B, T, d)); contiguous: the norms' fast path.
+  auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, dh_}); };
+  auto normed = [&](NormPtr& n, const torch::Tensor& t) {  // t: (B, T, H, dh) or (B, T, d)
+    if (o_.qk_norm_all) return heads(n->forward(t.reshape({B, T, d}).contiguous()));
+    return n->forward(heads(t).contiguous());
+  };
+  if (v_norm) v = normed(v_norm, v);
+  if (q_norm && !o_.qk_norm_after_rope) {
+    q = normed(q_norm, q);
+    k = normed(k_norm, k);
   }
+  q = heads(q);
+  k = heads(k);
+  v = heads(v);
   if (o_.rope) {
     q = apply_rope(q);
     k = apply_rope(k);
   }
-  AttentionStats* st = capture_ ? &stats_ : nullptr;
+  if (q_norm && o_.qk_norm_after_rope) {
+    q = normed(q_norm, q);
+    k = normed(k_norm, k);
+  }
+  AttentionStats* st = capture_ || track_head_max_ ? &stats_ : nullptr;
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
            : last_path_ == AttentionPath::sdpa     ? causal_sdpa(q, k, v)
                                                    : causal_attention_reference(q, k, v, o_.softcap, st);  // (B, T, H, dh)
+  if (track_head_max_ && st) {
+    head_max_accum_ = head_max_accum_.defined() ? torch::maximum(head_max_accum_, st->head_max) : st->head_max;
+  }
+  if (gate) {  // o_h * sigmoid(g_h), g = x_in Wg^T: one scalar per head, or one per channel
+    auto g = torch::sigmoid(gate(x));
+    g = o_.gate == AttentionOptions::Gate::head ? g.unsqueeze(-1) : heads(g);
+    o = o * g.to(o.scalar_type());
+  }
   if (head_scale.defined()) o = o * head_scale.view({1, 1, H, 1});
-  return out_proj(o.reshape({B, T, o_.d_model}));
+  auto merged = o.reshape({B, T, d});
+  if (inner_norm) merged = inner_norm->forward(merged.contiguous());
+  return out_proj(merged);
 }
 
 FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {

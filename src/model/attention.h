@@ -1,7 +1,8 @@
 // Causal multi-head self-attention (MODEL.md section 3) with the contract's options: QK-norm
-// (one norm of size dh shared across heads, before RoPE), RoPE (rotate-half), score softcap,
-// NormFormer head scale. Optionally records its own statistics (entropy, max logit) for the
-// diagnostics, computed from the probabilities it already has.
+// (per head, size dh, or over all heads, size d; before or after RoPE), V-norm, RoPE
+// (rotate-half), score softcap, attention gate, NormFormer head scale, Sub-LN inner norm.
+// Optionally records its own statistics (entropy, max logit, sink, per-head max logit) for the
+// diagnostics and QK-Clip, computed from the probabilities it already has.
 #pragma once
 
 #include <optional>
@@ -18,14 +19,26 @@ struct AttentionOptions {
   bool rope = false;
   double softcap = 0;                       // 0 = off
   bool head_scale = false;                  // NormFormer
-  std::optional<std::string> qk_norm_type;  // set = QK-norm on
-  NormOptions qk_norm;                      // size = dh
+  bool qk_norm = false;                     // q_norm, k_norm
+  bool v_norm = false;                      // v_norm, like k
+  std::string qk_norm_type = "layernorm";   // type of the q/k/v norms
+  NormOptions qk_norm_options;              // size = dh (axis head) or d (axis all)
+  bool qk_norm_all = false;                 // axis all: one norm of size d before the head split
+  bool qk_norm_after_rope = false;
+  bool force_qkv_norm = false;              // HybridNorm: q, k and v norms whatever the above say
+  enum class Gate { none, head, elementwise } gate = Gate::none;
+  std::optional<std::string> inner_norm_type;  // Sub-LN: norm of the merged context, size d
+  NormOptions inner_norm;
 };
+
+AttentionOptions::Gate parse_attn_gate(const std::string& s);  // validated config value
 
 // Statistics of one forward, filled when capture is on: scalars, detached.
 struct AttentionStats {
   torch::Tensor entropy;    // mean over batch, heads, query positions of -sum p log p
   torch::Tensor logit_max;  // max pre-softmax score over unmasked positions (after softcap)
+  torch::Tensor sink;       // mean over batch, heads, query positions t >= 1 of p(t -> 0)
+  torch::Tensor head_max;   // [H] max pre-softmax score per head (before any softcap)
 };
 
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
@@ -54,13 +67,18 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   void set_capture(bool on) { capture_ = on; }
+  // QK-Clip: keep the running max over forwards of each head's max logit (see take_head_max).
+  void set_track_head_max(bool on) { track_head_max_ = on; }
+  // [H] max of stats().head_max over the forwards since the last call (undefined if none).
+  torch::Tensor take_head_max();
   // Tests: false forces the composed-op reference attention even where a fused path applies.
   void set_fast_path(bool on) { fast_path_ = on; }
   const AttentionStats& stats() const { return stats_; }
   AttentionPath last_path() const { return last_path_; }
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
-  NormPtr q_norm, k_norm;
+  torch::nn::Linear gate{nullptr};
+  NormPtr q_norm, k_norm, v_norm, inner_norm;
   torch::Tensor head_scale;
 
  private:
@@ -69,6 +87,8 @@ class AttentionImpl : public torch::nn::Module {
   AttentionOptions o_;
   int64_t dh_;
   bool capture_ = false;
+  bool track_head_max_ = false;
+  torch::Tensor head_max_accum_;
   bool fast_path_ = true;
   AttentionPath last_path_ = AttentionPath::reference;
   AttentionStats stats_;

@@ -176,7 +176,7 @@ void causal_attention_forward(const Shape& sh, const float* q, Strides qs, const
       const float* qb = q + b * qs.b + h * qs.h;
       const float* vb = v + b * vs.b + h * vs.h;
       transpose_rows(k + b * ks.b + h * ks.h, ks.t, T, dh, T8, kt.data());
-      double entropy = 0;
+      double entropy = 0, sink = 0;
       float smax = -INFINITY;
       for (int64_t i0 = 0; i0 < T; i0 += kRows) {
         const int64_t rows = std::min(kRows, T - i0), N = i0 + rows, N8 = round_up(N, kW);
@@ -202,13 +202,15 @@ void causal_attention_forward(const Shape& sh, const float* q, Strides qs, const
             // -sum p log p with p = e / sum and log p = (s - m) - log(sum)
             entropy += std::log(static_cast<double>(sum)) - static_cast<double>(plogit) / sum;
             smax = std::max(smax, m);
+            if (i0 + r >= 1) sink += static_cast<double>(prow[r][0]) / sum;  // p(i -> 0)
           }
         }
         weighted_tile(p.data(), T8, 1, vb, vs.t, 0, N, dh, inv_sum, orow);
       }
       if (stats) {
-        stats[2 * task] = entropy;
-        stats[2 * task + 1] = smax;
+        stats[3 * task] = entropy;
+        stats[3 * task + 1] = smax;
+        stats[3 * task + 2] = sink;
       }
     }
   });

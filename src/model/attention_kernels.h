@@ -32,7 +32,9 @@ struct Shape {
 
 // o = softmax(q k^T * scale, causal) v; lse[b, h, i] = log sum_{j<=i} exp(s_ij).
 // stats, when not null, receives per (b, h) pair: [0] the sum over query rows of the attention
-// entropy -sum_j p_ij log p_ij (nats), [1] the max score s_ij over j <= i. Size 2 * B * H.
+// entropy -sum_j p_ij log p_ij (nats), [1] the max score s_ij over j <= i, [2] the sum over
+// query rows i >= 1 of the probability p_i0 on the first position (the attention sink).
+// Size 3 * B * H.
 void causal_attention_forward(const Shape& shape, const float* q, Strides qs, const float* k,
                               Strides ks, const float* v, Strides vs, float* o, float* lse,
                               double* stats);

@@ -14,6 +14,11 @@ BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
   add_norm("norm1");
   AttentionOptions ao = o.attn;
   ao.head_scale = plan_.head_scale;
+  if (plan_.attn_inner_norm) {
+    ao.inner_norm_type = o.norm_type;
+    ao.inner_norm = o.norm;
+  }
+  if (plan_.qkv_norm) ao.force_qkv_norm = true;
   attn_ = register_module("attn", Attention(ao));
   add_norm("norm1_out");
   add_norm("norm2");
@@ -26,8 +31,12 @@ BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
   ffn_ = register_module("ffn", Ffn(fo));
   add_norm("norm2_out");
   const int64_t d = o.attn.d_model;
-  if (plan_.resid_scale1) resid_scale1_ = register_parameter("resid_scale1", torch::ones({d}));
-  if (plan_.resid_scale2) resid_scale2_ = register_parameter("resid_scale2", torch::ones({d}));
+  for (const auto& [name, init] : plan_.vectors)
+    vectors_[name] = register_parameter(name, torch::full({d}, init));
+  if (o.layerscale > 0) {
+    ls1_ = register_parameter("ls1", torch::full({d}, o.layerscale));
+    ls2_ = register_parameter("ls2", torch::full({d}, o.layerscale));
+  }
 }
 
 torch::Tensor BlockImpl::norm(const std::string& slot, const torch::Tensor& x) {
@@ -43,9 +52,9 @@ const NormPtr& BlockImpl::norm_module(const std::string& slot) const {
   return it == norms_.end() ? kNone : it->second;
 }
 
-torch::Tensor BlockImpl::resid_scale(int which, const torch::Tensor& x) {
-  const auto& s = which == 1 ? resid_scale1_ : resid_scale2_;
-  return s.defined() ? x * s : x;
+torch::Tensor BlockImpl::scaled(const std::string& name, const torch::Tensor& x) {
+  auto it = vectors_.find(name);
+  return it == vectors_.end() ? x : x * it->second;
 }
 
 }  // namespace normlab

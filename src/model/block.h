@@ -1,7 +1,7 @@
 // One Transformer block: an attention and an FFN sublayer, the norm slots its layout asks for,
 // and the layout's forward. Layouts compose the block through attn(), ffn(), norm(slot, x),
-// alpha() and resid_scale(); tests can replace the sublayers with stubs to pin each layout's
-// equation.
+// ls(which, t) (LayerScale, any layout) and scaled(name, x) (the plan's own vectors); tests can
+// replace the sublayers with stubs to pin each layout's equation.
 #pragma once
 
 #include <map>
@@ -17,6 +17,7 @@ struct BlockOptions {
   std::string norm_type = "layernorm";
   NormOptions norm;  // size = d_model
   BlockPlan plan;
+  double layerscale = 0;  // c > 0: ls1, ls2 [d] initialised to c
 };
 
 class BlockImpl : public torch::nn::Module {
@@ -29,8 +30,13 @@ class BlockImpl : public torch::nn::Module {
   torch::Tensor attn(const torch::Tensor& x) { return attn_stub_ ? attn_stub_(x) : attn_->forward(x); }
   torch::Tensor ffn(const torch::Tensor& x) { return ffn_stub_ ? ffn_stub_(x) : ffn_->forward(x); }
   torch::Tensor norm(const std::string& slot, const torch::Tensor& x);
-  double alpha() const { return plan_.alpha; }
-  torch::Tensor resid_scale(int which, const torch::Tensor& x);
+  // LayerScale: t * ls{which} when model.layerscale > 0, else t (which: 1 attention, 2 FFN).
+  torch::Tensor ls(int which, const torch::Tensor& t) {
+    const auto& s = which == 1 ? ls1_ : ls2_;
+    return s.defined() ? t * s : t;
+  }
+  // x * the plan's vector `name` when the plan declares it, else x.
+  torch::Tensor scaled(const std::string& name, const torch::Tensor& x);
 
   const BlockPlan& plan() const { return plan_; }
   Attention& attention() { return attn_; }
@@ -49,7 +55,8 @@ class BlockImpl : public torch::nn::Module {
   Attention attn_{nullptr};
   Ffn ffn_{nullptr};
   std::map<std::string, NormPtr> norms_;
-  torch::Tensor resid_scale1_, resid_scale2_;
+  std::map<std::string, torch::Tensor> vectors_;
+  torch::Tensor ls1_, ls2_;
   std::function<torch::Tensor(const torch::Tensor&)> attn_stub_, ffn_stub_;
 };
 TORCH_MODULE(Block);

@@ -13,11 +13,9 @@ double norm_eps(const ModelConfig& m, const std::string& type) {
 }
 
 void resolve_model_config(ModelConfig& m) {
-  const double L = static_cast<double>(m.n_layers);
-  if (!m.deepnorm.alpha) m.deepnorm.alpha = std::pow(2.0 * L, 0.25);
-  if (!m.deepnorm.beta) m.deepnorm.beta = std::pow(8.0 * L, -0.25);
-  if (!m.mix.post_layers) m.mix.post_layers = m.n_layers / 4;
   if (!m.qk_norm_type) m.qk_norm_type = m.norm.type;
+  const LayoutType* layout = find_layout(m.layout);
+  if (layout && layout->resolve) layout->resolve(m);
 }
 
 void check_model_config(const ModelConfig& m, Problems& p) {
@@ -33,9 +31,36 @@ void check_model_config(const ModelConfig& m, Problems& p) {
     p.add("model.layout", fmt::format("'{}' is not a registered layout; expected one of: {}",
                                       m.layout, layout_names()));
   }
+  // A key a layout owns, set under another layout, would silently do nothing.
+  for (const auto& t : layout_registry()) {
+    if (t.name == m.layout || !t.keys_set) continue;
+    for (const auto& key : t.keys_set(m)) {
+      p.add(key, fmt::format("applies to layout {} only (model.layout is {})", t.name, m.layout));
+    }
+  }
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& m) : m_(m) {
+bool is_branch_linear(const std::string& name) {
+  for (const char* s : {"attn.v_proj.weight", "attn.out_proj.weight", "ffn.fc1.weight",
+                        "ffn.fc2.weight", "ffn.gate.weight"}) {
+    const std::string suffix = s;
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return true;
+  }
+  return false;
+}
+
+void for_each_block_linear(TransformerImpl& model,
+                           const std::function<void(const std::string& name, torch::Tensor& w)>& fn) {
+  torch::NoGradGuard ng;
+  for (auto& kv : model.named_parameters()) {
+    if (kv.key().rfind("blocks.", 0) == 0 && kv.value().dim() == 2) fn(kv.key(), kv.value());
+  }
+}
+
+TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
+  resolve_model_config(m_);  // idempotent; the plans read resolved values
+  const ModelConfig& m = m_;
   const LayoutType* layout = find_layout(m.layout);
   TORCH_CHECK(layout, "unknown layout ", m.layout);
   NormOptions no;
@@ -43,6 +68,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& m) : m_(m) {
   no.eps = norm_eps(m, m.norm.type);
   no.bias = m.norm.bias;
   no.dyt_alpha = m.norm.dyt_alpha;
+  no.derf_alpha = m.norm.derf_alpha;
 
   tok_emb = register_module("tok_emb", torch::nn::Embedding(m.vocab_size, m.d_model));
   if (m.pos == "learned") pos_emb = register_module("pos_emb", torch::nn::Embedding(m.ctx, m.d_model));
@@ -55,13 +81,16 @@ TransformerImpl::TransformerImpl(const ModelConfig& m) : m_(m) {
   bo.attn.bias = m.bias;
   bo.attn.rope = m.pos == "rope";
   bo.attn.softcap = m.attn_softcap;
-  if (m.qk_norm) {
-    const std::string qk_type = m.qk_norm_type.value_or(m.norm.type);
-    bo.attn.qk_norm_type = qk_type;
-    bo.attn.qk_norm = no;
-    bo.attn.qk_norm.size = m.d_model / m.n_heads;
-    bo.attn.qk_norm.eps = norm_eps(m, qk_type);
-  }
+  bo.attn.qk_norm = m.qk_norm;
+  bo.attn.v_norm = m.v_norm;
+  bo.attn.qk_norm_type = m.qk_norm_type.value_or(m.norm.type);
+  bo.attn.qk_norm_all = m.qk_norm_axis == "all";
+  bo.attn.qk_norm_after_rope = m.qk_norm_position == "after_rope";
+  bo.attn.qk_norm_options = no;
+  bo.attn.qk_norm_options.size = bo.attn.qk_norm_all ? m.d_model : m.d_model / m.n_heads;
+  bo.attn.qk_norm_options.eps = norm_eps(m, bo.attn.qk_norm_type);
+  bo.attn.gate = parse_attn_gate(m.attn_gate);
+  bo.layerscale = m.layerscale;
   bo.ffn.d_model = m.d_model;
   bo.ffn.d_ff = m.d_ff;
   bo.ffn.swiglu = m.ffn == "swiglu";
@@ -81,6 +110,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& m) : m_(m) {
   }
 }
 
+void TransformerImpl::set_track_head_max(bool on) {
+  for (auto& b : blocks_) b->attention()->set_track_head_max(on);
+}
+
 void TransformerImpl::set_capture(bool on) {
   capture_ = on;
   for (auto& b : blocks_) b->attention()->set_capture(on);
@@ -93,16 +126,31 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
   if (embed_norm) x = embed_norm->forward(x);
   if (capture_) stats_ = ForwardStats{};
-  auto rms = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat).pow(2).mean().sqrt(); };
+  auto stream = [&](const torch::Tensor& t) {
+    auto f = t.detach().to(torch::kFloat);
+    stats_.act_rms.push_back(f.pow(2).mean().sqrt());
+    stats_.act_max.push_back(f.abs().max());
+  };
   for (auto& b : blocks_) {
-    if (capture_) stats_.act_rms.push_back(rms(x));
-    x = b->forward(x);
-    if (capture_) {
-      stats_.attn_entropy.push_back(b->attention()->stats().entropy);
-      stats_.attn_logit_max.push_back(b->attention()->stats().logit_max);
+    if (!capture_) {
+      x = b->forward(x);
+      continue;
     }
+    stream(x);
+    auto x_in = x;
+    x = b->forward(x);
+    {
+      torch::NoGradGuard ng;
+      auto a = x_in.detach().to(torch::kFloat), o = x.detach().to(torch::kFloat);
+      auto cos = (a * o).sum(-1) / (a.norm(2, -1) * o.norm(2, -1)).clamp_min(1e-30);
+      stats_.block_cos.push_back(cos.mean());
+    }
+    const auto& as = b->attention()->stats();
+    stats_.attn_entropy.push_back(as.entropy);
+    stats_.attn_logit_max.push_back(as.logit_max);
+    stats_.attn_sink.push_back(as.sink);
   }
-  if (capture_) stats_.act_rms.push_back(rms(x));
+  if (capture_) stream(x);
   if (final_norm) x = final_norm->forward(x);
   auto logits = lm_head ? lm_head(x) : torch::matmul(x, tok_emb->weight.t());  // (B, T, V)
   if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
@@ -119,8 +167,6 @@ void init_weights(Transformer& model, const InitConfig& init) {
   torch::NoGradGuard ng;
   const ModelConfig& m = model->config();
   const double L = static_cast<double>(m.n_layers);
-  const bool deepnorm = m.layout == "deepnorm";
-  const double beta = m.deepnorm.beta.value_or(std::pow(8.0 * L, -0.25));
   for (auto& kv : model->named_parameters()) {
     const std::string& name = kv.key();
     auto& p = kv.value();
@@ -138,10 +184,7 @@ void init_weights(Transformer& model, const InitConfig& init) {
       continue;  // norm parameters, head scale and residual scales keep their constructor values
     }
     const bool residual_out = ends_with(name, "out_proj.weight") || ends_with(name, "fc2.weight");
-    if (deepnorm && name.rfind("blocks.", 0) == 0) {
-      const bool qk = ends_with(name, "q_proj.weight") || ends_with(name, "k_proj.weight");
-      torch::nn::init::xavier_normal_(p, qk ? 1.0 : beta);
-    } else if (init.scheme == "xavier") {
+    if (init.scheme == "xavier") {
       torch::nn::init::xavier_normal_(p, 1.0);
     } else {
       double std = init.std;
@@ -149,6 +192,8 @@ void init_weights(Transformer& model, const InitConfig& init) {
       p.normal_(0.0, std);
     }
   }
+  const LayoutType* layout = find_layout(m.layout);
+  if (layout && layout->init) layout->init(*model, m);  // the layout's own rule (section 4)
 }
 
 int64_t count_params(Transformer& model, bool include_embeddings) {

@@ -14,6 +14,9 @@ struct ForwardStats {
   std::vector<torch::Tensor> act_rms;         // L + 1: entering each block, after the last
   std::vector<torch::Tensor> attn_entropy;    // L
   std::vector<torch::Tensor> attn_logit_max;  // L
+  std::vector<torch::Tensor> act_max;         // L + 1: max |x| where act_rms is taken
+  std::vector<torch::Tensor> block_cos;       // L: mean over positions of cos(x_in, x_out)
+  std::vector<torch::Tensor> attn_sink;       // L: mean attention probability on position 0
 };
 
 class TransformerImpl : public torch::nn::Module {
@@ -25,6 +28,8 @@ class TransformerImpl : public torch::nn::Module {
 
   // Record activation and attention statistics during the next forwards.
   void set_capture(bool on);
+  // QK-Clip: every block's attention keeps each head's max logit over the next forwards.
+  void set_track_head_max(bool on);
   const ForwardStats& stats() const { return stats_; }
 
   const ModelConfig& config() const { return m_; }
@@ -58,6 +63,10 @@ double norm_eps(const ModelConfig& m, const std::string& type);
 // Initialises every parameter per MODEL.md section 4 from torch's global generator (seeded by
 // the caller), in named_parameters() order.
 void init_weights(Transformer& model, const InitConfig& init);
+
+// The block Linear weights DeepNorm's beta and Sub-LN's gamma scale: v_proj, out_proj, fc1, fc2
+// and the SwiGLU ffn.gate (not q_proj, k_proj or attn.gate).
+bool is_branch_linear(const std::string& name);
 
 // Non-embedding parameter count (everything except tok_emb/pos_emb; a tied head counts 0).
 int64_t count_params(Transformer& model, bool include_embeddings);

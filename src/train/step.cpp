@@ -1,5 +1,7 @@
 #include "train/step.h"
 
+#include "train/qk_clip.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -160,6 +162,11 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
   StepOutcome o;
   o.loss_scale = scaler_.scale();  // fp16: gradients come out multiplied by it
   const int rank = comm_ ? comm_->rank() : 0, world = comm_ ? comm_->world_size() : 1;
+  const double tau = cfg_.optim.qk_clip;
+  if (tau > 0) {  // this step's maxima only (evaluation forwards in between are not training)
+    t_.model->set_track_head_max(true);
+    apply_qk_clip(t_.model, tau, nullptr, /*apply=*/false);
+  }
   o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale,
                             rank, world);
   if (nan_gradient_requested(rank, o.pass.first_micro_batch)) {
@@ -220,6 +227,7 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
     o.probe->before(t_.params);
   }
   clip_and_step(cfg_, *t_.optimizer, lr, o.grads.total, o.loss_scale);
+  if (tau > 0) o.qk_clipped = apply_qk_clip(t_.model, tau, comm_);
   scaler_.update(/*gradients_finite=*/true);
   loss_spikes_.accept(o.loss);
   grad_spikes_.accept(o.grads.total);

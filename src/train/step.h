@@ -94,6 +94,7 @@ struct StepOutcome {
   std::unique_ptr<UpdateProbe> probe;  // diag steps that updated: the weights before the update
   bool stop = false;                   // W > 1: some rank was asked to stop (Ctrl-C) during this step
   double grad_noise_scale = std::nan("");  // diag steps with accum x W > 1, in sequences
+  int64_t qk_clipped = 0;                  // heads QK-Clip rescaled after this update
 };
 
 // Runs updates of one Trainable: forward and backward, one host read (loss, gradient-norm groups

@@ -478,13 +478,15 @@ class Run {
         if (diag) d = read_diagnostics(o.pass, *o.probe);
         if (d) {
           layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
-              .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max);
+              .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max)
+              .add("block_cos", d->block_cos).add("act_max", d->act_max).add("attn_sink", d->attn_sink);
         }
         const double dt_now = std::chrono::duration<double>(Clock::now() - t0).count();
         const double tok_s = (interval_tokens + tokens_per_update) / std::max(interval_time + dt_now, 1e-9);
         rec.add("tokens", state_.tokens).add("tok_per_s", tok_s);
         if (d) rec.add("param_norm", d->param_norm);
         if (std::isfinite(o.grad_noise_scale)) rec.add("grad_noise_scale", o.grad_noise_scale);
+        if (cfg_.optim.qk_clip > 0) rec.add("qk_clipped", o.qk_clipped);
         rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
         if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
         if (cfg_.diag.per_param) {
@@ -564,7 +566,8 @@ class Run {
     }
     const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe.update_ratio(t_.params, *t_.grad_stats, L)),
                  k_rms = f.add(st.act_rms), k_ent = f.add(st.attn_entropy), k_lmax = f.add(st.attn_logit_max),
-                 k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean);
+                 k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean), k_amax = f.add(st.act_max),
+                 k_cos = f.add(st.block_cos), k_sink = f.add(st.attn_sink);
     f.fetch();
     Diagnostics d;
     d.param_norm = f.scalar(k_pn);
@@ -572,6 +575,9 @@ class Run {
     d.act_rms = f.get(k_rms);
     d.attn_entropy = f.get(k_ent);
     d.attn_logit_max = f.get(k_lmax);
+    d.act_max = f.get(k_amax);
+    d.block_cos = f.get(k_cos);
+    d.attn_sink = f.get(k_sink);
     d.logit_max = f.scalar(k_max);
     d.lse_mean = f.scalar(k_lse);
     return d;

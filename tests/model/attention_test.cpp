@@ -87,9 +87,10 @@ TEST(AttentionTest, QkNormBoundsLogitsBySqrtDhTimesGains) {
   torch::manual_seed(0);
   for (const char* type : {"rmsnorm", "rmsnorm_1p"}) {
     auto o = opts(32, 4);
+    o.qk_norm = true;
     o.qk_norm_type = type;
-    o.qk_norm.size = 8;
-    o.qk_norm.eps = 1e-6;
+    o.qk_norm_options.size = 8;
+    o.qk_norm_options.eps = 1e-6;
     Attention a(o);
     {
       torch::NoGradGuard ng;

@@ -1,24 +1,45 @@
 // DeepNorm (Wang et al. 2022, "DeepNet"): x = Na(alpha * x + F(x)), alpha = (2L)^(1/4) for a
-// decoder-only model, plus the beta-scaled xavier init of v/out/fc1/fc2 (model/init.cpp). Both
-// parts are separately switchable (alpha = 1, beta = 1).
+// decoder-only model, plus its init: v_proj, out_proj, fc1, fc2 and ffn.gate xavier_normal with
+// gain beta = (8L)^(-1/4), q_proj, k_proj (and attn.gate) gain 1 (the paper's form). Both parts
+// are separately switchable (alpha = 1, beta = 1).
 #include <cmath>
 
 #include "model/block.h"
+#include "model/transformer.h"
 
 namespace normlab {
 namespace {
-torch::Tensor deepnorm_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = b.norm("norm1", x * b.alpha() + b.attn(x));
-  return b.norm("norm2", h * b.alpha() + b.ffn(h));
-}
-}  // namespace
 
 BlockPlan deepnorm_plan(int64_t, const ModelConfig& m) {
   BlockPlan p;
   p.layout = "deepnorm";
-  p.forward = deepnorm_forward;
+  const double alpha = *m.deepnorm.alpha;
+  p.forward = [alpha](BlockImpl& b, const torch::Tensor& x) {
+    auto h = b.norm("norm1", x * alpha + b.ls(1, b.attn(x)));
+    return b.norm("norm2", h * alpha + b.ls(2, b.ffn(h)));
+  };
   p.norm_slots = {"norm1", "norm2"};
-  p.alpha = m.deepnorm.alpha.value_or(std::pow(2.0 * m.n_layers, 0.25));
   return p;
+}
+
+void deepnorm_resolve(ModelConfig& m) {
+  const double L = static_cast<double>(m.n_layers);
+  if (!m.deepnorm.alpha) m.deepnorm.alpha = std::pow(2.0 * L, 0.25);
+  if (!m.deepnorm.beta) m.deepnorm.beta = std::pow(8.0 * L, -0.25);
+}
+
+void deepnorm_init(TransformerImpl& model, const ModelConfig& m) {
+  const double beta = *m.deepnorm.beta;
+  for_each_block_linear(model, [&](const std::string& name, torch::Tensor& w) {
+    torch::nn::init::xavier_normal_(w, is_branch_linear(name) ? beta : 1.0);
+  });
+}
+}  // namespace
+
+LayoutType deepnorm_layout() {
+  LayoutType t{"deepnorm", "x = Na(alpha*x + F(x))", false, deepnorm_plan};
+  t.resolve = deepnorm_resolve;
+  t.init = deepnorm_init;
+  return t;
 }
 }  // namespace normlab

@@ -1,10 +1,13 @@
-// Block layouts and their registry (MODEL.md section 2). A layout decides, per block, both the
-// forward order of norms and sublayers and which parameters exist (its BlockPlan), so checkpoint
-// names follow the layout. Adding a layout = one file + one line in registry.cpp.
+// Block layouts and their registry (MODEL.md section 2). A layout owns everything it needs: the
+// forward order of norms and sublayers, which parameters exist (its BlockPlan, so checkpoint
+// names follow the layout), its auto values, its config keys and its init rule (the hooks of
+// LayoutType). Adding a layout = one file defining `LayoutType xxx_layout()` + one line in
+// registry.cpp.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -13,33 +16,55 @@
 namespace normlab {
 
 class BlockImpl;
-using BlockForward = torch::Tensor (*)(BlockImpl& block, const torch::Tensor& x);
+class TransformerImpl;
+class Problems;
+
+// x -> x after both sublayers. A closure: per-block constants (DeepNorm's alpha, LNS's
+// 1/sqrt(i+1)) are captured by the layout that computes them.
+using BlockForward = std::function<torch::Tensor(BlockImpl& block, const torch::Tensor& x)>;
 
 // What one block of a layout consists of.
 struct BlockPlan {
-  const char* layout = "";             // the per-block layout name (mix resolves to pre/post)
-  BlockForward forward = nullptr;      // x -> x after both sublayers
+  std::string layout;                  // the per-block layout name (mix resolves to pre/post)
+  BlockForward forward;
   std::vector<std::string> norm_slots; // subset of norm1, norm1_out, norm2, norm2_out
-  double alpha = 1.0;                  // DeepNorm skip scale
-  bool head_scale = false;             // NormFormer per-head scale
-  bool ffn_mid_norm = false;           // NormFormer norm after the FFN activation
-  bool resid_scale1 = false;           // NormFormer learnable skip scale, attention
-  bool resid_scale2 = false;           // ... and FFN
+  // Parts of the sublayers the layout adds.
+  bool head_scale = false;       // attn.head_scale [H] (NormFormer)
+  bool attn_inner_norm = false;  // attn.inner_norm [d] before out_proj (Sub-LN)
+  bool qkv_norm = false;         // attn.q_norm, k_norm, v_norm forced on (HybridNorm)
+  bool ffn_mid_norm = false;     // ffn.mid_norm after the activation (NormFormer, Sub-LN)
+  // Learnable [d] vectors the layout's forward reads with BlockImpl::scaled(name, x), and their
+  // initial value (NormFormer's resid_scale1/2). Registered as blocks.{i}.{name}.
+  std::vector<std::pair<std::string, double>> vectors;
 };
 
 struct LayoutType {
   std::string name;
   std::string equation;  // per sublayer F, as in the contract table
-  bool final_norm;
+  bool final_norm = true;
+  // Block i's plan; m is resolved (resolve has run).
   std::function<BlockPlan(int64_t layer, const ModelConfig& m)> plan;
+  // Optional hooks.
+  // Fill this layout's auto values (once, in resolve_model_config), so the resolved config
+  // records the numbers and the plan and init read them.
+  std::function<void(ModelConfig& m)> resolve;
+  // The config keys this layout owns that are set in m ("model.subln.gamma", ...): setting one
+  // under another layout is a config error.
+  std::function<std::vector<std::string>(const ModelConfig& m)> keys_set;
+  // Runs after the init scheme has drawn every parameter (MODEL.md section 4's per-layout rules).
+  std::function<void(TransformerImpl& model, const ModelConfig& m)> init;
 };
 
 const std::vector<LayoutType>& layout_registry();
 const LayoutType* find_layout(const std::string& name);  // nullptr if unknown
 std::string layout_names();
 
-// Plans of the plain layouts, reused by composite ones (mix).
+// Plans of the plain layouts, reused by composite ones (mix, hybrid's first block).
 BlockPlan pre_plan(int64_t layer, const ModelConfig& m);
 BlockPlan post_plan(int64_t layer, const ModelConfig& m);
+
+// For init hooks: every Linear weight of the blocks, with its contract name.
+void for_each_block_linear(TransformerImpl& model,
+                           const std::function<void(const std::string& name, torch::Tensor& w)>& fn);
 
 }  // namespace normlab

@@ -5,9 +5,14 @@
 
 namespace normlab {
 
-int64_t mix_post_layers(const ModelConfig& m) { return m.mix.post_layers.value_or(m.n_layers / 4); }
-
-BlockPlan mix_plan(int64_t layer, const ModelConfig& m) {
-  return layer < mix_post_layers(m) ? post_plan(layer, m) : pre_plan(layer, m);
+LayoutType mix_layout() {
+  LayoutType t{"mix", "post for blocks < mix.post_layers, then pre", true,
+               [](int64_t layer, const ModelConfig& m) {
+                 return layer < *m.mix.post_layers ? post_plan(layer, m) : pre_plan(layer, m);
+               }};
+  t.resolve = [](ModelConfig& m) {
+    if (!m.mix.post_layers) m.mix.post_layers = m.n_layers / 4;
+  };
+  return t;
 }
 }  // namespace normlab

@@ -1,16 +1,16 @@
 // NormFormer (Shleifer et al. 2021, paper form):
 //   attention: x = s1 * x + Nb(A_hs(Na(x)))  with a learnable per-head scale before out_proj,
 //   FFN:       x = s2 * x + M_mid(Na(x))     with a norm (ffn.mid_norm) after the activation.
-// s1/s2 are learnable [d] skip scales when model.normformer.resid_scale is all / ffn, else 1.
+// s1/s2 are learnable [d] skip scales (resid_scale1/2) when model.normformer.resid_scale is
+// all / ffn, else 1.
 #include "model/block.h"
 
 namespace normlab {
 namespace {
 torch::Tensor normformer_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = b.resid_scale(1, x) + b.norm("norm1_out", b.attn(b.norm("norm1", x)));
-  return b.resid_scale(2, h) + b.ffn(b.norm("norm2", h));
+  auto h = b.scaled("resid_scale1", x) + b.ls(1, b.norm("norm1_out", b.attn(b.norm("norm1", x))));
+  return b.scaled("resid_scale2", h) + b.ls(2, b.ffn(b.norm("norm2", h)));
 }
-}  // namespace
 
 BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
   BlockPlan p;
@@ -19,8 +19,19 @@ BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
   p.norm_slots = {"norm1", "norm1_out", "norm2"};
   p.head_scale = true;
   p.ffn_mid_norm = true;
-  p.resid_scale1 = m.normformer.resid_scale == "all";
-  p.resid_scale2 = m.normformer.resid_scale == "all" || m.normformer.resid_scale == "ffn";
+  const std::string& rs = m.normformer.resid_scale;
+  if (rs == "all") p.vectors.emplace_back("resid_scale1", 1.0);
+  if (rs == "all" || rs == "ffn") p.vectors.emplace_back("resid_scale2", 1.0);
   return p;
+}
+}  // namespace
+
+LayoutType normformer_layout() {
+  LayoutType t{"normformer", "x = x + Nb(A_hs(Na(x))); x = x + M_mid(Na(x))", true, normformer_plan};
+  t.keys_set = [](const ModelConfig& m) {
+    return m.normformer.resid_scale != "none" ? std::vector<std::string>{"model.normformer.resid_scale"}
+                                               : std::vector<std::string>{};
+  };
+  return t;
 }
 }  // namespace normlab

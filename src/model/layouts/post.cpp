@@ -6,8 +6,8 @@
 namespace normlab {
 namespace {
 torch::Tensor post_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = b.norm("norm1", x + b.attn(x));
-  return b.norm("norm2", h + b.ffn(h));
+  auto h = b.norm("norm1", x + b.ls(1, b.attn(x)));
+  return b.norm("norm2", h + b.ls(2, b.ffn(h)));
 }
 }  // namespace
 
@@ -18,4 +18,6 @@ BlockPlan post_plan(int64_t, const ModelConfig&) {
   p.norm_slots = {"norm1", "norm2"};
   return p;
 }
+
+LayoutType post_layout() { return {"post", "x = Na(x + F(x))", false, post_plan}; }
 }  // namespace normlab

@@ -5,8 +5,8 @@
 namespace normlab {
 namespace {
 torch::Tensor pre_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = x + b.attn(b.norm("norm1", x));
-  return h + b.ffn(b.norm("norm2", h));
+  auto h = x + b.ls(1, b.attn(b.norm("norm1", x)));
+  return h + b.ls(2, b.ffn(b.norm("norm2", h)));
 }
 }  // namespace
 
@@ -17,4 +17,6 @@ BlockPlan pre_plan(int64_t, const ModelConfig&) {
   p.norm_slots = {"norm1", "norm2"};
   return p;
 }
+
+LayoutType pre_layout() { return {"pre", "x = x + F(Na(x))", true, pre_plan}; }
 }  // namespace normlab

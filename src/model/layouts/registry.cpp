@@ -4,21 +4,22 @@
 
 namespace normlab {
 
-BlockPlan deepnorm_plan(int64_t, const ModelConfig&);
-BlockPlan sandwich_plan(int64_t, const ModelConfig&);
-BlockPlan normformer_plan(int64_t, const ModelConfig&);
-BlockPlan reordered_plan(int64_t, const ModelConfig&);
-BlockPlan mix_plan(int64_t, const ModelConfig&);
+LayoutType pre_layout();
+LayoutType post_layout();
+LayoutType deepnorm_layout();
+LayoutType sandwich_layout();
+LayoutType normformer_layout();
+LayoutType reordered_layout();
+LayoutType mix_layout();
+LayoutType subln_layout();
+LayoutType hybrid_layout();
+LayoutType lns_layout();
 
 const std::vector<LayoutType>& layout_registry() {
   static const std::vector<LayoutType> table = {
-      {"pre", "x = x + F(Na(x))", true, pre_plan},
-      {"post", "x = Na(x + F(x))", false, post_plan},
-      {"deepnorm", "x = Na(alpha*x + F(x))", false, deepnorm_plan},
-      {"sandwich", "x = x + Nb(F(Na(x)))", true, sandwich_plan},
-      {"normformer", "x = x + Nb(A_hs(Na(x))); x = x + M_mid(Na(x))", true, normformer_plan},
-      {"reordered", "x = x + Nb(F(x))", true, reordered_plan},
-      {"mix", "post for blocks < mix.post_layers, then pre", true, mix_plan},
+      pre_layout(),       post_layout(),      deepnorm_layout(), sandwich_layout(),
+      normformer_layout(), reordered_layout(), mix_layout(),      subln_layout(),
+      hybrid_layout(),    lns_layout(),
   };
   return table;
 }

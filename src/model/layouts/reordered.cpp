@@ -5,8 +5,8 @@
 namespace normlab {
 namespace {
 torch::Tensor reordered_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = x + b.norm("norm1_out", b.attn(x));
-  return h + b.norm("norm2_out", b.ffn(h));
+  auto h = x + b.ls(1, b.norm("norm1_out", b.attn(x)));
+  return h + b.ls(2, b.norm("norm2_out", b.ffn(h)));
 }
 }  // namespace
 
@@ -17,4 +17,6 @@ BlockPlan reordered_plan(int64_t, const ModelConfig&) {
   p.norm_slots = {"norm1_out", "norm2_out"};
   return p;
 }
+
+LayoutType reordered_layout() { return {"reordered", "x = x + Nb(F(x))", true, reordered_plan}; }
 }  // namespace normlab

@@ -5,8 +5,8 @@
 namespace normlab {
 namespace {
 torch::Tensor sandwich_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = x + b.norm("norm1_out", b.attn(b.norm("norm1", x)));
-  return h + b.norm("norm2_out", b.ffn(b.norm("norm2", h)));
+  auto h = x + b.ls(1, b.norm("norm1_out", b.attn(b.norm("norm1", x))));
+  return h + b.ls(2, b.norm("norm2_out", b.ffn(b.norm("norm2", h))));
 }
 }  // namespace
 
@@ -17,4 +17,6 @@ BlockPlan sandwich_plan(int64_t, const ModelConfig&) {
   p.norm_slots = {"norm1", "norm1_out", "norm2", "norm2_out"};
   return p;
 }
+
+LayoutType sandwich_layout() { return {"sandwich", "x = x + Nb(F(Na(x)))", true, sandwich_plan}; }
 }  // namespace normlab

@@ -17,6 +17,7 @@ struct NormOptions {
   double eps = 1e-5;       // already resolved (the type's default when config says auto)
   bool bias = true;        // layernorm only
   double dyt_alpha = 0.5;  // dyt only
+  double derf_alpha = 0.5; // derf only
 };
 
 class NormImpl : public torch::nn::Module {

@@ -13,6 +13,7 @@ NormPtr make_batchnorm(const NormOptions& o);
 NormPtr make_dyt(const NormOptions& o);
 NormPtr make_none(const NormOptions& o);
 NormPtr make_rmsnorm_free(const NormOptions& o);
+NormPtr make_derf(const NormOptions& o);
 
 namespace {
 constexpr double kNoEps = std::numeric_limits<double>::quiet_NaN();
@@ -31,6 +32,7 @@ const std::vector<NormType>& norm_registry() {
       {"dyt", kNoEps, "weight*tanh(alpha*x) + bias", make_dyt},
       {"none", kNoEps, "x", make_none},
       {"rmsnorm_free", 1e-6, "x/sqrt(mean(x^2) + eps)", make_rmsnorm_free},
+      {"derf", kNoEps, "weight*erf(alpha*x + shift) + bias", make_derf},
   };
   return table;
 }

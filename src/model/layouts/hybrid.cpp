@@ -1,0 +1,37 @@
+// HybridNorm (Zhuo et al. 2025): attention x = x + A_qkv(x) with no input norm and q, k, v each
+// normalised inside (attn.q_norm, k_norm, v_norm forced on); FFN y = norm2(x); x = y + M(y): the
+// stream itself is replaced by its normalised value. HybridNorm* (model.hybrid.first_block_pre)
+// makes block 0 pre-norm: x = x + A_qkv(norm1(x)); x = x + M(norm2(x)).
+#include "model/block.h"
+
+namespace normlab {
+namespace {
+torch::Tensor hybrid_forward(BlockImpl& b, const torch::Tensor& x) {
+  auto h = x + b.ls(1, b.attn(x));
+  auto y = b.norm("norm2", h);
+  return y + b.ls(2, b.ffn(y));
+}
+
+BlockPlan hybrid_plan(int64_t layer, const ModelConfig& m) {
+  BlockPlan p;
+  if (layer == 0 && m.hybrid.first_block_pre) {
+    p = pre_plan(layer, m);
+  } else {
+    p.forward = hybrid_forward;
+    p.norm_slots = {"norm2"};
+  }
+  p.layout = "hybrid";
+  p.qkv_norm = true;
+  return p;
+}
+}  // namespace
+
+LayoutType hybrid_layout() {
+  LayoutType t{"hybrid", "x = x + A_qkv(x); y = N(x); x = y + M(y)", true, hybrid_plan};
+  t.keys_set = [](const ModelConfig& m) {
+    return m.hybrid.first_block_pre ? std::vector<std::string>{"model.hybrid.first_block_pre"}
+                                    : std::vector<std::string>{};
+  };
+  return t;
+}
+}  // namespace normlab

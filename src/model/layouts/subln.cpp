@@ -1,0 +1,39 @@
+// Sub-LN (Magneto, Wang et al. 2022b; torchscale's default): x = x + A_sub(Na(x)) where the
+// attention normalises its merged head context (attn.inner_norm) before out_proj, and
+// x = x + M_mid(Na(x)) with ffn.mid_norm after the activation. Init: after the scheme, v_proj,
+// out_proj, fc1, fc2 and ffn.gate are multiplied by gamma = sqrt(log(2L)) (Magneto's decoder
+// rule; model.subln.gamma, 1 turns it off).
+#include <cmath>
+
+#include "model/block.h"
+#include "model/transformer.h"
+
+namespace normlab {
+namespace {
+BlockPlan subln_plan(int64_t layer, const ModelConfig& m) {
+  BlockPlan p = pre_plan(layer, m);  // the pre equation; the extra norms sit inside F
+  p.layout = "subln";
+  p.attn_inner_norm = true;
+  p.ffn_mid_norm = true;
+  return p;
+}
+}  // namespace
+
+LayoutType subln_layout() {
+  LayoutType t{"subln", "x = x + F_sub(Na(x)), F_sub with a norm before its output projection", true,
+               subln_plan};
+  t.resolve = [](ModelConfig& m) {
+    if (!m.subln.gamma) m.subln.gamma = std::sqrt(std::log(2.0 * static_cast<double>(m.n_layers)));
+  };
+  t.keys_set = [](const ModelConfig& m) {
+    return m.subln.gamma ? std::vector<std::string>{"model.subln.gamma"} : std::vector<std::string>{};
+  };
+  t.init = [](TransformerImpl& model, const ModelConfig& m) {
+    const double gamma = *m.subln.gamma;
+    for_each_block_linear(model, [&](const std::string& name, torch::Tensor& w) {
+      if (is_branch_linear(name)) w.mul_(gamma);
+    });
+  };
+  return t;
+}
+}  // namespace normlab

@@ -1,0 +1,30 @@
+// Derf (2025, DyT's successor): y = weight * erf(alpha * x + shift) + bias, alpha a learnable
+// scalar (init model.norm.derf_alpha = 0.5), shift a learnable scalar (init 0), weight[n]=1,
+// bias[n]=0 (always present, as for dyt). Point-wise like DyT: no statistics over the vector, so
+// not scale invariant; erf saturates faster than tanh and is steeper at 0 (2/sqrt(pi) vs 1).
+#include "model/norms/norm.h"
+
+namespace normlab {
+namespace {
+class DerfImpl : public NormImpl {
+ public:
+  explicit DerfImpl(const NormOptions& o) {
+    alpha_ = register_parameter("alpha", torch::full({1}, o.derf_alpha));
+    shift_ = register_parameter("shift", torch::zeros({1}));
+    weight_ = register_parameter("weight", torch::ones({o.size}));
+    bias_ = register_parameter("bias", torch::zeros({o.size}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    auto xf = compute_dtype(x);
+    const auto dt = xf.scalar_type();
+    auto y = torch::erf(alpha_.to(dt) * xf + shift_.to(dt)) * weight_.to(dt) + bias_.to(dt);
+    return y.to(x.scalar_type());
+  }
+
+ private:
+  torch::Tensor alpha_, shift_, weight_, bias_;
+};
+}  // namespace
+
+NormPtr make_derf(const NormOptions& o) { return std::make_shared<DerfImpl>(o); }
+}  // namespace normlab
