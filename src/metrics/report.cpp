@@ -1,5 +1,7 @@
 #include "metrics/report.h"
 
+#include "metrics/spike.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
@@ -46,6 +48,11 @@ struct Summary {
   std::vector<Spike> spikes;
   std::vector<Profile> profiles;  // first, middle, last logged
   std::vector<std::string> warnings;
+  double spike_score = std::nan("");  // MODEL.md section 9
+  double eff_rank = std::nan("");     // of the last eval record that has it
+  // The last full-diagnostics record's per-layer values (empty where the run has none).
+  int64_t diag_step = -1;
+  std::vector<double> block_cos, attn_sink, act_rms, act_max;
 };
 
 Summary summarise(const std::string& run_dir) {
@@ -57,8 +64,10 @@ Summary summarise(const std::string& run_dir) {
   s.run = run_dir;
   const std::string cfg_path = (run / "config.yaml").string();
   std::string val_path;
+  double zscore = DiagConfig{}.spike.zscore;
   if (file_exists(cfg_path)) {
     Config c = parse_config_file(cfg_path).config;
+    zscore = c.diag.spike.zscore;
     s.layout = c.model.layout;
     s.norm = c.model.norm.type;
     s.n_layers = c.model.n_layers;
@@ -69,6 +78,7 @@ Summary summarise(const std::string& run_dir) {
 
   std::vector<Profile> all;
   std::vector<std::pair<int64_t, std::vector<double>>> entropy, logit_max;
+  SpikeScore score(zscore);
   for (YAML::Node r : read_json_lines(metrics)) {  // non-const: a missing key gives an empty node
     if (!r["kind"] || !r["step"]) continue;
     const std::string kind = r["kind"].as<std::string>();
@@ -88,8 +98,17 @@ Summary summarise(const std::string& run_dir) {
       }
       if (layers && layers["attn_entropy"]) entropy.emplace_back(step, vec(layers["attn_entropy"]));
       if (layers && layers["attn_logit_max"]) logit_max.emplace_back(step, vec(layers["attn_logit_max"]));
+      score.add(num(r["loss_z"]), num(r["grad_norm_z"]));
+      if (layers && layers["block_cos"]) {
+        s.diag_step = step;
+        s.block_cos = vec(layers["block_cos"]);
+        s.attn_sink = layers["attn_sink"] ? vec(layers["attn_sink"]) : std::vector<double>{};
+        s.act_rms = layers["act_rms"] ? vec(layers["act_rms"]) : std::vector<double>{};
+        s.act_max = layers["act_max"] ? vec(layers["act_max"]) : std::vector<double>{};
+      }
     } else if (kind == "eval") {
       const double v = num(r["val_loss"]);
+      if (r["eff_rank"]) s.eff_rank = num(r["eff_rank"]);
       s.final_val = v;
       s.final_val_step = step;
       if (std::isfinite(v) && (std::isnan(s.best_val) || v < s.best_val)) {
@@ -100,6 +119,7 @@ Summary summarise(const std::string& run_dir) {
       s.spikes.push_back({step, r["metric"].as<std::string>(), r["action"].as<std::string>(), num(r["value"]), num(r["z"])});
     }
   }
+  s.spike_score = score.value();
   if (!all.empty()) {
     s.profiles.push_back(all.front());
     if (all.size() > 2) s.profiles.push_back(all[all.size() / 2]);
@@ -153,6 +173,19 @@ std::string report_text(const std::string& run_dir) {
     o += fmt::format("            step {:>6}  {:<9} {:.4g}  z {:.1f}  -> {}\n", p.step, p.metric, p.value, p.z, p.action);
   }
   if (s.spikes.size() > 10) o += fmt::format("            ... {} more\n", s.spikes.size() - 10);
+  o += fmt::format("spike score {:.4f} (share of logged steps with loss or grad-norm z above the threshold)\n",
+                   s.spike_score);
+  if (std::isfinite(s.eff_rank)) o += fmt::format("eff. rank   {:.2f} (head input states, last eval)\n", s.eff_rank);
+  if (!s.block_cos.empty()) {
+    o += fmt::format("\nper-layer diagnostics at step {} (block_cos near 1: the block barely changes the stream)\n",
+                     s.diag_step);
+    o += fmt::format("{:<12}{:>12}{:>12}{:>12}{:>12}\n", "layer", "block_cos", "attn_sink", "act_rms in", "act_max in");
+    auto at = [](const std::vector<double>& v, size_t i) { return i < v.size() ? v[i] : std::nan(""); };
+    for (size_t i = 0; i < s.block_cos.size(); ++i) {
+      o += fmt::format("{:<12}{:>12.4f}{:>12.4f}{:>12.4g}{:>12.4g}\n", fmt::format("blocks.{}", i), s.block_cos[i],
+                       at(s.attn_sink, i), at(s.act_rms, i), at(s.act_max, i));
+    }
+  }
   if (!s.profiles.empty()) {
     o += "\nper-layer gradient norm (before clipping)\n";
     o += fmt::format("{:<12}", "layer");
@@ -195,7 +228,9 @@ std::string report_json(const std::string& run_dir) {
       .add("last_step", s.last_step).add("tokens", s.tokens).add("skipped", s.skipped).add("nonfinite", s.nonfinite)
       .add("entropy_floor", s.floor).add("final_train_loss", s.final_train).add("final_val_loss", s.final_val)
       .add("final_val_step", s.final_val_step).add("best_val_loss", s.best_val).add("best_val_step", s.best_val_step)
-      .add("best_val_excess", s.best_val - s.floor).add_raw("spikes", spikes + "]")
+      .add("best_val_excess", s.best_val - s.floor).add("spike_score", s.spike_score).add("eff_rank", s.eff_rank)
+      .add("block_cos", s.block_cos).add("attn_sink", s.attn_sink).add("act_max", s.act_max)
+      .add_raw("spikes", spikes + "]")
       .add_raw("grad_norm_profiles", profiles + "]").add_raw("warnings", warnings + "]");
   return j.str() + "\n";
 }

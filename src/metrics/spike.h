@@ -4,6 +4,8 @@
 // std < 1e-12); the detector is silent until the baseline is full; a spike is z > threshold.
 #pragma once
 
+#include <cmath>
+
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -29,6 +31,24 @@ class RollingWindow {
 struct ZScore {
   bool active = false;  // baseline full
   double z = 0, mean = 0, std = 0;
+};
+
+// OLMo-core's stability score (MODEL.md section 9): the share of logged steps, once the detector
+// is active, whose loss or grad-norm z is above the threshold, so runs compare with one number.
+class SpikeScore {
+ public:
+  explicit SpikeScore(double threshold) : threshold_(threshold) {}
+  // One logged train record's loss_z and grad_norm_z (NaN where the record has none).
+  void add(double loss_z, double grad_norm_z) {
+    if (std::isnan(loss_z) && std::isnan(grad_norm_z)) return;  // detector not active yet
+    ++active_;
+    if (loss_z > threshold_ || grad_norm_z > threshold_) ++over_;
+  }
+  double value() const { return active_ ? static_cast<double>(over_) / active_ : std::nan(""); }
+
+ private:
+  double threshold_;
+  int64_t active_ = 0, over_ = 0;
 };
 
 class SpikeDetector {

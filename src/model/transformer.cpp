@@ -119,7 +119,15 @@ void TransformerImpl::set_capture(bool on) {
   for (auto& b : blocks_) b->attention()->set_capture(on);
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) { return head(hidden(tokens)); }
+
+torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
+  auto logits = lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());  // (B, T, V)
+  if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
+  return logits;
+}
+
+torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= m_.ctx, "sequence of ", T, " tokens is longer than ctx ", m_.ctx);
   auto x = tok_emb(tokens);  // (B, T, d)
@@ -152,9 +160,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) {
   }
   if (capture_) stream(x);
   if (final_norm) x = final_norm->forward(x);
-  auto logits = lm_head ? lm_head(x) : torch::matmul(x, tok_emb->weight.t());  // (B, T, V)
-  if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
-  return logits;
+  return x;
 }
 
 namespace {

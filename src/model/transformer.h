@@ -24,7 +24,10 @@ class TransformerImpl : public torch::nn::Module {
   // m must be resolved (resolve_model_config).
   explicit TransformerImpl(const ModelConfig& m);
   // tokens: (B, T) int64 -> logits (B, T, V), T <= ctx
-  torch::Tensor forward(const torch::Tensor& tokens);
+  torch::Tensor forward(const torch::Tensor& tokens);  // = head(hidden(tokens))
+  // The states the head reads: the final norm's output (the last block's where there is none).
+  torch::Tensor hidden(const torch::Tensor& tokens);
+  torch::Tensor head(const torch::Tensor& hidden);
 
   // Record activation and attention statistics during the next forwards.
   void set_capture(bool on);

@@ -10,12 +10,15 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "config/load.h"
+#include "metrics/spike.h"
 
 namespace normlab {
 
 const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames = {
     "steps",  "final_train_loss", "best_val_loss",         "best_val_excess", "diverged",
-    "spikes", "max_grad_norm",    "grad_ratio_first_last", "tok_per_s",       "wall_s"};
+    "spikes", "spike_score",      "max_grad_norm",         "grad_ratio_first_last", "tok_per_s",
+    "wall_s"};
 
 namespace {
 namespace fs = std::filesystem;
@@ -69,6 +72,8 @@ std::string md_number(SummaryColumn c, double v, bool aggregated) {
       return aggregated ? fmt::format("{:.2f}", v) : fmt::format("{:.0f}", v);
     case kSpikes:
       return aggregated ? fmt::format("{:.1f}", v) : fmt::format("{:.0f}", v);
+    case kSpikeScore:
+      return fmt::format("{:.4f}", v);
     case kWallS:
       return fmt::format("{:.1f}", v);
     default:
@@ -78,18 +83,30 @@ std::string md_number(SummaryColumn c, double v, bool aggregated) {
 
 const std::array<const char*, kNumSummaryColumns> kMarkdownHeaders = {
     "steps",  "final loss", "best val", "excess", "diverged",
-    "spikes", "max gnorm",  "g0/gL",    "tok/s",  "wall s"};
+    "spikes", "spike score", "max gnorm", "g0/gL", "tok/s", "wall s"};
 
 constexpr const char* kLegend =
     "final loss: last train loss; best val: lowest validation loss; excess: best val above the "
     "corpus's entropy floor (nats/token); diverged: 1 if a value went non-finite or the last loss "
     "is not below the first (aggregated: fraction of seeds); spikes: loss and grad-norm spike "
-    "records; max gnorm: largest gradient norm before clipping; g0/gL: first- over last-block "
+    "records; spike score: share of logged steps (once the detector is active) with loss or grad-norm z "
+    "above diag.spike.zscore (OLMo-core's stability score); max gnorm: largest gradient norm before clipping; g0/gL: first- over last-block "
     "gradient norm at step 0; tok/s: median training throughput; wall s: wall time of the point.";
+
+// The run's diag.spike.zscore (its resolved config.yaml), else the contract's default.
+double run_spike_zscore(const std::string& run) {
+  const std::string path = (fs::path(run) / "config.yaml").string();
+  if (!file_exists(path)) return DiagConfig{}.spike.zscore;
+  try {
+    return parse_config_file(path).config.diag.spike.zscore;
+  } catch (const std::exception&) {
+    return DiagConfig{}.spike.zscore;
+  }
+}
 
 }  // namespace
 
-SummaryValues run_metrics(const std::string& metrics_path) {
+SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore) {
   SummaryValues v;
   v.fill(kNaN);
   if (!file_exists(metrics_path)) return v;
@@ -98,6 +115,7 @@ SummaryValues run_metrics(const std::string& metrics_path) {
   double ratio = kNaN;
   int64_t last_step = -1, spikes = 0;
   std::vector<double> tok_per_s;
+  SpikeScore score(spike_zscore);
   for (YAML::Node r : read_json_lines(
            metrics_path)) {  // non-const: a missing key gives an empty node, not a throw
     if (!r["kind"]) continue;
@@ -115,6 +133,7 @@ SummaryValues run_metrics(const std::string& metrics_path) {
       last_step = r["step"].as<int64_t>();
       keep_max(max_gnorm, num(r["grad_norm"]));
       if (const double t = num(r["tok_per_s"]); std::isfinite(t)) tok_per_s.push_back(t);
+      score.add(num(r["loss_z"]), num(r["grad_norm_z"]));
     } else if (kind == "eval") {
       keep_min(best_val, num(r["val_loss"]));
       keep_min(best_excess, num(r["val_excess"]));
@@ -134,6 +153,7 @@ SummaryValues run_metrics(const std::string& metrics_path) {
   v[kBestValLoss] = best_val;
   v[kBestValExcess] = best_excess;
   v[kSpikes] = static_cast<double>(spikes);
+  v[kSpikeScore] = score.value();
   v[kMaxGradNorm] = max_gnorm;
   return v;
 }
@@ -185,7 +205,7 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
     r.name = p.name;
     for (const auto& [k, v] : p.overrides) r.axis_values.push_back(v);
     r.seed = std::to_string(p.seed);
-    r.values = run_metrics((fs::path(run) / "metrics.jsonl").string());
+    r.values = run_metrics((fs::path(run) / "metrics.jsonl").string(), run_spike_zscore(run));
     const auto rec = read_point_record(run);
     r.status = rec ? rec->status : "pending";
     r.values[kWallS] = rec ? rec->wall_s : kNaN;

@@ -22,6 +22,7 @@ enum SummaryColumn {
   kBestValExcess,
   kDiverged,
   kSpikes,
+  kSpikeScore,
   kMaxGradNorm,
   kGradRatioFirstLast,
   kTokPerS,
@@ -34,7 +35,8 @@ using SummaryValues = std::array<double, kNumSummaryColumns>;
 
 // Everything but wall_s from one metrics.jsonl (NaN where the records do not have it; all NaN
 // when the file does not exist).
-SummaryValues run_metrics(const std::string& metrics_path);
+// spike_zscore: the run's diag.spike.zscore, for spike_score.
+SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore = 6);
 
 // <run>/point.json: the sweep's record of one point.
 struct PointRecord {

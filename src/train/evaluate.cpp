@@ -1,5 +1,7 @@
 #include "train/evaluate.h"
 
+#include <cmath>
+
 #include "core/errors.h"
 
 namespace normlab {
@@ -22,11 +24,20 @@ EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_window
   torch::NoGradGuard ng;
   // summed on the device, read once at the end
   auto sum = torch::zeros({}, torch::TensorOptions().dtype(torch::kDouble).device(device));
+  std::vector<torch::Tensor> states;  // the first kEffRankPositions positions, in window order
+  int64_t kept = 0;
   for (size_t i = 0; i < offsets.size(); i += batch_size) {
     std::vector<int64_t> chunk(offsets.begin() + i,
                                offsets.begin() + std::min(offsets.size(), i + batch_size));
     auto w = corpus.windows(chunk, ctx).to(device);
-    auto logits = model->forward(w.narrow(1, 0, ctx));
+    auto h = model->hidden(w.narrow(1, 0, ctx));
+    if (kept < kEffRankPositions) {
+      auto rows = h.reshape({-1, h.size(-1)});
+      rows = rows.narrow(0, 0, std::min(rows.size(0), kEffRankPositions - kept));
+      kept += rows.size(0);
+      states.push_back(rows.to(torch::kDouble));
+    }
+    auto logits = model->head(h);
     sum += lm_loss(logits, w.narrow(1, 1, ctx)).to(torch::kDouble) * static_cast<double>(chunk.size());
   }
   model->train(was_training);
@@ -34,7 +45,18 @@ EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_window
   r.windows = static_cast<int64_t>(offsets.size());
   r.loss = sum.item<double>() / static_cast<double>(r.windows);
   r.tokens = r.windows * ctx;
+  r.eff_rank = effective_rank(torch::cat(states));
   return r;
+}
+
+double effective_rank(const torch::Tensor& h) {
+  torch::NoGradGuard ng;
+  auto s = torch::linalg_svdvals(h.to(torch::kDouble).cpu());
+  auto total = s.sum();
+  if (total.item<double>() <= 0) return 0;
+  auto p = s / total;
+  auto entropy = -(p * p.clamp_min(1e-300).log()).sum();
+  return std::exp(entropy.item<double>());
 }
 
 }  // namespace normlab

@@ -11,7 +11,14 @@ struct EvalResult {
   double loss = 0;
   int64_t windows = 0;
   int64_t tokens = 0;  // predicted tokens = windows * ctx
+  double eff_rank = 0; // exp(entropy of s / sum(s)), s the singular values of the head's input
+                       // states over the first kEffRankPositions positions (MODEL.md section 9)
 };
+
+constexpr int64_t kEffRankPositions = 1024;
+
+// exp(H(s / sum(s))) of the singular values s of h (N, d), computed in double.
+double effective_rank(const torch::Tensor& h);
 
 EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_windows,
                     const torch::Device& device, int64_t batch_size = 16);

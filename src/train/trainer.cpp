@@ -300,7 +300,7 @@ class Run {
     auto r = evaluate(t_.model, val_data_, cfg_.eval.max_windows, device_);
     if (std::isnan(state_.best_val) || r.loss < state_.best_val) state_.best_val = r.loss;
     JsonObject rec;
-    rec.add("kind", "eval").add("step", state_.step).add("val_loss", r.loss);
+    rec.add("kind", "eval").add("step", state_.step).add("val_loss", r.loss).add("eff_rank", r.eff_rank);
     std::string excess;
     if (floor_) {
       rec.add("val_excess", r.loss - floor_->floor);

@@ -388,7 +388,7 @@ TEST(ConfigBaseTest, ShippedConfigsAllLoadAndValidate) {
     EXPECT_NO_THROW(check_and_resolve(loaded, false)) << e.path();
     ++n;
   }
-  EXPECT_GE(n, 9);  // default, 7 layouts, qk_norm
+  EXPECT_GE(n, 12);  // default, 10 layouts, qk_norm
 }
 
 }  // namespace

@@ -30,11 +30,16 @@ torch::Tensor reference_attention(Attention& a, const torch::Tensor& x, int64_t 
         auto s = torch::mv(kh[b].narrow(0, 0, t + 1), qh[b][t]) / std::sqrt(static_cast<double>(dh));
         auto w = torch::softmax(s, 0);
         auto o = torch::mv(vh[b].narrow(0, 0, t + 1).t(), w);
+        if (p.contains("gate.weight")) {  // o_h * sigmoid(x_in Wg^T): one row per head or channel
+          auto g = torch::sigmoid(torch::mv(p["gate.weight"], x[b][t]));
+          o = o * (g.size(0) == H ? g[h] : g.narrow(0, h * dh, dh));
+        }
         if (p.contains("head_scale")) o = o * p["head_scale"][h];
         out[b][t].narrow(0, h * dh, dh).copy_(o);
       }
     }
   }
+  if (a->inner_norm) out = a->inner_norm->forward(out);
   return torch::matmul(out, p["out_proj.weight"].t());
 }
 
@@ -225,6 +230,154 @@ TEST(AttentionDispatch, ModuleUsesSdpaInBf16AndTheExplicitPathForStatistics) {
   EXPECT_EQ(a->last_path(), AttentionPath::reference);
   EXPECT_TRUE(a->stats().entropy.defined());
   EXPECT_TRUE(torch::allclose(y.to(torch::kFloat), y2.to(torch::kFloat), 2e-2, 2e-2));
+}
+
+// ---- Issue 15's attention options.
+
+TEST(AttentionOptionsTest, GatesAndSubLnInnerNormMatchTheLoopReference) {
+  for (auto gate : {AttentionOptions::Gate::head, AttentionOptions::Gate::elementwise}) {
+    for (bool inner : {false, true}) {
+      torch::manual_seed(21);
+      auto o = opts(32, 4);
+      o.gate = gate;
+      if (inner) o.inner_norm_type = "layernorm";
+      Attention a(o);
+      a->to(torch::kDouble);
+      {
+        torch::NoGradGuard ng;
+        a->gate->weight.normal_(0, 0.5);
+        if (inner) {
+          for (auto& t : a->inner_norm->parameters()) t.normal_(1, 0.3);
+        }
+      }
+      auto x = torch::randn({2, 7, 32}, torch::kDouble);
+      EXPECT_EQ(a->gate->weight.size(0), gate == AttentionOptions::Gate::head ? 4 : 32);
+      EXPECT_FALSE(a->gate->bias.defined());
+      EXPECT_TRUE(torch::allclose(a->forward(x), reference_attention(a, x, 4), 1e-10, 1e-10))
+          << static_cast<int>(gate) << " inner " << inner;
+    }
+  }
+}
+
+TEST(AttentionOptionsTest, ZeroGateHalvesTheOutput) {
+  torch::manual_seed(22);
+  auto o = opts(32, 4);
+  Attention plain(o);
+  o.gate = AttentionOptions::Gate::elementwise;
+  Attention gated(o);
+  {
+    torch::NoGradGuard ng;
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+      gated->named_parameters()[std::string(n) + ".weight"].copy_(plain->named_parameters()[std::string(n) + ".weight"]);
+    }
+    gated->gate->weight.zero_();
+  }
+  auto x = torch::randn({2, 9, 32});
+  EXPECT_TRUE(torch::allclose(gated->forward(x), 0.5 * plain->forward(x), 1e-5, 1e-6));
+}
+
+// rmsnorm_free is invariant to scaling its input: per head (axis head) it forgives scaling one
+// head's rows of q_proj; over all heads (axis all) it does not, but forgives scaling all rows.
+TEST(AttentionOptionsTest, QkNormAxisDecidesWhichRescalingsAreInvisible) {
+  for (bool all : {false, true}) {
+    torch::manual_seed(23);
+    auto o = opts(32, 4);
+    o.qk_norm = true;
+    o.qk_norm_type = "rmsnorm_free";
+    o.qk_norm_all = all;
+    o.qk_norm_options.size = all ? 32 : 8;
+    o.qk_norm_options.eps = 1e-12;
+    Attention a(o);
+    a->to(torch::kDouble);
+    auto x = torch::randn({2, 6, 32}, torch::kDouble);
+    auto y = a->forward(x);
+    torch::NoGradGuard ng;
+    a->q_proj->weight.narrow(0, 8, 8).mul_(3.0);  // head 1's rows only
+    const double one_head = (a->forward(x) - y).abs().max().item<double>();
+    a->q_proj->weight.narrow(0, 8, 8).div_(3.0);
+    a->q_proj->weight.mul_(3.0);
+    const double every_head = (a->forward(x) - y).abs().max().item<double>();
+    if (all) {
+      EXPECT_GT(one_head, 1e-4);
+    } else {
+      EXPECT_LT(one_head, 1e-10);
+    }
+    EXPECT_LT(every_head, 1e-10) << all;
+  }
+}
+
+TEST(AttentionOptionsTest, VNormMakesTheOutputInvariantToScalingVProj) {
+  torch::manual_seed(24);
+  auto o = opts(32, 4);
+  o.v_norm = true;
+  o.qk_norm_type = "rmsnorm_free";
+  o.qk_norm_options.size = 8;
+  o.qk_norm_options.eps = 1e-12;
+  Attention a(o);
+  a->to(torch::kDouble);
+  EXPECT_TRUE(a->v_norm && !a->q_norm && !a->k_norm);
+  auto x = torch::randn({2, 6, 32}, torch::kDouble);
+  auto y = a->forward(x);
+  torch::NoGradGuard ng;
+  a->v_proj->weight.mul_(5.0);
+  EXPECT_LT((a->forward(x) - y).abs().max().item<double>(), 1e-10);
+}
+
+// RoPE rotates pairs (j, j + dh/2) inside a head: an RMS norm with a uniform gain commutes with
+// it, one with a per-channel gain does not, so before_rope and after_rope differ exactly then.
+TEST(AttentionOptionsTest, QkNormPositionMattersOnlyThroughTheGain) {
+  auto make = [](bool after) {
+    torch::manual_seed(25);
+    auto o = opts(32, 4);
+    o.rope = true;
+    o.qk_norm = true;
+    o.qk_norm_type = "rmsnorm";
+    o.qk_norm_options.size = 8;
+    o.qk_norm_options.eps = 1e-6;
+    o.qk_norm_after_rope = after;
+    Attention a(o);
+    a->to(torch::kDouble);
+    return a;
+  };
+  auto before = make(false), after = make(true);
+  auto x = torch::randn({2, 10, 32}, torch::kDouble);
+  EXPECT_LT((before->forward(x) - after->forward(x)).abs().max().item<double>(), 1e-12);
+  torch::NoGradGuard ng;
+  auto w = torch::rand({8}, torch::kDouble) + 0.5;
+  for (auto* a : {&before, &after}) {
+    (*a)->q_norm->named_parameters()["weight"].copy_(w);
+    (*a)->k_norm->named_parameters()["weight"].copy_(w.flip(0));
+  }
+  EXPECT_GT((before->forward(x) - after->forward(x)).abs().max().item<double>(), 1e-4);
+}
+
+TEST(AttentionOptionsTest, HeadMaxIsPerHeadBeforeSoftcapAndAccumulatesOverForwards) {
+  torch::manual_seed(26);
+  auto o = opts(32, 4);
+  o.softcap = 1.0;  // the composed path; the per-head max is taken before the cap
+  Attention a(o);
+  {
+    torch::NoGradGuard ng;
+    a->q_proj->weight.mul_(40);
+  }
+  a->set_track_head_max(true);
+  auto x1 = torch::randn({2, 8, 32}), x2 = torch::randn({1, 8, 32}) * 3;
+  a->forward(x1);
+  auto m1 = a->stats().head_max.clone();
+  a->forward(x2);
+  auto m2 = a->stats().head_max.clone();
+  auto taken = a->take_head_max();
+  EXPECT_TRUE(torch::equal(taken, torch::maximum(m1, m2)));
+  EXPECT_GT(taken.max().item<double>(), 1.0);  // above the cap: measured before it
+  EXPECT_FALSE(a->take_head_max().defined());  // reset
+  // Per head: the loop reference's max scaled dot product of head h.
+  auto p = a->named_parameters();
+  auto q = torch::matmul(x1, p["q_proj.weight"].t()), k = torch::matmul(x1, p["k_proj.weight"].t());
+  for (int64_t h = 0; h < 4; ++h) {
+    auto s = torch::matmul(q.narrow(2, h * 8, 8), k.narrow(2, h * 8, 8).transpose(1, 2)) / std::sqrt(8.0);
+    s = s.masked_fill(torch::ones({8, 8}, torch::kBool).triu(1), -1e30);
+    EXPECT_NEAR(m1[h].item<double>(), s.max().item<double>(), 1e-4 * std::abs(s.max().item<double>()));
+  }
 }
 
 }  // namespace

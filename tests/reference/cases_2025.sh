@@ -1,11 +1,6 @@
-# Combinations check_reference.sh should add once NormLab implements the 2025 methods of MODEL.md
-# (derf, rmsnorm_free, subln, hybrid, lns, layerscale, qk_norm_axis, qk_norm_position, v_norm,
-# attn_gate, subln.gamma). NOT wired in yet: the C++ rejects these keys / values today.
-# scripts/reference_model.py already implements them (python3 scripts/reference_model.py selftest).
-#
-# To wire in: in check_reference.sh, after the existing `cases+=(...)` lines, add
-#   source "$(dirname "$0")/cases_2025.sh"; cases+=("${cases_2025[@]}")
-# Same format as the existing cases: "LAYOUT NORM [--set extra ...]".
+# The 2025 combinations check_reference.sh adds (sourced by it): every new norm, layout and
+# attention option of MODEL.md, alone and combined. Same format as the existing cases:
+# "LAYOUT NORM [--set extra ...]".
 #
 # Optional init check (needs `--set train.save_init=true` in the case's training command): the
 # step-0 checkpoint against section 4's rules, incl. Sub-LN's gamma:

@@ -42,6 +42,18 @@ TEST(SweepSummaryTest, RunNumbersFollowTheFormat) {
   EXPECT_EQ(v[kGradRatioFirstLast], 6.0);  // 3.0 / 0.5 at the first train record
   EXPECT_EQ(v[kTokPerS], 250);             // median of 100, 200, 300, 400
   EXPECT_TRUE(std::isnan(v[kWallS]));      // from point.json, not the metrics
+  EXPECT_TRUE(std::isnan(v[kSpikeScore]));  // no record had an active detector
+
+  // spike_score: of the 4 records with z-scores, 1 is above 6 (grad_norm) and 1 above 6 only
+  // under a threshold of 3; records without z (detector warming up) do not count.
+  write_lines(dir / "z.jsonl",
+              {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
+               R"({"kind":"train","step":1,"loss":4.0,"grad_norm":2.0,"loss_z":0.5,"grad_norm_z":-1.0})",
+               R"({"kind":"train","step":2,"loss":4.0,"grad_norm":9.0,"loss_z":1.0,"grad_norm_z":7.5})",
+               R"({"kind":"train","step":3,"loss":6.0,"grad_norm":2.0,"loss_z":4.0,"grad_norm_z":0.1})",
+               R"({"kind":"train","step":4,"loss":3.0,"grad_norm":2.0,"loss_z":-2.0,"grad_norm_z":0.0})"});
+  EXPECT_DOUBLE_EQ(run_metrics(dir / "z.jsonl")[kSpikeScore], 0.25);
+  EXPECT_DOUBLE_EQ(run_metrics(dir / "z.jsonl", 3.0)[kSpikeScore], 0.5);
 
   // No eval excess, one train record: empty cells where the records have nothing.
   write_lines(dir / "short.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})"});
@@ -153,16 +165,16 @@ TEST_F(SweepSummaryTableTest, CsvAndMarkdownFiles) {
   EXPECT_EQ(lines[0],
             "row,name,model.layout,seed,n,status,steps,final_train_loss,best_val_loss,best_val_"
             "excess,diverged,"
-            "spikes,max_grad_norm,grad_ratio_first_last,tok_per_s,wall_s");
-  EXPECT_EQ(lines[1], "run,\"layout=pre,seed=1\",pre,1,1,done,10,2,2.5,,0,0,2,2,1000,10");
-  EXPECT_EQ(lines[4], "run,\"layout=post,seed=2\",post,2,1,pending,,,,,,,,,,");
-  EXPECT_EQ(lines[5], "mean,layout=pre,pre,,2,2/2 done,10,2.5,3,,0,0,2,2,2000,20");
-  EXPECT_EQ(lines[6], "std,layout=pre,pre,,2,2/2 done,0,0.5,0.5,,0,0,0,0,1000,10");
+            "spikes,spike_score,max_grad_norm,grad_ratio_first_last,tok_per_s,wall_s");
+  EXPECT_EQ(lines[1], "run,\"layout=pre,seed=1\",pre,1,1,done,10,2,2.5,,0,0,,2,2,1000,10");
+  EXPECT_EQ(lines[4], "run,\"layout=post,seed=2\",post,2,1,pending,,,,,,,,,,,");
+  EXPECT_EQ(lines[5], "mean,layout=pre,pre,,2,2/2 done,10,2.5,3,,0,0,,2,2,2000,20");
+  EXPECT_EQ(lines[6], "std,layout=pre,pre,,2,2/2 done,0,0.5,0.5,,0,0,,0,0,1000,10");
 
   const std::string md = read_file(dir_ / "summary.md");
   EXPECT_NE(md.find("final loss: last train loss"), std::string::npos);
   EXPECT_NE(md.find("| layout | seed | status | steps | final loss |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| pre | 1 | done | 10 | 2.0000 | 2.5000 | - | 0 | 0 | 2 | 2 | 1000 | 10.0 |"),
+  EXPECT_NE(md.find("| pre | 1 | done | 10 | 2.0000 | 2.5000 | - | 0 | 0 | - | 2 | 2 | 1000 | 10.0 |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("| pre | 2 | 2/2 done | 2.5000 ± 0.5000 | 3.0000 ± 0.5000 |"),

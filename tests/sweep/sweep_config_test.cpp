@@ -313,7 +313,7 @@ namespace {
 TEST(SweepConfigTest, ShippedSweepsAreValid) {
   const auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(testing::source_dir());
-  for (const char* name : {"placement", "norms", "depth", "lr"}) {
+  for (const char* name : {"placement", "norms", "depth", "lr", "curse_of_depth", "pointwise"}) {
     for (bool quick : {false, true}) {
       SweepOptions o;
       o.quick = quick;

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "config/load.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -32,36 +33,58 @@ ModelConfig small(const std::string& layout, const std::string& norm = "layernor
 torch::Tensor stub_attn(const torch::Tensor& x) { return torch::tanh(0.7 * x) + 0.1; }
 torch::Tensor stub_ffn(const torch::Tensor& x) { return 0.3 * x * x - 0.2; }
 
-// The contract's equation of one block, in terms of its norms N(slot), skip scale alpha and
-// NormFormer skip scales s1, s2.
-using Equation = std::function<torch::Tensor(const torch::Tensor& x, const std::function<torch::Tensor(const char*, const torch::Tensor&)>& N,
-                                             double alpha, const Fn& s1, const Fn& s2)>;
+// What an equation may use of its block: norms N(slot), the skip scale alpha (DeepNorm), the
+// NormFormer skip scales s1, s2, the LayerScale branch scales l1, l2 (identity when off) and the
+// block index i (LNS).
+struct Ctx {
+  std::function<torch::Tensor(const char*, const torch::Tensor&)> N;
+  double alpha;
+  Fn s1, s2, l1, l2;
+  int64_t i;
+};
+using Equation = std::function<torch::Tensor(const torch::Tensor& x, const Ctx& c)>;
 
 const std::map<std::string, Equation>& equations() {
   static const std::map<std::string, Equation> eq = {
-      {"pre", [](auto& x, auto& N, double, auto&, auto&) {
-         auto h = x + stub_attn(N("norm1", x));
-         return h + stub_ffn(N("norm2", h));
+      {"pre", [](auto& x, const Ctx& c) {
+         auto h = x + c.l1(stub_attn(c.N("norm1", x)));
+         return h + c.l2(stub_ffn(c.N("norm2", h)));
        }},
-      {"post", [](auto& x, auto& N, double, auto&, auto&) {
-         auto h = N("norm1", x + stub_attn(x));
-         return N("norm2", h + stub_ffn(h));
+      {"post", [](auto& x, const Ctx& c) {
+         auto h = c.N("norm1", x + c.l1(stub_attn(x)));
+         return c.N("norm2", h + c.l2(stub_ffn(h)));
        }},
-      {"deepnorm", [](auto& x, auto& N, double a, auto&, auto&) {
-         auto h = N("norm1", a * x + stub_attn(x));
-         return N("norm2", a * h + stub_ffn(h));
+      {"deepnorm", [](auto& x, const Ctx& c) {
+         auto h = c.N("norm1", c.alpha * x + c.l1(stub_attn(x)));
+         return c.N("norm2", c.alpha * h + c.l2(stub_ffn(h)));
        }},
-      {"sandwich", [](auto& x, auto& N, double, auto&, auto&) {
-         auto h = x + N("norm1_out", stub_attn(N("norm1", x)));
-         return h + N("norm2_out", stub_ffn(N("norm2", h)));
+      {"sandwich", [](auto& x, const Ctx& c) {
+         auto h = x + c.l1(c.N("norm1_out", stub_attn(c.N("norm1", x))));
+         return h + c.l2(c.N("norm2_out", stub_ffn(c.N("norm2", h))));
        }},
-      {"normformer", [](auto& x, auto& N, double, auto& s1, auto& s2) {
-         auto h = s1(x) + N("norm1_out", stub_attn(N("norm1", x)));
-         return s2(h) + stub_ffn(N("norm2", h));
+      {"normformer", [](auto& x, const Ctx& c) {
+         auto h = c.s1(x) + c.l1(c.N("norm1_out", stub_attn(c.N("norm1", x))));
+         return c.s2(h) + c.l2(stub_ffn(c.N("norm2", h)));
        }},
-      {"reordered", [](auto& x, auto& N, double, auto&, auto&) {
-         auto h = x + N("norm1_out", stub_attn(x));
-         return h + N("norm2_out", stub_ffn(h));
+      {"reordered", [](auto& x, const Ctx& c) {
+         auto h = x + c.l1(c.N("norm1_out", stub_attn(x)));
+         return h + c.l2(c.N("norm2_out", stub_ffn(h)));
+       }},
+      // Sub-LN's extra norms sit inside the sublayers (stubbed here; AttentionOptionsTest and
+      // the reference check cover them): the block equation is pre's.
+      {"subln", [](auto& x, const Ctx& c) {
+         auto h = x + c.l1(stub_attn(c.N("norm1", x)));
+         return h + c.l2(stub_ffn(c.N("norm2", h)));
+       }},
+      {"hybrid", [](auto& x, const Ctx& c) {
+         auto h = x + c.l1(stub_attn(x));
+         auto y = c.N("norm2", h);
+         return y + c.l2(stub_ffn(y));
+       }},
+      {"lns", [](auto& x, const Ctx& c) {
+         const double s = 1.0 / std::sqrt(static_cast<double>(c.i + 1));
+         auto h = x + c.l1(stub_attn(c.N("norm1", x) * s));
+         return h + c.l2(stub_ffn(c.N("norm2", h) * s));
        }},
   };
   return eq;
@@ -88,9 +111,13 @@ void check_block_equation(const std::string& layout, const std::string& block_la
     return n->forward(v);
   };
   auto params = b->named_parameters();
-  Fn s1 = [&](const torch::Tensor& v) { return params.contains("resid_scale1") ? v * params["resid_scale1"] : v; };
-  Fn s2 = [&](const torch::Tensor& v) { return params.contains("resid_scale2") ? v * params["resid_scale2"] : v; };
-  auto expect = equations().at(block_layout)(x, N, b->alpha(), s1, s2);
+  auto scale = [&](const char* name) -> Fn {
+    return [&params, name](const torch::Tensor& v) { return params.contains(name) ? v * params[name] : v; };
+  };
+  EXPECT_EQ(params.contains("ls1"), m.layerscale > 0);
+  const double alpha = block_layout == "deepnorm" ? *m.deepnorm.alpha : 1.0;
+  Ctx c{N, alpha, scale("resid_scale1"), scale("resid_scale2"), scale("ls1"), scale("ls2"), i};
+  auto expect = equations().at(block_layout)(x, c);
   auto got = b->forward(x);
   EXPECT_TRUE(torch::allclose(got, expect, 1e-12, 1e-12)) << layout << " block " << i;
   EXPECT_EQ(b->plan().layout, block_layout);
@@ -113,6 +140,43 @@ TEST(LayoutTest, EachBlockEqualsItsContractEquation) {
   check_block_equation("normformer(ffn)", "normformer", 1, nf);
 }
 
+TEST(LayoutTest, LayerScaleMultipliesTheBranchTermInEveryLayout) {
+  for (const auto& l : layout_registry()) {
+    auto m = small(l.name);
+    m.layerscale = 0.3;  // randomise() then makes ls1 != ls2 != const
+    for (int64_t i = 0; i < 2; ++i) {
+      const std::string bl = l.name == "mix" ? (i < *m.mix.post_layers ? "post" : "pre") : l.name;
+      check_block_equation(l.name + "(layerscale)", bl, i, m);
+    }
+  }
+  Transformer t([] {
+    auto m = small("pre");
+    m.layerscale = 0.1;
+    return m;
+  }());
+  auto p = t->named_parameters();
+  EXPECT_TRUE(torch::equal(p["blocks.3.ls2"], torch::full({16}, 0.1f)));
+}
+
+TEST(LayoutTest, LnsScalesByInverseSqrtOfDepthAndHybridStarMakesBlockZeroPre) {
+  auto lns = small("lns", "rmsnorm", 6);
+  for (int64_t i : {0, 3, 5}) check_block_equation("lns", "lns", i, lns);
+  auto hy = small("hybrid");
+  hy.hybrid.first_block_pre = true;
+  Transformer t(hy);
+  init_weights(t, InitConfig{});
+  // block 0 is pre (norm1, norm2), the rest hybrid (norm2 only); q/k/v norms everywhere
+  torch::manual_seed(3);
+  auto x = torch::randn({2, 5, 16}, torch::kDouble);
+  t->to(torch::kDouble);
+  Block& b0 = t->block(0);
+  b0->set_stubs(stub_attn, stub_ffn);
+  auto N = [&](const char* s, const torch::Tensor& v) { return b0->norm_module(s)->forward(v); };
+  auto h = x + stub_attn(N("norm1", x));
+  EXPECT_TRUE(torch::allclose(b0->forward(x), h + stub_ffn(N("norm2", h)), 1e-12, 1e-12));
+  check_block_equation("hybrid*", "hybrid", 1, hy);
+}
+
 TEST(LayoutTest, MixIsPostBelowPostLayersThenPre) {
   auto m = small("mix", "layernorm", 8);  // auto post_layers = floor(8/4) = 2
   EXPECT_EQ(*m.mix.post_layers, 2);
@@ -122,9 +186,10 @@ TEST(LayoutTest, MixIsPostBelowPostLayersThenPre) {
 }
 
 TEST(LayoutTest, FinalNormPresenceFollowsTheContract) {
-  const std::map<std::string, bool> final_norm = {{"pre", true}, {"post", false}, {"deepnorm", false},
-                                                  {"sandwich", true}, {"normformer", true},
-                                                  {"reordered", true}, {"mix", true}};
+  const std::map<std::string, bool> final_norm = {{"pre", true},       {"post", false},     {"deepnorm", false},
+                                                  {"sandwich", true},  {"normformer", true}, {"reordered", true},
+                                                  {"mix", true},       {"subln", true},      {"hybrid", true},
+                                                  {"lns", true}};
   for (const auto& l : layout_registry()) {
     ASSERT_TRUE(final_norm.count(l.name)) << l.name;
     Transformer t(small(l.name));
@@ -169,6 +234,19 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
   nf.normformer.resid_scale = "ffn";
   EXPECT_EQ(block_names(nf, 0), with({"norm1", "norm1_out", "norm2"},
                                      {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias", "resid_scale2"}));
+  EXPECT_EQ(block_names(small("subln"), 0),
+            with({"norm1", "norm2", "attn.inner_norm", "ffn.mid_norm"}));
+  EXPECT_EQ(block_names(small("lns"), 0), with({"norm1", "norm2"}));
+  EXPECT_EQ(block_names(small("hybrid"), 0), with({"norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
+  auto hs = small("hybrid");
+  hs.hybrid.first_block_pre = true;
+  EXPECT_EQ(block_names(hs, 0), with({"norm1", "norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
+  EXPECT_EQ(block_names(hs, 1), with({"norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
+  auto ls = small("post");
+  ls.layerscale = 0.5;
+  ls.attn_gate = "elementwise";
+  ls.v_norm = true;
+  EXPECT_EQ(block_names(ls, 2), with({"norm1", "norm2", "attn.v_norm"}, {"ls1", "ls2", "attn.gate.weight"}));
   Transformer t(nf);
   auto p = t->named_parameters();
   EXPECT_EQ(p["blocks.0.attn.head_scale"].sizes(), (std::vector<int64_t>{2}));
@@ -229,10 +307,59 @@ TEST(DeepNormTest, InitIsXavierNormalWithBetaOnValueOutputAndFfn) {
   Transformer t1(m);
   init_weights(t1, InitConfig{});
   near(t1->named_parameters()["blocks.0.attn.v_proj.weight"].std().item<double>(), xavier(256, 256, 1.0));
-  // alpha = 1 turns the residual scale off.
+  // alpha = 1 turns the residual scale off: the block is post's equation.
   m.deepnorm.alpha = 1.0;
-  Transformer t2(m);
-  EXPECT_DOUBLE_EQ(t2->block(0)->alpha(), 1.0);
+  m.d_model = 16;
+  m.n_heads = 2;
+  m.d_ff = 32;
+  check_block_equation("deepnorm(alpha=1)", "deepnorm", 0, m);  // the equation reads alpha = 1
+}
+
+TEST(SubLnTest, InitMultipliesBranchWeightsByGammaAndAutoIsSqrtLog2L) {
+  ModelConfig m;
+  m.d_model = 256;
+  m.n_heads = 4;
+  m.d_ff = 1024;
+  m.n_layers = 6;
+  m.ctx = 8;
+  m.ffn = "swiglu";
+  m.attn_gate = "head";
+  m.layout = "subln";
+  resolve_model_config(m);
+  const double gamma = std::sqrt(std::log(12.0));
+  EXPECT_DOUBLE_EQ(*m.subln.gamma, gamma);
+  torch::manual_seed(0);
+  Transformer t(m);
+  init_weights(t, InitConfig{});
+  auto p = t->named_parameters();
+  auto near = [](double got, double want) { EXPECT_NEAR(got, want, 0.03 * want); };
+  const double res = 0.02 / std::sqrt(12.0);  // GPT-2's scaled residual, then gamma
+  near(p["blocks.2.attn.v_proj.weight"].std().item<double>(), 0.02 * gamma);
+  near(p["blocks.2.attn.out_proj.weight"].std().item<double>(), res * gamma);
+  near(p["blocks.2.ffn.fc1.weight"].std().item<double>(), 0.02 * gamma);
+  near(p["blocks.2.ffn.gate.weight"].std().item<double>(), 0.02 * gamma);
+  near(p["blocks.2.ffn.fc2.weight"].std().item<double>(), res * gamma);
+  near(p["blocks.2.attn.q_proj.weight"].std().item<double>(), 0.02);
+  near(p["blocks.2.attn.gate.weight"].std().item<double>(), 0.02);  // not a branch weight
+  EXPECT_EQ(p["blocks.2.attn.inner_norm.weight"].sizes(), (std::vector<int64_t>{256}));
+  EXPECT_EQ(p["blocks.2.ffn.mid_norm.weight"].sizes(), (std::vector<int64_t>{1024}));
+}
+
+TEST(LayoutTest, KeysOfAnotherLayoutAreConfigErrors) {
+  for (auto [layout, key] : {std::pair<const char*, const char*>{"pre", "model.subln.gamma"},
+                             {"subln", "model.hybrid.first_block_pre"},
+                             {"hybrid", "model.normformer.resid_scale"}}) {
+    ModelConfig m = small(layout);
+    m.subln.gamma = std::string(key) == "model.subln.gamma" ? std::optional<double>(2.0) : std::nullopt;
+    m.hybrid.first_block_pre = std::string(key) == "model.hybrid.first_block_pre";
+    m.normformer.resid_scale = std::string(key) == "model.normformer.resid_scale" ? "all" : "none";
+    ConfigSource src;
+    Problems p(src);
+    check_model_config(m, p);
+    ASSERT_EQ(p.lines().size(), 1u) << layout;
+    EXPECT_TRUE(p.has(key)) << layout << ": " << p.lines()[0];
+    EXPECT_NE(p.lines()[0].find("applies to layout"), std::string::npos) << p.lines()[0];
+  }
 }
 
 TEST(InitTest, XavierSchemeHasNoResidualScaling) {
@@ -279,6 +406,41 @@ std::vector<std::tuple<std::string, std::string>> all_pairs() {
     for (const auto& n : norm_registry()) out.emplace_back(l.name, n.name);
   }
   return out;
+}
+
+// Causality of every new attention option and of LayerScale, on the layouts where they sit
+// differently (pre-like, post-like, hybrid).
+TEST(LayoutTest, NewAttentionOptionsStayCausal) {
+  struct Opt {
+    const char* layout;
+    std::function<void(ModelConfig&)> set;
+  };
+  const std::vector<Opt> opts = {
+      {"pre", [](ModelConfig& m) { m.qk_norm = true; m.qk_norm_axis = "all"; }},
+      {"pre", [](ModelConfig& m) { m.qk_norm = true; m.pos = "rope"; m.qk_norm_position = "after_rope"; }},
+      {"post", [](ModelConfig& m) { m.v_norm = true; m.qk_norm_type = "derf"; }},
+      {"pre", [](ModelConfig& m) { m.attn_gate = "head"; m.layerscale = 0.1; }},
+      {"deepnorm", [](ModelConfig& m) { m.attn_gate = "elementwise"; m.layerscale = 0.5; }},
+      {"subln", [](ModelConfig& m) { m.attn_gate = "elementwise"; m.ffn = "swiglu"; }},
+      {"hybrid", [](ModelConfig& m) { m.qk_norm_axis = "all"; m.pos = "rope"; m.qk_norm_position = "after_rope"; }},
+      {"hybrid", [](ModelConfig& m) { m.hybrid.first_block_pre = true; m.attn_gate = "head"; }},
+      {"lns", [](ModelConfig& m) { m.norm.type = "derf"; m.layerscale = 0.2; }},
+  };
+  int n = 0;
+  for (const auto& o : opts) {
+    auto m = small(o.layout, "rmsnorm");
+    o.set(m);
+    torch::manual_seed(2);
+    Transformer t(m);
+    init_weights(t, InitConfig{});
+    auto a = torch::randint(0, 256, {2, 8}, torch::kLong);
+    auto b = a.clone();
+    b.select(1, 4).add_(1).remainder_(256);
+    auto la = t->forward(a), lb = t->forward(b);
+    EXPECT_TRUE(torch::equal(la.narrow(1, 0, 4), lb.narrow(1, 0, 4))) << "option set " << n;
+    EXPECT_FALSE(torch::equal(la.narrow(1, 4, 1), lb.narrow(1, 4, 1))) << "option set " << n;
+    ++n;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayoutsAllNorms, LayoutNormTest, ::testing::ValuesIn(all_pairs()),

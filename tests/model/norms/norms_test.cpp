@@ -43,6 +43,7 @@ NormPtr make(const std::string& type, int64_t n, std::optional<double> eps = std
   o.eps = eps ? *eps : (has_eps(type) ? find_norm(type)->default_eps : 1e-5);
   o.bias = bias;
   o.dyt_alpha = dyt_alpha;
+  o.derf_alpha = dyt_alpha + 0.11;  // distinct, so a swapped option shows
   return make_norm(type, o);
 }
 
@@ -133,6 +134,15 @@ const std::map<std::string, Formula>& formulas() {
          for (int64_t i = 0; i < rows; ++i) {
            for (int64_t j = 0; j < n; ++j) {
              y[i * n + j] = at(p, "weight", j) * std::tanh(at(p, "alpha", 0) * x[i * n + j]) +
+                            at(p, "bias", j);
+           }
+         }
+       }},
+      {"derf",
+       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double) {
+         for (int64_t i = 0; i < rows; ++i) {
+           for (int64_t j = 0; j < n; ++j) {
+             y[i * n + j] = at(p, "weight", j) * std::erf(at(p, "alpha", 0) * x[i * n + j] + at(p, "shift", 0)) +
                             at(p, "bias", j);
            }
          }
@@ -320,6 +330,10 @@ const std::map<std::string, NormContract>& contract() {
       {"dyt", {kNaN, {{"alpha", {{1}, kAlpha}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}}, {}}},
       {"none", {kNaN, {}, {}}},
       {"rmsnorm_free", {1e-6, {}, {}}},
+      {"derf",
+       {kNaN,
+        {{"alpha", {{1}, kAlpha + 0.11}}, {"shift", {{1}, 0}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}},
+        {}}},
   };
   return table;
 }
@@ -430,6 +444,28 @@ TEST(DyTTest, IsNotScaleInvariantAndSaturatesToWeightTimesSignPlusBias) {
   EXPECT_LT((y - limit).abs().max().item<double>(), 1e-12);
   // ...and growing the input by another 10x changes nothing: the information in |x| is gone.
   EXPECT_TRUE(torch::equal(m->forward(10 * big), y));
+}
+
+TEST(DerfTest, SaturatesToWeightTimesSignPlusBiasAndShiftMovesTheCentre) {
+  torch::manual_seed(19);
+  auto m = make("derf", 32);
+  m->to(torch::kDouble);
+  randomize_params(*m);
+  {
+    torch::NoGradGuard ng;
+    m->named_parameters()["alpha"].fill_(0.8);
+    m->named_parameters()["shift"].fill_(0.3);
+  }
+  auto x = torch::randn({4, 32}, torch::kDouble);
+  EXPECT_GT(max_rel_diff(m->forward(3 * x), m->forward(x)), 0.1);  // not scale invariant
+  const auto p = state_of(*m);
+  // erf saturates faster than tanh: |alpha x + shift| >~ 6 is +-1 to double precision.
+  auto big = x.sign() * (x.abs() + 1) * 1e2;
+  auto limit = p.at("weight") * big.sign() + p.at("bias");
+  EXPECT_LT((m->forward(big) - limit).abs().max().item<double>(), 1e-12);
+  // The centre: x = -shift/alpha maps to the bias.
+  auto centre = torch::full({1, 32}, -0.3 / 0.8, torch::kDouble);
+  EXPECT_LT((m->forward(centre) - p.at("bias")).abs().max().item<double>(), 1e-12);
 }
 
 TEST(RMSNorm1pTest, EqualsRMSNormWithWeightPlusOne) {
