@@ -51,6 +51,7 @@ EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_window
 
 double effective_rank(const torch::Tensor& h) {
   torch::NoGradGuard ng;
+  if (!torch::isfinite(h).all().item<bool>()) return std::nan("");  // a diverged model
   auto s = torch::linalg_svdvals(h.to(torch::kDouble).cpu());
   auto total = s.sum();
   if (total.item<double>() <= 0) return 0;

@@ -320,7 +320,8 @@ TEST(ConfigTest, DumpReloadsToTheSameConfig) {
   ASSERT_TRUE(again.model.deepnorm.alpha.has_value());
   EXPECT_DOUBLE_EQ(*again.model.deepnorm.alpha, std::pow(12.0, 0.25));
   EXPECT_DOUBLE_EQ(*again.model.deepnorm.beta, std::pow(48.0, -0.25));
-  EXPECT_EQ(*again.model.mix.post_layers, 1);
+  // ...and only the layout's own: Mix-LN's split stays auto under deepnorm.
+  EXPECT_FALSE(again.model.mix.post_layers.has_value());
   EXPECT_FALSE(again.model.norm.eps.has_value());
   EXPECT_NE(yaml.find("eps: auto"), std::string::npos);
 }
