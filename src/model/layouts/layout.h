@@ -17,7 +17,6 @@ namespace normlab {
 
 class BlockImpl;
 class TransformerImpl;
-class Problems;
 
 // x -> x after both sublayers. A closure: per-block constants (DeepNorm's alpha, LNS's
 // 1/sqrt(i+1)) are captured by the layout that computes them.
