@@ -40,12 +40,16 @@ void check_model_config(const ModelConfig& m, Problems& p) {
   }
 }
 
+namespace {
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
 bool is_branch_linear(const std::string& name) {
   for (const char* s : {"attn.v_proj.weight", "attn.out_proj.weight", "ffn.fc1.weight",
                         "ffn.fc2.weight", "ffn.gate.weight"}) {
-    const std::string suffix = s;
-    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      return true;
+    if (ends_with(name, s)) return true;
   }
   return false;
 }
@@ -162,12 +166,6 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   if (final_norm) x = final_norm->forward(x);
   return x;
 }
-
-namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-}  // namespace
 
 void init_weights(Transformer& model, const InitConfig& init) {
   torch::NoGradGuard ng;
