@@ -206,6 +206,9 @@ int run_cli(int argc, char** argv) {
   bench_cmd->add_option("--threads", bench_threads, "LibTorch threads (default: train.threads)");
   bench_cmd->add_flag("--json", as_json, "one JSON line instead of the table");
   std::string bench_profile;
+  bool bench_diag = false;
+  bench_cmd->add_flag("--diag", bench_diag,
+                      "make every step a full-diagnostics step (as diag.every: 1); default: none is");
   bench_cmd->add_option("--profile", bench_profile,
                         "write a LibTorch profiler trace (chrome://tracing) of the timed steps to this file");
   NormBenchOptions bench_norms_opts;
@@ -303,7 +306,7 @@ int run_cli(int argc, char** argv) {
     if (config_path.empty()) throw UsageError("bench: -c CONFIG is required (or use `normlab bench norms`)");
     if (bench_threads >= 0) overrides.push_back("train.threads=" + std::to_string(bench_threads));
     Config cfg = load_run_config(config_path, overrides);
-    auto r = bench_training(cfg, config_path, bench_warmup, bench_steps, bench_profile);
+    auto r = bench_training(cfg, config_path, bench_warmup, bench_steps, bench_profile, bench_diag);
     std::cout << (as_json ? bench_json(r) : bench_text(r)) << std::flush;
     return 0;
   }

@@ -53,7 +53,7 @@ double gemm_peak_gflops(const torch::Device& device, torch::ScalarType dtype, in
 }
 
 BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps,
-                           const std::string& profile_path) {
+                           const std::string& profile_path, bool diag) {
   configure_threads(cfg.train.threads);
   const torch::Device device = resolve_device(cfg.train.device, "train.device");
   Corpus data = Corpus::load(cfg.data.train);
@@ -65,6 +65,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   r.blas = blas_threading();
   r.device = device.str();
   r.precision = cfg.train.precision;
+  r.diag = diag;
   r.gemm_n = gemm_peak_size(device);
   r.steps = steps;
   r.params = count_params(model, true);
@@ -90,7 +91,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_path);
     }
     const auto t0 = Clock::now();
-    const StepOutcome o = step.run(micro_batch, lr_at(cfg.optim, s, cfg.train.steps), /*diag=*/false,
+    const StepOutcome o = step.run(micro_batch, lr_at(cfg.optim, s, cfg.train.steps), diag,
                                    /*per_param=*/false);
     if (o.action == StepAction::kSkipOverflow) ++r.overflow_steps;  // fp16: the scaler skipped it
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -123,7 +124,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
 
 std::string bench_json(const BenchResult& r) {
   return JsonObject()
-             .add("impl", "normlab").add("config", r.config).add("device", r.device).add("precision", r.precision).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
+             .add("impl", "normlab").add("config", r.config).add("device", r.device).add("precision", r.precision).add("diag", r.diag).add("threads", r.threads).add("blas", r.blas).add("steps", r.steps)
              .add("median_step_s", r.median_step_s).add("min_step_s", r.min_step_s)
              .add("tokens_per_s", r.tokens_per_s).add("flops_per_token", r.flops_per_token)
              .add("flops_formula", "6*non_embedding_params + 12*L*d*ctx").add("gflops", r.gflops)
@@ -144,8 +145,8 @@ std::string bench_text(const BenchResult& r) {
                    r.threads, r.blas.empty() ? "not loaded" : r.blas,
                    r.blas == "openmp" ? ": one pool with LibTorch" : r.blas == "pthreads" ? ": a pool of its own" : "",
                    env("OMP_WAIT_POLICY"), env("OPENBLAS_THREAD_TIMEOUT"));
-  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms)\n", r.median_step_s * 1e3,
-                   r.steps, r.min_step_s * 1e3);
+  o += fmt::format("median step       {:.2f} ms over {} timed steps (min {:.2f} ms){}\n", r.median_step_s * 1e3,
+                   r.steps, r.min_step_s * 1e3, r.diag ? ", every one a full-diagnostics step" : "");
   o += fmt::format("tokens/s          {:.0f}\n", r.tokens_per_s);
   o += fmt::format("FLOPs/token       {:.4g} = 6 x {} non-embedding params + 12 x L x d x ctx\n",
                    r.flops_per_token, r.non_embedding_params);

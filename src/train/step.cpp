@@ -222,16 +222,45 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
   if (is_skip(o.action)) t_.optimizer->zero_grad();
   if (o.action != StepAction::kUpdate) return o;
 
-  if (diag) {
-    o.probe = std::make_unique<UpdateProbe>();
-    o.probe->before(t_.params);
-  }
+  const bool read_diag = diag && rank == 0;  // only the first process records
+  if (read_diag) probe_.before(t_.params);
   clip_and_step(cfg_, *t_.optimizer, lr, o.grads.total, o.loss_scale);
   if (tau > 0) o.qk_clipped = apply_qk_clip(t_.model, tau, comm_);
+  if (read_diag) o.diag = read_diagnostics(o.pass);
   scaler_.update(/*gradients_finite=*/true);
   loss_spikes_.accept(o.loss);
   grad_spikes_.accept(o.grads.total);
   return o;
+}
+
+Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
+  const ForwardStats& st = t_.model->stats();
+  const int64_t L = cfg_.model.n_layers;
+  Flat f;
+  torch::Tensor w2;
+  {
+    torch::NoGradGuard ng;
+    std::vector<torch::Tensor> sq;
+    for (const auto& p : t_.params) sq.push_back(p.detach().to(torch::kFloat).pow(2).sum());
+    w2 = torch::stack(sq).sum();
+  }
+  const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe_.update_ratio(t_.params, *t_.grad_stats, L)),
+               k_rms = f.add(st.act_rms), k_ent = f.add(st.attn_entropy), k_lmax = f.add(st.attn_logit_max),
+               k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean), k_amax = f.add(st.act_max),
+               k_cos = f.add(st.block_cos), k_sink = f.add(st.attn_sink);
+  f.fetch();
+  Diagnostics d;
+  d.param_norm = f.scalar(k_pn);
+  d.update_ratio = f.get(k_ur);
+  d.act_rms = f.get(k_rms);
+  d.attn_entropy = f.get(k_ent);
+  d.attn_logit_max = f.get(k_lmax);
+  d.act_max = f.get(k_amax);
+  d.block_cos = f.get(k_cos);
+  d.attn_sink = f.get(k_sink);
+  d.logit_max = f.scalar(k_max);
+  d.lse_mean = f.scalar(k_lse);
+  return d;
 }
 
 }  // namespace normlab

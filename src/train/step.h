@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,7 +92,9 @@ struct StepOutcome {
   std::vector<double> per_param_sq;   // squared per-tensor gradient norms, when asked for
   ZScore loss_z, grad_norm_z;         // against baselines that exclude this step
   bool loss_spike = false, grad_norm_spike = false;
-  std::unique_ptr<UpdateProbe> probe;  // diag steps that updated: the weights before the update
+  // Full-diagnostics steps that updated, on the process that records (rank 0): parameter norm,
+  // update ratio, activation and attention statistics, output-logit statistics (one host read).
+  std::optional<Diagnostics> diag;
   bool stop = false;                   // W > 1: some rank was asked to stop (Ctrl-C) during this step
   double grad_noise_scale = std::nan("");  // diag steps with accum x W > 1, in sequences
   int64_t qk_clipped = 0;                  // heads QK-Clip rescaled after this update
@@ -109,7 +112,8 @@ class TrainStep {
             LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes,
             Comm* comm = nullptr);
   // One update at learning rate lr, from global micro-batch `micro_batch` (advanced); diag
-  // captures the statistics of the first micro-batch and keeps an UpdateProbe. With W > 1 ranks,
+  // captures the statistics of the first micro-batch and, after an update, reads them with the
+  // update ratio into the outcome's `diag` (rank 0 only). With W > 1 ranks,
   // `stop` (this process's Ctrl-C flag) is read after the backward and all-reduced with the
   // gradients: the outcome's `stop` says whether any rank was asked, so all of them stop together.
   StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param,
@@ -123,6 +127,8 @@ class TrainStep {
   LossScaler& scaler_;
   SpikeDetector &loss_spikes_, &grad_spikes_;
   Comm* comm_;
+  UpdateProbe probe_;  // the weights before a diagnostics step's update (buffers kept between steps)
+  Diagnostics read_diagnostics(const Pass& pass);
 };
 
 }  // namespace normlab

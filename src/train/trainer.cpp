@@ -16,7 +16,6 @@
 #include "data/corpus.h"
 #include "dist/comm.h"
 #include "metrics/grad_stats.h"
-#include "metrics/probe.h"
 #include "metrics/sink.h"
 #include "metrics/spike.h"
 #include "model/transformer.h"
@@ -474,8 +473,7 @@ class Run {
         JsonObject layers;
         layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn)
             .add("grad_norm_norms", g.norms);
-        std::optional<Diagnostics> d;
-        if (diag) d = read_diagnostics(o.pass, *o.probe);
+        const std::optional<Diagnostics>& d = o.diag;
         if (d) {
           layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
               .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max)
@@ -551,36 +549,6 @@ class Run {
       return true;
     }
     return false;
-  }
-
-  Diagnostics read_diagnostics(const Pass& pass, UpdateProbe& probe) {
-    const ForwardStats& st = t_.model->stats();
-    const int64_t L = cfg_.model.n_layers;
-    Flat f;
-    torch::Tensor w2;
-    {
-      torch::NoGradGuard ng;
-      std::vector<torch::Tensor> sq;
-      for (const auto& p : t_.params) sq.push_back(p.detach().to(torch::kFloat).pow(2).sum());
-      w2 = torch::stack(sq).sum();
-    }
-    const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe.update_ratio(t_.params, *t_.grad_stats, L)),
-                 k_rms = f.add(st.act_rms), k_ent = f.add(st.attn_entropy), k_lmax = f.add(st.attn_logit_max),
-                 k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean), k_amax = f.add(st.act_max),
-                 k_cos = f.add(st.block_cos), k_sink = f.add(st.attn_sink);
-    f.fetch();
-    Diagnostics d;
-    d.param_norm = f.scalar(k_pn);
-    d.update_ratio = f.get(k_ur);
-    d.act_rms = f.get(k_rms);
-    d.attn_entropy = f.get(k_ent);
-    d.attn_logit_max = f.get(k_lmax);
-    d.act_max = f.get(k_amax);
-    d.block_cos = f.get(k_cos);
-    d.attn_sink = f.get(k_sink);
-    d.logit_max = f.scalar(k_max);
-    d.lse_mean = f.scalar(k_lse);
-    return d;
   }
 
   Config cfg_;

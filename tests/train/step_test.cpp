@@ -73,6 +73,56 @@ TEST(TrainStepTest, BenchTimesTheTrainersStep) {
   EXPECT_LT(b.last_loss, b.first_loss);
 }
 
+// A full-diagnostics step (the trainer's `diag.every` steps, `bench --diag`) trains exactly as a
+// plain one and carries every statistic, of the right length, with the parameter norm and the
+// update ratio of the weights it leaves.
+TEST(TrainStepTest, DiagnosticsStepsTrainAlikeAndCarryEveryStatistic) {
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c = check_and_resolve(parse_config_text(dump_config(c)), true);
+  const Corpus data = Corpus::load(c.data.train);
+  const torch::Device cpu(torch::kCPU);
+  const int64_t L = c.model.n_layers;
+  std::vector<double> losses[2];
+  std::vector<torch::Tensor> before, after;
+  for (const bool diag : {false, true}) {
+    Trainable t = make_trainable(c, cpu);
+    LossScaler scaler(false, 1.0);
+    SpikeDetector ls(c.diag.spike.window, c.diag.spike.zscore), gs(c.diag.spike.window, c.diag.spike.zscore);
+    TrainStep step(c, t, data, cpu, scaler, ls, gs);
+    int64_t mb = 0;
+    for (int s = 0; s < 4; ++s) {
+      if (diag && s == 3) {
+        for (auto& p : t.params) before.push_back(p.detach().clone());
+      }
+      const StepOutcome o = step.run(mb, 1e-3, diag, false);
+      losses[diag].push_back(o.loss);
+      ASSERT_EQ(o.diag.has_value(), diag);
+      if (!diag || s < 3) continue;
+      const Diagnostics& d = *o.diag;
+      EXPECT_EQ(d.update_ratio.size(), static_cast<size_t>(L));
+      EXPECT_EQ(d.act_rms.size(), static_cast<size_t>(L + 1));
+      EXPECT_EQ(d.act_max.size(), static_cast<size_t>(L + 1));
+      for (const auto* v : {&d.attn_entropy, &d.attn_logit_max, &d.block_cos, &d.attn_sink}) {
+        EXPECT_EQ(v->size(), static_cast<size_t>(L));
+      }
+      double w2 = 0;
+      for (auto& p : t.params) w2 += p.detach().to(torch::kDouble).pow(2).sum().item<double>();
+      EXPECT_NEAR(d.param_norm, std::sqrt(w2), 1e-5 * std::sqrt(w2));
+      // Block 0's update ratio from the weights before and after this update.
+      double dw2 = 0, b2 = 0;
+      for (size_t i = 0; i < t.params.size(); ++i) {
+        if (t.names[i].rfind("blocks.0.", 0) != 0) continue;
+        dw2 += (t.params[i].detach() - before[i]).to(torch::kDouble).pow(2).sum().item<double>();
+        b2 += before[i].to(torch::kDouble).pow(2).sum().item<double>();
+      }
+      EXPECT_NEAR(d.update_ratio[0], std::sqrt(dw2 / b2), 1e-4 * std::sqrt(dw2 / b2));
+      EXPECT_GT(d.update_ratio[0], 0);
+    }
+  }
+  for (size_t s = 0; s < losses[0].size(); ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-5 * losses[0][s]);
+}
+
 }  // namespace
 }  // namespace normlab
 
