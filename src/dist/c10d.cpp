@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -123,8 +124,8 @@ class GlooComm final : public Comm {
   int world_size() const override { return env_.world_size; }
   void set_step(int64_t step) override { step_.store(step); }
 
-  void allreduce_sum(std::vector<torch::Tensor>& tensors) override {
-    run_all(tensors, "the gradient all-reduce", [this](std::vector<torch::Tensor>& one) {
+  std::unique_ptr<Pending> start_allreduce_sum(std::vector<torch::Tensor> tensors) override {
+    return start_all(std::move(tensors), "the gradient all-reduce", [this](std::vector<torch::Tensor>& one) {
       c10d::AllreduceOptions o;
       o.reduceOp = c10d::ReduceOp::SUM;
       return pg_->allreduce(one, o);
@@ -181,24 +182,46 @@ class GlooComm final : public Comm {
     return l;
   }
 
-  // Each tensor is reduced as its own collective (all issued first, then awaited); CUDA tensors
-  // go through pinned host copies.
-  template <class Op>
-  void run_all(std::vector<torch::Tensor>& tensors, const char* what, Op op) {
-    std::vector<std::vector<torch::Tensor>> host(tensors.size());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      host[i] = {tensors[i].is_cuda() ? tensors[i].to(torch::kCPU) : tensors[i].contiguous()};
+  // Collectives issued and not yet awaited: the host tensors they work on (CUDA tensors go through
+  // host copies) and the tensors the results go back into.
+  class GlooPending final : public Pending {
+   public:
+    GlooPending(GlooComm& comm, const char* what) : comm_(comm), what_(what) {}
+    void wait() override {
+      try {
+        for (auto& w : works_) w->wait();
+      } catch (const std::exception& e) {
+        comm_.fail(what_, e.what());
+      }
+      for (size_t i = 0; i < tensors_.size(); ++i) {
+        if (!host_[i][0].is_same(tensors_[i])) tensors_[i].copy_(host_[i][0]);
+      }
     }
+    GlooComm& comm_;
+    const char* what_;
+    std::vector<torch::Tensor> tensors_;
+    std::vector<std::vector<torch::Tensor>> host_;
+    // c10d::Work in LibTorch 2.x, c10d::ProcessGroup::Work in 1.13.
+    std::vector<decltype(std::declval<c10d::ProcessGroup&>().barrier())> works_;
+  };
+
+  // Each tensor is reduced as its own collective, all issued before any is awaited.
+  template <class Op>
+  std::unique_ptr<Pending> start_all(std::vector<torch::Tensor> tensors, const char* what, Op op) {
+    auto p = std::make_unique<GlooPending>(*this, what);
+    p->tensors_ = std::move(tensors);
+    for (const auto& t : p->tensors_) p->host_.push_back({t.is_cuda() ? t.to(torch::kCPU) : t.contiguous()});
     try {
-      std::vector<decltype(op(host[0]))> works;
-      for (auto& h : host) works.push_back(op(h));
-      for (auto& w : works) w->wait();
+      for (auto& h : p->host_) p->works_.push_back(op(h));
     } catch (const std::exception& e) {
       fail(what, e.what());
     }
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!host[i][0].is_same(tensors[i])) tensors[i].copy_(host[i][0]);
-    }
+    return p;
+  }
+
+  template <class Op>
+  void run_all(std::vector<torch::Tensor>& tensors, const char* what, Op op) {
+    start_all(tensors, what, op)->wait();
   }
 
   // Every second: "<beat> <step>" under this rank's key, through a store connection of its own.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
+#include <functional>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -98,24 +100,104 @@ void broadcast_parameters(Comm& comm, const std::vector<torch::Tensor>& params) 
   }
 }
 
-void average_gradients(Comm& comm, const std::vector<torch::Tensor>& params,
-                       std::vector<torch::Tensor>& scalars) {
+namespace {
+// Calls back after a parameter's gradient accumulator ran (its .grad() holds the new sum).
+class AccumulatedHook final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AccumulatedHook(std::function<void()> f) : f_(std::move(f)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list& /*inputs*/) override {
+    f_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> f_;
+};
+}  // namespace
+
+GradientReducer::GradientReducer(Comm& comm, std::vector<torch::Tensor> params, int64_t first_bucket_bytes,
+                                 int64_t bucket_bytes)
+    : comm_(comm), params_(std::move(params)), bucket_of_(params_.size()) {
+  int64_t bytes = 0, cap = first_bucket_bytes;
+  for (size_t k = params_.size(); k-- > 0;) {
+    const int64_t b = params_[k].numel() * static_cast<int64_t>(sizeof(float));  // the flat buffers are float32
+    if (buckets_.empty() || bytes + b > cap) {
+      if (!buckets_.empty()) cap = bucket_bytes;
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    buckets_.back().params.push_back(k);
+    bucket_of_[k] = buckets_.size() - 1;
+    bytes += b;
+  }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[k]);
+    hook_keys_.push_back(acc->add_post_hook(std::make_unique<AccumulatedHook>([this, k] { on_gradient(k); })));
+    accumulators_.push_back(std::move(acc));
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  for (size_t k = 0; k < accumulators_.size(); ++k) accumulators_[k]->del_post_hook(hook_keys_[k]);
+}
+
+void GradientReducer::arm() {
+  armed_ = true;
+  for (auto& b : buckets_) b.ready = 0;
+}
+
+void GradientReducer::on_gradient(size_t param) {
+  if (!armed_) return;
+  Bucket& b = buckets_[bucket_of_[param]];
+  if (++b.ready == b.params.size() && !b.pending) start(b);
+}
+
+void GradientReducer::start(Bucket& b) {
   torch::NoGradGuard ng;
   std::vector<torch::Tensor> grads;
-  for (const auto& p : params) {
-    if (p.grad().defined()) grads.push_back(p.grad());
+  for (size_t k : b.params) {
+    const auto& g = params_[k].grad();
+    if (g.defined()) grads.push_back(g.reshape({-1}).to(torch::kFloat));
   }
-  auto buckets = buckets_of(grads);
-  std::vector<torch::Tensor> flat;
-  for (const auto& b : buckets) flat.push_back(flatten(b));
+  b.flat = grads.empty() ? torch::Tensor() : torch::cat(grads);
+  if (b.flat.defined()) b.pending = comm_.start_allreduce_sum({b.flat});
+}
+
+void GradientReducer::finish(std::vector<torch::Tensor>& scalars) {
+  torch::NoGradGuard ng;
+  started_in_backward_ = 0;
+  for (auto& b : buckets_) {
+    if (b.pending) {
+      ++started_in_backward_;
+    } else {
+      start(b);
+    }
+  }
+  armed_ = false;
   std::vector<torch::Tensor> s;
   for (const auto& x : scalars) s.push_back(x.reshape({1}).to(torch::kFloat));
-  if (!s.empty()) flat.push_back(torch::cat(s));
-  comm.allreduce_sum(flat);
-  const double inv = 1.0 / comm.world_size();
-  for (size_t k = 0; k < buckets.size(); ++k) unflatten_into(flat[k].mul_(inv), buckets[k]);
-  if (!s.empty()) {
-    for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = flat.back()[static_cast<int64_t>(i)];
+  torch::Tensor flat_scalars = s.empty() ? torch::Tensor() : torch::cat(s);
+  std::unique_ptr<Comm::Pending> scalars_pending;
+  if (flat_scalars.defined()) scalars_pending = comm_.start_allreduce_sum({flat_scalars});
+  const double inv = 1.0 / comm_.world_size();
+  for (auto& b : buckets_) {
+    if (!b.pending) continue;
+    b.pending->wait();
+    b.pending.reset();
+    b.flat.mul_(inv);
+    int64_t at = 0;
+    for (size_t k : b.params) {
+      auto g = params_[k].mutable_grad();
+      if (!g.defined()) continue;
+      g.copy_(b.flat.narrow(0, at, g.numel()).view_as(g));
+      at += g.numel();
+    }
+    b.flat = torch::Tensor();
+  }
+  if (scalars_pending) {
+    scalars_pending->wait();
+    for (size_t i = 0; i < scalars.size(); ++i) scalars[i] = flat_scalars[static_cast<int64_t>(i)];
   }
 }
 

@@ -34,11 +34,22 @@ int64_t threads_per_rank(int64_t configured, const DistEnv& env, int64_t cores);
 // and exits with status 1; the run directory keeps its last complete checkpoint.
 class Comm {
  public:
+  // Collectives started and not yet waited for.
+  class Pending {
+   public:
+    virtual ~Pending() = default;
+    // Waits; then the tensors given to the start hold the result.
+    virtual void wait() = 0;
+  };
+
   virtual ~Comm() = default;
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
+  // Starts summing each tensor over the ranks, in place (each its own collective), and returns
+  // at once: the caller computes on meanwhile and must not touch the tensors before wait().
+  virtual std::unique_ptr<Pending> start_allreduce_sum(std::vector<torch::Tensor> tensors) = 0;
   // Sums each tensor over the ranks, in place; all reductions run at once.
-  virtual void allreduce_sum(std::vector<torch::Tensor>& tensors) = 0;
+  void allreduce_sum(std::vector<torch::Tensor>& tensors) { start_allreduce_sum(tensors)->wait(); }
   // Element-wise max over the ranks, in place (QK-Clip's per-head max logit).
   virtual void allreduce_max(std::vector<torch::Tensor>& tensors) = 0;
   // Rank `root`'s values into every rank's tensors, in place.
@@ -72,10 +83,50 @@ std::unique_ptr<StoreHost> host_rendezvous_store(double timeout_s);
 // Rank 0's parameter values into every rank (flattened into ~25 MB buffers).
 void broadcast_parameters(Comm& comm, const std::vector<torch::Tensor>& params);
 
-// Averages the parameters' gradients over the ranks in ~25 MB buckets, all reduced at once, and
-// sums `scalars` (0-dim float tensors: the loss, flags) over the ranks in the same exchange.
-// Parameters without a gradient are left alone (the same on every rank).
-void average_gradients(Comm& comm, const std::vector<torch::Tensor>& params,
-                       std::vector<torch::Tensor>& scalars);
+// Averages the parameters' gradients over the ranks, overlapped with the backward, as
+// DistributedDataParallel's reducer does. The parameters, in reverse order (the order the backward
+// produces their gradients), are cut into buckets: the first of at most first_bucket_bytes (so
+// communication starts early), the others of at most bucket_bytes (DDP's 1 MB and 25 MB). A hook
+// on each parameter's gradient accumulator counts the gradients of the backward after arm(); when
+// a bucket's last gradient has been accumulated, the bucket is flattened and its all-reduce started
+// while the backward goes on. finish() starts what is left (buckets with a parameter the backward
+// did not reach, every bucket when nothing was armed) together with `scalars` (0-dim tensors:
+// summed over the ranks), waits, and writes the averages back into the gradients. Gradients the
+// backward left undefined stay undefined (the same parameters on every rank).
+class GradientReducer {
+ public:
+  GradientReducer(Comm& comm, std::vector<torch::Tensor> params, int64_t first_bucket_bytes = 1 << 20,
+                  int64_t bucket_bytes = 25 << 20);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // The next backward completes this update's gradients (the last micro-batch's).
+  void arm();
+  void finish(std::vector<torch::Tensor>& scalars);
+
+  // Buckets, and how many of them the last finish() found started during the backward.
+  size_t buckets() const { return buckets_.size(); }
+  size_t started_in_backward() const { return started_in_backward_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices into params_
+    size_t ready = 0;            // gradients accumulated since arm()
+    torch::Tensor flat;          // the buffer in flight
+    std::unique_ptr<Comm::Pending> pending;
+  };
+  void on_gradient(size_t param);
+  void start(Bucket& b);
+
+  Comm& comm_;
+  std::vector<torch::Tensor> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive, as DDP does
+  std::vector<uintptr_t> hook_keys_;
+  bool armed_ = false;
+  size_t started_in_backward_ = 0;
+};
 
 }  // namespace normlab

@@ -18,9 +18,23 @@ torch::ScalarType precision_dtype(const std::string& precision) {
   return torch::kFloat;
 }
 
+namespace {
+// Test hook, like NORMLAB_CRASH_AT: NORMLAB_TEST_NAN_GRAD="R:K" makes rank R's gradients NaN in
+// the update that starts at global micro-batch K (its last backward runs from a NaN seed, the loss
+// stays finite), so a test can show that a non-finite gradient on one rank stops every rank.
+bool nan_gradient_requested(int rank, int64_t first_micro_batch) {
+  static const char* v = std::getenv("NORMLAB_TEST_NAN_GRAD");
+  if (!v || !*v) return false;
+  int r = -1;
+  long long k = -1;
+  return std::sscanf(v, "%d:%lld", &r, &k) == 2 && r == rank && k == first_micro_batch;
+}
+
+}  // namespace
+
 Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag, double loss_scale,
-                      int rank, int world_size) {
+                      int rank, int world_size, GradientReducer* reducer) {
   optimizer.zero_grad();
   Pass pass;
   pass.first_micro_batch = micro_batch;
@@ -63,8 +77,14 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
         }
       }
     }
-    (loss_scale == 1.0 ? total / static_cast<double>(accum)
-                       : total * (loss_scale / static_cast<double>(accum))).backward();
+    const bool last = a + 1 == accum;
+    if (last && reducer) reducer->arm();  // this backward completes the gradients: all-reduce as they come
+    if (last && nan_gradient_requested(rank, pass.first_micro_batch)) {
+      (total * std::nan("")).backward();
+    } else {
+      (loss_scale == 1.0 ? total / static_cast<double>(accum)
+                         : total * (loss_scale / static_cast<double>(accum))).backward();
+    }
     loss_sum += loss.detach();
     if (noise) {
       // The backward added g_a / accum (times the loss scale) to every gradient.
@@ -134,20 +154,11 @@ bool is_stop(StepAction a) { return a == StepAction::kStopNonFinite || a == Step
 TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
                      LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes, Comm* comm)
     : cfg_(cfg), t_(t), data_(data), device_(device), scaler_(scaler), loss_spikes_(loss_spikes),
-      grad_spikes_(grad_spikes), comm_(comm) {}
-
-namespace {
-// Test hook, like NORMLAB_CRASH_AT: NORMLAB_TEST_NAN_GRAD="R:K" makes rank R's gradients NaN in
-// the update that starts at global micro-batch K, so a test can show that a non-finite gradient on
-// one rank stops every rank.
-bool nan_gradient_requested(int rank, int64_t first_micro_batch) {
-  static const char* v = std::getenv("NORMLAB_TEST_NAN_GRAD");
-  if (!v || !*v) return false;
-  int r = -1;
-  long long k = -1;
-  return std::sscanf(v, "%d:%lld", &r, &k) == 2 && r == rank && k == first_micro_batch;
+      grad_spikes_(grad_spikes), comm_(comm) {
+  if (comm_) reducer_ = std::make_unique<GradientReducer>(*comm_, t_.params);
 }
 
+namespace {
 // Squared gradient norms of scaled gradients (fp16) -> of the true gradients.
 std::vector<double> unscaled(std::vector<double> squared, double scale) {
   if (scale != 1.0) {
@@ -168,19 +179,13 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
     apply_qk_clip(t_.model, tau, nullptr, /*apply=*/false);
   }
   o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale,
-                            rank, world);
-  if (nan_gradient_requested(rank, o.pass.first_micro_batch)) {
-    torch::NoGradGuard ng;
-    for (auto& p : t_.params) {
-      if (p.grad().defined()) p.grad().fill_(std::nan(""));
-    }
-  }
+                            rank, world, reducer_.get());
   if (comm_) {
     // Gradients averaged over the ranks (the mean over all W*B rows), loss and stop flag summed.
     const bool stop_requested = stop && stop->load();
     std::vector<torch::Tensor> scalars{o.pass.loss, torch::full({}, stop_requested ? 1.0f : 0.0f, o.pass.loss.options())};
     if (o.pass.micro_sq.defined()) scalars.push_back(o.pass.micro_sq);  // summed over the ranks
-    average_gradients(*comm_, t_.params, scalars);
+    reducer_->finish(scalars);
     o.pass.loss = scalars[0] / static_cast<double>(world);
     o.stop = scalars[1].item<float>() > 0;
     if (o.pass.micro_sq.defined()) o.pass.micro_sq = scalars[2];

@@ -50,10 +50,12 @@ torch::ScalarType precision_dtype(const std::string& precision);
 // loss_scale (fp16) multiplies the loss before the backward, so the gradients come out scaled.
 // On CUDA each micro-batch is copied to the device from pinned memory without a host sync.
 // With W ranks, micro-batch k is the one a single process with batch W*B would draw, and rank r
-// takes its rows r*B .. (r+1)*B-1 (MODEL.md section 8a).
+// takes its rows r*B .. (r+1)*B-1 (MODEL.md section 8a). A reducer is armed before the last
+// micro-batch's backward, so its all-reduces start while that backward runs.
 Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag,
-                      double loss_scale = 1.0, int rank = 0, int world_size = 1);
+                      double loss_scale = 1.0, int rank = 0, int world_size = 1,
+                      GradientReducer* reducer = nullptr);
 
 // Global-norm clipping at cfg.optim.grad_clip (coefficient min(1, clip / (norm + 1e-6)), as
 // torch.nn.utils.clip_grad_norm_) from the total gradient norm of the unscaled gradients (already
@@ -104,8 +106,9 @@ struct StepOutcome {
 // and, when asked, per-tensor norms), the decision, then on kUpdate gradient clipping and AdamW,
 // the loss scaler and the spike baselines advanced; on a skip the gradients are dropped and
 // nothing else changes. What to record or write is the caller's. With a Comm (W > 1 ranks) the
-// gradients are averaged over the ranks and the loss and stop flag all-reduced right after the
-// backward, in one exchange, so every decision is taken on values every rank holds.
+// gradients are averaged over the ranks while the last backward runs (GradientReducer) and the
+// loss and stop flag all-reduced right after it, so every decision is taken on values every rank
+// holds.
 class TrainStep {
  public:
   TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
@@ -127,6 +130,7 @@ class TrainStep {
   LossScaler& scaler_;
   SpikeDetector &loss_spikes_, &grad_spikes_;
   Comm* comm_;
+  std::unique_ptr<GradientReducer> reducer_;  // W > 1
   UpdateProbe probe_;  // the weights before a diagnostics step's update (buffers kept between steps)
   Diagnostics read_diagnostics(const Pass& pass);
 };
