@@ -1,11 +1,20 @@
 #include "core/system.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
 
 namespace normlab {
 
@@ -51,6 +60,42 @@ double peak_rss_mib() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+pid_t spawn_child(const std::string& exe, const std::vector<std::string>& argv,
+                  const std::vector<std::string>& env, const std::string& log_path, const std::string& what) {
+  std::vector<char*> av, ev;
+  for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));
+  av.push_back(nullptr);
+  ev.push_back(nullptr);
+  const std::string exec_error = fmt::format("error: {}: cannot execute {}\n", what, exe);
+  int log = -1, null_in = -1;
+  if (!log_path.empty()) {
+    log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0) throw RuntimeFailure(fmt::format("cannot open {}: {}", log_path, std::strerror(errno)));
+    null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGINT);
+    if (::getppid() != parent) ::_exit(130);  // the parent died before the line above
+    if (null_in >= 0) ::dup2(null_in, 0);
+    if (log >= 0) {
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+    }
+    ::execve(exe.c_str(), av.data(), ev.data());
+    [[maybe_unused]] auto n = ::write(2, exec_error.data(), exec_error.size());
+    ::_exit(127);
+  }
+  const int fork_errno = errno;
+  if (log >= 0) ::close(log);
+  if (null_in >= 0) ::close(null_in);
+  if (pid < 0) throw RuntimeFailure(fmt::format("{}: cannot start a child process: {}", what, std::strerror(fork_errno)));
+  return pid;
 }
 
 }  // namespace normlab

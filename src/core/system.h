@@ -1,8 +1,11 @@
 // Facts about the process the trainer acts on: which BLAS is loaded, peak memory.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace normlab {
 
@@ -17,5 +20,16 @@ std::string blas_threading();
 double physical_memory_bytes();
 // Peak resident set size in MiB.
 double peak_rss_mib();
+
+// Starts `exe` with argv (argv[0] included) and exactly the environment `env` ("NAME=value") as a
+// child of this process that follows it: in a process group of its own (the terminal's Ctrl-C
+// reaches only this process, which forwards it once, so a second SIGINT never kills a child
+// before its checkpoint), sent SIGINT if this process dies (it checkpoints and stops). With a
+// log_path, stdin is /dev/null and stdout and stderr append to that file; else they are
+// inherited. Everything is prepared before the fork (the child calls only async-signal-safe
+// code); an exec failure exits the child with 127 after a line on its stderr naming `what`.
+// Throws RuntimeFailure when the log cannot be opened or the fork fails.
+pid_t spawn_child(const std::string& exe, const std::vector<std::string>& argv,
+                  const std::vector<std::string>& env, const std::string& log_path, const std::string& what);
 
 }  // namespace normlab

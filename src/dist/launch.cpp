@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
+#include "core/system.h"
 #include "dist/comm.h"
 
 extern char** environ;
@@ -79,7 +79,6 @@ int launch_local_ranks(const LaunchOptions& o) {
 
   std::vector<pid_t> pids(W, -1);
   std::vector<std::optional<int>> status(W);
-  const pid_t parent = ::getpid();
   for (int r = 0; r < W; ++r) {
     std::vector<std::string> env = base;
     for (const auto& [k, v] : {std::pair<std::string, std::string>{"RANK", std::to_string(r)},
@@ -92,27 +91,14 @@ int launch_local_ranks(const LaunchOptions& o) {
     }
     std::vector<std::string> argv{o.exe};
     argv.insert(argv.end(), o.args.begin(), o.args.end());
-    std::vector<char*> av, ev;
-    for (auto& a : argv) av.push_back(a.data());
-    for (auto& e : env) ev.push_back(e.data());
-    av.push_back(nullptr);
-    ev.push_back(nullptr);
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      // Own process group: the terminal's Ctrl-C reaches the launcher, which forwards it once to
-      // every rank, so all of them stop at the same step. If the launcher dies, the ranks stop too.
-      ::setpgid(0, 0);
-      ::prctl(PR_SET_PDEATHSIG, SIGINT);
-      if (::getppid() != parent) ::_exit(130);
-      ::execve(o.exe.c_str(), av.data(), ev.data());
-      const char msg[] = "error: normlab train --nproc: cannot execute the normlab binary\n";
-      [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
-      ::_exit(127);
-    }
-    if (pid < 0) {
-      const int e = errno;
+    // The terminal's Ctrl-C reaches the launcher, which forwards it once to every rank, so all of
+    // them stop at the same step; if the launcher dies, the ranks stop too.
+    pid_t pid = -1;
+    try {
+      pid = spawn_child(o.exe, argv, env, "", "normlab train --nproc");
+    } catch (const RuntimeFailure& e) {
       for (int k = 0; k < r; ++k) ::kill(pids[k], SIGKILL);
-      throw RuntimeFailure(fmt::format("--nproc: cannot start rank {}: {}", r, std::strerror(e)));
+      throw RuntimeFailure(fmt::format("--nproc: cannot start rank {}: {}", r, e.what()));
     }
     pids[r] = pid;
   }

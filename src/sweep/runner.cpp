@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/file.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/log.h"
+#include "core/system.h"
 #include "sweep/summary.h"
 
 extern char** environ;
@@ -38,42 +38,6 @@ struct ChildCommand {
   std::vector<std::string> argv, env;
   std::string log_path;
 };
-
-pid_t spawn(const ChildCommand& cmd, const std::string& exe) {
-  std::vector<char*> argv, envp;
-  for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  for (const auto& e : cmd.env) envp.push_back(const_cast<char*>(e.c_str()));
-  argv.push_back(nullptr);
-  envp.push_back(nullptr);
-  const int log = ::open(cmd.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log < 0)
-    throw RuntimeFailure(fmt::format("cannot open {}: {}", cmd.log_path, std::strerror(errno)));
-  const int null_in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    // Own process group: the terminal's Ctrl-C reaches only the sweep, which forwards it once
-    // (a second SIGINT would kill the child before its checkpoint). If the sweep dies, the
-    // child gets SIGINT and checkpoints.
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGINT);
-    if (::getppid() != parent) ::_exit(130);
-    if (null_in >= 0) ::dup2(null_in, 0);
-    ::dup2(log, 1);
-    ::dup2(log, 2);
-    ::execve(exe.c_str(), argv.data(), envp.data());
-    const char msg[] = "error: normlab sweep: cannot execute the normlab binary\n";
-    [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
-    ::_exit(127);
-  }
-  const int fork_errno = errno;
-  ::close(log);
-  if (null_in >= 0) ::close(null_in);
-  if (pid < 0)
-    throw RuntimeFailure(
-        fmt::format("cannot start a child process: {}", std::strerror(fork_errno)));
-  return pid;
-}
 
 // The environment with the thread counts set (OpenBLAS and OpenMP read them at start-up). The wait
 // policy is the child's own start-up decision (src/cli/main.cpp), or the caller's if set.
@@ -289,7 +253,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
     if (resume) cmd.argv.push_back("--resume");
     cmd.env = env;
     cmd.log_path = (fs::path(run) / "stderr.log").string();
-    running.push_back({i, spawn(cmd, options.exe), Clock::now(), prior});
+    running.push_back({i, spawn_child(options.exe, cmd.argv, cmd.env, cmd.log_path, "normlab sweep"), Clock::now(), prior});
     claims[i] = std::move(claim);
     spdlog::info("start   {}{}", p.name, resume ? " (resuming from its checkpoint)" : "");
   };
