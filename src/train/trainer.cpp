@@ -25,6 +25,7 @@
 #include "train/loss_scale.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
+#include "train/recorder.h"
 #include "train/step.h"
 
 namespace normlab {
@@ -118,12 +119,9 @@ class Run {
     if (comm_) broadcast_parameters(*comm_, t_.params);  // every rank starts from rank 0's weights
     if (!writer()) return loop();
     // Everything is checked: only now is the run directory written to.
-    write_directory();
+    rec_->start(state_.step);
     warn_about_setup();
     if (resuming_) spdlog::info("resumed from {} (step {})", checkpoint_dir_, state_.step);
-    sink_ = std::make_unique<MetricsSink>((fs::path(cfg_.out_dir) / "metrics.jsonl").string(),
-                                          resuming_ ? state_.step : -1,
-                                          cfg_.diag.csv ? (fs::path(cfg_.out_dir) / "metrics.csv").string() : "");
     log_header();
     if (!resuming_ && cfg_.train.save_init) checkpoint();
     if (!resuming_) run_eval();
@@ -131,44 +129,13 @@ class Run {
   }
 
  private:
-  // Takes the run directory for this process's whole life and decides, without writing anything
-  // the run reads, whether this is a fresh start, a start-over or a resume.
+  // Takes the run directory for this process's whole life (the Recorder) and decides, without
+  // writing anything the run reads, whether this is a fresh start, a start-over or a resume.
   void open_directory() {
-    const fs::path out(cfg_.out_dir);
-    if (opts_.resume && !fs::is_directory(out)) {
-      throw UsageError(fmt::format("{}: nothing to resume (no such directory)", cfg_.out_dir));
-    }
-    fs::create_directories(out);
-    lock_ = std::make_unique<DirectoryLock>(
-        (out / "run.lock").string(),
-        fmt::format("{}: another normlab train is writing to this run directory (run.lock is held)", cfg_.out_dir));
-    // Under the lock nobody else writes here: what an interrupted writer left half-done goes.
-    const fs::path ckpts = out / "checkpoints";
-    remove_stale_temporaries(out.string());
-    remove_stale_temporaries(ckpts.string());
-    remove_stale_temporaries((out / "spikes").string());
-    if (fs::is_directory(ckpts)) {
-      for (const auto& e : fs::directory_iterator(ckpts)) {
-        const std::string n = e.path().filename().string();
-        if (n.size() > 5 && n[0] == '.' && n.compare(n.size() - 4, 4, ".tmp") == 0) fs::remove_all(e.path());
-      }
-    }
-    const bool has_checkpoint = file_exists((ckpts / "LATEST").string());
-    const bool has_files = file_exists((out / "metrics.jsonl").string()) ||
-                           file_exists((out / "config.yaml").string()) || fs::exists(ckpts);
-    if (!opts_.resume && has_checkpoint) {
-      throw UsageError(fmt::format("{}: already holds a run; pass --resume to continue it or --out "
-                                   "DIR to start a new one", cfg_.out_dir));
-    }
-    if (opts_.resume && !has_checkpoint && !has_files) {
-      throw UsageError(fmt::format("{}: nothing to resume (no checkpoints/LATEST)", cfg_.out_dir));
-    }
-    resuming_ = opts_.resume && has_checkpoint;
-    starting_over_ = !resuming_ && has_files;
-    if (resuming_) {
-      checkpoint_dir_ = find_checkpoint(cfg_.out_dir, std::nullopt);
-      check_resume_config();
-    }
+    rec_ = std::make_unique<Recorder>(cfg_, opts_.resume);
+    resuming_ = rec_->resuming();
+    checkpoint_dir_ = rec_->checkpoint_dir();
+    if (resuming_) check_resume_config();
   }
 
   // W > 1: rank 0 broadcasts whether it could open the directory and which checkpoint it resumes
@@ -241,28 +208,6 @@ class Run {
     return "checkpoints/" + fs::path(dir).filename().string();
   }
 
-  void write_directory() {
-    const fs::path out(cfg_.out_dir);
-    if (starting_over_) {
-      // A start that died before its first checkpoint: nothing in it can be continued.
-      for (const char* f : {"metrics.jsonl", "metrics.csv"}) fs::remove(out / f);
-      fs::remove_all(out / "checkpoints");
-      fs::remove_all(out / "spikes");
-    }
-    config_yaml_ = dump_config(cfg_);
-    const std::string cfg_path = (out / "config.yaml").string();
-    const bool config_changed = resuming_ && file_exists(cfg_path) && read_file(cfg_path) != config_yaml_;
-    write_file_atomic(cfg_path, config_yaml_);
-    log_file_ = std::make_unique<LogFile>((out / "train.log").string());
-    if (starting_over_) {
-      spdlog::warn("warning: {} holds a run that stopped before its first checkpoint; starting it over",
-                   cfg_.out_dir);
-    }
-    if (config_changed) {
-      spdlog::warn("warning: config differs from the one the run started with; {} is replaced", cfg_path);
-    }
-  }
-
   void warn_about_setup() {
     if (reference_blas_loaded()) {
       spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
@@ -291,7 +236,7 @@ class Run {
 
   // A metrics record (rank 0 alone writes them).
   void record(const JsonObject& rec) {
-    if (sink_) sink_->write(rec);
+    if (rec_) rec_->record(rec);
   }
 
   void run_eval() {
@@ -319,7 +264,7 @@ class Run {
     for (const auto& w : layer_windows_) state_.spike_layers.emplace_back(w.values().begin(), w.values().end());
     state_.loss_scale = scaler_.enabled() ? scaler_.scale() : 0;
     state_.loss_scale_good_steps = scaler_.good_steps();
-    save_checkpoint(cfg_.out_dir, t_.model, t_.optimizer.get(), state_, config_yaml_);
+    rec_->checkpoint(t_.model, t_.optimizer.get(), state_);
   }
 
   // Per-layer gradient norms as the forensic files list them: blocks, then embed and head.
@@ -387,136 +332,147 @@ class Run {
                           .add("window_tokens", cfg_.model.ctx + 1).add_raw("micro_batches", offsets))
         .add_raw("layers", layers)
         .add_raw("layers_by_jump", ranking);
-    const fs::path dir = fs::path(cfg_.out_dir) / "spikes";
-    fs::create_directories(dir);
-    write_file_atomic((dir / fmt::format("step_{:08d}.json", s)).string(), f.str() + "\n");
+    rec_->spike_forensics(s, f);
   }
 
   int loop() {
     if (comm_) comm_->barrier(writer_wait_s());  // rank 0 wrote the directory and evaluated step 0
     const int64_t steps = cfg_.train.steps;
-    double interval_time = 0;
-    int64_t interval_tokens = 0;
-    // Tokens of the global batch: every rank's rows.
-    const int64_t tokens_per_update = cfg_.train.batch_size * env_.world_size * cfg_.model.ctx * cfg_.train.accum;
     while (state_.step < steps) {
       const int64_t s = state_.step;  // record index: the batch seen with the weights after s updates
       const double lr = lr_at(cfg_.optim, s, steps);
       const bool diag = s % cfg_.diag.every == 0;
       const bool log_now = s % cfg_.train.log_every == 0 || s + 1 == steps || diag;
       const auto t0 = Clock::now();
-
       if (comm_) comm_->set_step(s);
-      StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now, opts_.stop);
+      const StepOutcome o = step_->run(state_.micro_batches, lr, diag, cfg_.diag.per_param && log_now, opts_.stop);
       stop_now_ = comm_ ? o.stop : false;
-      const double loss = o.loss;
-      const GradNorms& g = o.grads;
       JsonObject rec;
-      rec.add("kind", "train").add("step", s).add("loss", loss).add("lr", lr).add("grad_norm", g.total);
+      rec.add("kind", "train").add("step", s).add("loss", o.loss).add("lr", lr).add("grad_norm", o.grads.total);
       if (scaler_.enabled()) rec.add("loss_scale", o.loss_scale);
-
-      // fp16 overflow: not a spike, not a failure: the update was skipped and the scale halved
-      // (MODEL.md section 7).
-      if (o.action == StepAction::kSkipOverflow) {
-        record(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
-        if (log_now) {
-          spdlog::info("step {}: fp16 gradient overflow; update skipped, loss scale {} -> {}", s,
-                       o.loss_scale, scaler_.scale());
-        }
+      if (!act_on_decision(s, o, rec, log_now)) {  // skipped (a stop has thrown)
         if (skip_update()) return kInterrupted;
         continue;
       }
-
-      // Non-finite loss or gradients: they never reach the weights.
-      if (o.action == StepAction::kSkipNonFinite || o.action == StepAction::kStopNonFinite) {
-        record(rec.add("tokens", state_.tokens).add("skipped", true).add("nonfinite", true));
-        spdlog::warn("step {}: non-finite loss ({}) or gradient norm ({})", s, loss, g.total);
-        if (o.action == StepAction::kStopNonFinite) {
-          checkpoint();  // the weights after s updates: the last good state
-          throw RuntimeFailure(fmt::format(
-              "stopped at step {}: the loss or gradients are not finite (loss {}, grad norm {}); "
-              "checkpoint {} holds the last good weights. Lower optim.lr, add warmup or clipping, "
-              "or set diag.nonfinite: skip", s, loss, g.total, checkpoint_name(state_.step)));
-        }
-        if (skip_update()) return kInterrupted;
-        continue;
-      }
-
-      // Spikes: recorded whatever the action; the step decided whether to update.
-      const ZScore &zl = o.loss_z, &zg = o.grad_norm_z;
-      if (zl.active) rec.add("loss_z", zl.z);
-      if (zg.active) rec.add("grad_norm_z", zg.z);
-      if (o.loss_spike) write_spike(s, "loss", loss, zl);
-      if (o.grad_norm_spike) write_spike(s, "grad_norm", g.total, zg);
-      if (o.loss_spike || o.grad_norm_spike) write_forensics(s, o.pass, loss, zl, g.total, zg, g);
-      if (o.action == StepAction::kStopSpike) {
-        record(rec.add("tokens", state_.tokens));
-        checkpoint();
-        throw RuntimeFailure(fmt::format(
-            "stopped at step {} by a {} spike (diag.spike.action: stop); checkpoint {} holds the "
-            "weights before it; forensics in {}/spikes/step_{:08d}.json", s, o.loss_spike ? "loss" : "grad-norm",
-            checkpoint_name(state_.step), cfg_.out_dir, s));
-      }
-      if (o.action == StepAction::kSkipSpike) {
-        record(rec.add("tokens", state_.tokens).add("skipped", true));
-        if (skip_update()) return kInterrupted;
-        continue;
-      }
-
-      // Updated.
-      const auto lv = layer_values(g);
+      const auto lv = layer_values(o.grads);
       for (size_t i = 0; i < lv.size(); ++i) layer_windows_[i].push(lv[i]);
-      state_.tokens += tokens_per_update;
+      state_.tokens += tokens_per_update();
       ++state_.step;
-
       if (log_now && writer()) {
-        JsonObject layers;
-        layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn)
-            .add("grad_norm_norms", g.norms);
-        const std::optional<Diagnostics>& d = o.diag;
-        if (d) {
-          layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
-              .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max)
-              .add("block_cos", d->block_cos).add("act_max", d->act_max).add("attn_sink", d->attn_sink);
-        }
         const double dt_now = std::chrono::duration<double>(Clock::now() - t0).count();
-        const double tok_s = (interval_tokens + tokens_per_update) / std::max(interval_time + dt_now, 1e-9);
-        rec.add("tokens", state_.tokens).add("tok_per_s", tok_s);
-        if (d) rec.add("param_norm", d->param_norm);
-        if (std::isfinite(o.grad_noise_scale)) rec.add("grad_noise_scale", o.grad_noise_scale);
-        if (cfg_.optim.qk_clip > 0) rec.add("qk_clipped", o.qk_clipped);
-        rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
-        if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
-        if (cfg_.diag.per_param) {
-          const auto& sq = o.per_param_sq;
-          JsonObject pp;
-          for (size_t i = 0; i < t_.names.size(); ++i) pp.add(t_.names[i], std::sqrt(sq[i]));
-          rec.add("params", pp);
-        }
-        record(rec);
+        record(add_update_fields(rec, o, (interval_tokens_ + tokens_per_update()) / std::max(interval_time_ + dt_now, 1e-9)));
       }
-      const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-      state_.elapsed_s += dt;
-      session_time_ += dt;
-      ++session_steps_;
-      interval_time += dt;
-      interval_tokens += tokens_per_update;
-      if (s % cfg_.train.log_every == 0 || s + 1 == steps) {
-        const double eta = (steps - state_.step) * (session_time_ / static_cast<double>(session_steps_));
-        spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.1f}k tok/s | ETA {}", s,
-                     steps, loss, lr, g.total, interval_tokens / std::max(interval_time, 1e-9) / 1000.0,
-                     human_duration(eta));
-        interval_time = 0;
-        interval_tokens = 0;
-      }
+      progress(s, lr, o, std::chrono::duration<double>(Clock::now() - t0).count());
       if (after_update()) return kInterrupted;
     }
     std::string excess;
     if (floor_) excess = fmt::format(", {:.4f} above the entropy floor {:.4f}", last_eval_ - floor_->floor, floor_->floor);
     spdlog::info("done: {} steps ({} skipped), val_loss {:.4f}{}; run in {}", steps, state_.skipped,
                  last_eval_, excess, cfg_.out_dir);
-    if (log_file_) log_file_->check();
+    if (rec_) rec_->check_log();
     return 0;
+  }
+
+  // Tokens of the global batch: every rank's rows.
+  int64_t tokens_per_update() const {
+    return cfg_.train.batch_size * env_.world_size * cfg_.model.ctx * cfg_.train.accum;
+  }
+
+  // Acts on the step's decision: records a skipped step (overflow, non-finite, spike), writes
+  // spike records and forensics, and on a stop checkpoints the last good weights and throws.
+  // Returns true when the step updated the weights.
+  bool act_on_decision(int64_t s, const StepOutcome& o, JsonObject& rec, bool log_now) {
+    const double loss = o.loss;
+    const GradNorms& g = o.grads;
+    // fp16 overflow: not a spike, not a failure: the update was skipped and the scale halved
+    // (MODEL.md section 7).
+    if (o.action == StepAction::kSkipOverflow) {
+      record(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
+      if (log_now) {
+        spdlog::info("step {}: fp16 gradient overflow; update skipped, loss scale {} -> {}", s,
+                     o.loss_scale, scaler_.scale());
+      }
+      return false;
+    }
+    // Non-finite loss or gradients: they never reach the weights.
+    if (o.action == StepAction::kSkipNonFinite || o.action == StepAction::kStopNonFinite) {
+      record(rec.add("tokens", state_.tokens).add("skipped", true).add("nonfinite", true));
+      spdlog::warn("step {}: non-finite loss ({}) or gradient norm ({})", s, loss, g.total);
+      if (o.action == StepAction::kStopNonFinite) {
+        checkpoint();  // the weights after s updates: the last good state
+        throw RuntimeFailure(fmt::format(
+            "stopped at step {}: the loss or gradients are not finite (loss {}, grad norm {}); "
+            "checkpoint {} holds the last good weights. Lower optim.lr, add warmup or clipping, "
+            "or set diag.nonfinite: skip", s, loss, g.total, checkpoint_name(state_.step)));
+      }
+      return false;
+    }
+    // Spikes: recorded whatever the action; the step decided whether to update.
+    const ZScore &zl = o.loss_z, &zg = o.grad_norm_z;
+    if (zl.active) rec.add("loss_z", zl.z);
+    if (zg.active) rec.add("grad_norm_z", zg.z);
+    if (o.loss_spike) write_spike(s, "loss", loss, zl);
+    if (o.grad_norm_spike) write_spike(s, "grad_norm", g.total, zg);
+    if (o.loss_spike || o.grad_norm_spike) write_forensics(s, o.pass, loss, zl, g.total, zg, g);
+    if (o.action == StepAction::kStopSpike) {
+      record(rec.add("tokens", state_.tokens));
+      checkpoint();
+      throw RuntimeFailure(fmt::format(
+          "stopped at step {} by a {} spike (diag.spike.action: stop); checkpoint {} holds the "
+          "weights before it; forensics in {}/spikes/step_{:08d}.json", s, o.loss_spike ? "loss" : "grad-norm",
+          checkpoint_name(state_.step), cfg_.out_dir, s));
+    }
+    if (o.action == StepAction::kSkipSpike) {
+      record(rec.add("tokens", state_.tokens).add("skipped", true));
+      return false;
+    }
+    return true;
+  }
+
+  // The rest of an updated step's train record: tokens, speed, per-layer gradient norms and, on
+  // diagnostics steps, the statistics (MODEL.md section 9).
+  JsonObject& add_update_fields(JsonObject& rec, const StepOutcome& o, double tok_s) const {
+    const GradNorms& g = o.grads;
+    JsonObject layers;
+    layers.add("grad_norm", g.block).add("grad_norm_attn", g.attn).add("grad_norm_ffn", g.ffn)
+        .add("grad_norm_norms", g.norms);
+    const std::optional<Diagnostics>& d = o.diag;
+    if (d) {
+      layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
+          .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max)
+          .add("block_cos", d->block_cos).add("act_max", d->act_max).add("attn_sink", d->attn_sink);
+    }
+    rec.add("tokens", state_.tokens).add("tok_per_s", tok_s);
+    if (d) rec.add("param_norm", d->param_norm);
+    if (std::isfinite(o.grad_noise_scale)) rec.add("grad_noise_scale", o.grad_noise_scale);
+    if (cfg_.optim.qk_clip > 0) rec.add("qk_clipped", o.qk_clipped);
+    rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
+    if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
+    if (cfg_.diag.per_param) {
+      const auto& sq = o.per_param_sq;
+      JsonObject pp;
+      for (size_t i = 0; i < t_.names.size(); ++i) pp.add(t_.names[i], std::sqrt(sq[i]));
+      rec.add("params", pp);
+    }
+    return rec;
+  }
+
+  // Time accounting of an updated step (dt seconds) and the progress line every train.log_every.
+  void progress(int64_t s, double lr, const StepOutcome& o, double dt) {
+    const int64_t steps = cfg_.train.steps;
+    state_.elapsed_s += dt;
+    session_time_ += dt;
+    ++session_steps_;
+    interval_time_ += dt;
+    interval_tokens_ += tokens_per_update();
+    if (s % cfg_.train.log_every == 0 || s + 1 == steps) {
+      const double eta = (steps - state_.step) * (session_time_ / static_cast<double>(session_steps_));
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | gnorm {:.3f} | {:.1f}k tok/s | ETA {}", s,
+                   steps, o.loss, lr, o.grads.total, interval_tokens_ / std::max(interval_time_, 1e-9) / 1000.0,
+                   human_duration(eta));
+      interval_time_ = 0;
+      interval_tokens_ = 0;
+    }
   }
 
   // A step whose update was skipped (TrainStep dropped its gradients) consumes its batch and its
@@ -530,7 +486,7 @@ class Run {
 
   // Evaluation, checkpoints and Ctrl-C after step counter moved. Returns true to stop now.
   bool after_update() {
-    if (log_file_) log_file_->check();
+    if (rec_) rec_->check_log();
     const bool last = state_.step == cfg_.train.steps;
     const bool eval = cfg_.eval.every > 0 && state_.step % cfg_.eval.every == 0 && !last;
     if (eval) run_eval();
@@ -545,7 +501,7 @@ class Run {
     if (comm_ && (eval || save || stop)) comm_->barrier(writer_wait_s());  // rank 0 wrote alone
     if (stop && !last) {
       spdlog::info("interrupted: checkpoint {} written; continue with --resume", checkpoint_name(state_.step));
-      if (log_file_) log_file_->check();
+      if (rec_) rec_->check_log();
       return true;
     }
     return false;
@@ -556,22 +512,21 @@ class Run {
   DistEnv env_;
   std::unique_ptr<Comm> comm_;  // W > 1 ranks
   bool stop_now_ = false;       // some rank was asked to stop
-  std::unique_ptr<DirectoryLock> lock_;  // declared before every writer, so released after them
-  bool resuming_ = false, starting_over_ = false;
+  std::unique_ptr<Recorder> rec_;  // rank 0 only: the one writer of the run directory
+  bool resuming_ = false;
   std::string checkpoint_dir_;  // the checkpoint a resume starts from
-  std::unique_ptr<LogFile> log_file_;
   torch::Device device_;
-  std::string config_yaml_;
   Corpus train_data_, val_data_;
   std::optional<EntropyFloor> floor_;
   Trainable t_;
   std::unique_ptr<TrainStep> step_;
-  std::unique_ptr<MetricsSink> sink_;
   SpikeDetector loss_spikes_, grad_spikes_;
   LossScaler scaler_;
   std::vector<RollingWindow> layer_windows_;
   TrainState state_;
   double session_time_ = 0;  // this process's training time, for the ETA
+  double interval_time_ = 0;  // since the last progress line: seconds and tokens
+  int64_t interval_tokens_ = 0;
   int64_t session_steps_ = 0;
   double last_eval_ = std::nan("");
 };

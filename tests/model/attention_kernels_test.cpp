@@ -64,7 +64,9 @@ TEST_P(FusedAttentionTest, DiagnosticsMatchComposedReference) {
   EXPECT_NEAR(fast_stats.entropy.item<double>(), ref_stats.entropy.item<double>(), 1e-5);
   EXPECT_NEAR(fast_stats.logit_max.item<double>(), ref_stats.logit_max.item<double>(), 1e-5);
   EXPECT_NEAR(fast_stats.sink.item<double>(), ref_stats.sink.item<double>(), 1e-5);
-  if (q.size(1) > 1) EXPECT_GT(ref_stats.sink.item<double>(), 0.0);
+  if (q.size(1) > 1) {
+    EXPECT_GT(ref_stats.sink.item<double>(), 0.0);
+  }
   ASSERT_EQ(fast_stats.head_max.sizes(), ref_stats.head_max.sizes());
   EXPECT_TRUE(torch::allclose(fast_stats.head_max, ref_stats.head_max, 1e-5, 1e-5));
 }

@@ -62,7 +62,9 @@ TEST(QkClipTest, ClippedHeadsEndAtTauOnTheSameBatchOthersUnchanged) {
         auto want = torch::minimum(before, torch::full_like(before, tau));
         EXPECT_TRUE(torch::allclose(after[0], want[0], 1e-4, 1e-4))
             << "L " << L << " bias " << bias << " rope " << rope << "\n" << before << "\n" << after;
-        if (L == 1) EXPECT_LE(after.max().item<double>(), tau * (1 + 1e-5));
+        if (L == 1) {
+          EXPECT_LE(after.max().item<double>(), tau * (1 + 1e-5));
+        }
       }
     }
   }
