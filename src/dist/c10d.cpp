@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "dist/comm.h"
 
 #if __has_include(<gloo/config.h>) && defined(USE_C10D_GLOO)
@@ -26,10 +27,21 @@
 #else
 #define NORMLAB_HAVE_GLOO 0
 #endif
+// NCCL: LibTorch 2.x CUDA builds define USE_C10D_NCCL for their users; nccl.h comes with the CUDA
+// toolkit or the nvidia-nccl wheel. The store and the heartbeat are the Gloo build's, so NCCL
+// needs it too.
+#if NORMLAB_HAVE_GLOO && defined(USE_C10D_NCCL) && __has_include(<nccl.h>)
+#define NORMLAB_HAVE_NCCL 1
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#else
+#define NORMLAB_HAVE_NCCL 0
+#endif
 
 namespace normlab {
 
 bool have_gloo() { return NORMLAB_HAVE_GLOO; }
+bool have_nccl() { return NORMLAB_HAVE_NCCL; }
 
 #if NORMLAB_HAVE_GLOO
 namespace {
@@ -69,9 +81,20 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
 }
 
-class GlooComm final : public Comm {
+// The process group's base class: c10d::Backend in LibTorch 2.x, c10d::ProcessGroup in 1.13.
+#if NORMLAB_TORCH_AT_LEAST(2, 0)
+using ProcessGroupBase = c10d::Backend;
+#else
+using ProcessGroupBase = c10d::ProcessGroup;
+#endif
+
+// A rank's process group: Gloo (CPU tensors; CUDA tensors staged through host memory) or NCCL
+// (CUDA tensors on this rank's device, cuda:LOCAL_RANK; CPU tensors staged through it), over the
+// TCPStore rendezvous, with a heartbeat through the store for the diagnosis of a lost rank.
+class C10dComm final : public Comm {
  public:
-  GlooComm(const DistEnv& env, double timeout_s) : env_(env), timeout_s_(timeout_s) {
+  C10dComm(const DistEnv& env, const std::string& backend, double timeout_s)
+      : env_(env), timeout_s_(timeout_s), nccl_(backend == "nccl") {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env.master_port);
     // Every rank counts itself in and rank 0's server waits for all of them; under torchrun's
@@ -87,31 +110,17 @@ class GlooComm final : public Comm {
           "rank {}: cannot join the rendezvous at {}:{} within train.dist_timeout {} s: {}", env.rank,
           env.master_addr, env.master_port, timeout_s, first_line(e.what())));
     }
-    auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(timeout_s));
-    // As torch.distributed: GLOO_SOCKET_IFNAME picks the interface; a loopback master means one
-    // machine; otherwise the address this machine's hostname resolves to.
-    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    try {
-      if (ifname && *ifname) {
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-      } else if (is_loopback(env.master_addr)) {
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      } else {
-        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      }
-      opts->threads = 2;
-      c10::intrusive_ptr<c10d::Store> pg_store = store_;
-      if (!key_prefix().empty()) pg_store = c10::make_intrusive<c10d::PrefixStore>(key_prefix(), store_);
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env.rank, env.world_size, opts);
-    } catch (const std::exception& e) {
-      throw RuntimeFailure(fmt::format("rank {}: cannot connect the Gloo process group of {} ranks "
-                                       "within train.dist_timeout {} s: {}", env.rank, env.world_size,
-                                       timeout_s, first_line(e.what())));
+    c10::intrusive_ptr<c10d::Store> pg_store = store_;
+    if (!key_prefix().empty()) pg_store = c10::make_intrusive<c10d::PrefixStore>(key_prefix(), store_);
+    if (nccl_) {
+      connect_nccl(pg_store);
+    } else {
+      connect_gloo(pg_store);
     }
     heartbeat_ = std::thread([this] { beat(); });
   }
 
-  ~GlooComm() override {
+  ~C10dComm() override {
     {
       std::lock_guard<std::mutex> g(mu_);
       stopping_ = true;
@@ -153,6 +162,7 @@ class GlooComm final : public Comm {
     try {
       c10d::BarrierOptions o;
       if (timeout_s > 0) o.timeout = to_ms(timeout_s);
+      if (nccl_) o.device_ids = {env_.local_rank};
       pg_->barrier(o)->wait();
     } catch (const std::exception& e) {
       fail("a barrier", e.what());
@@ -182,11 +192,51 @@ class GlooComm final : public Comm {
     return l;
   }
 
+  void connect_gloo(const c10::intrusive_ptr<c10d::Store>& pg_store) {
+    auto opts = c10d::ProcessGroupGloo::Options::create(to_ms(timeout_s_));
+    // As torch.distributed: GLOO_SOCKET_IFNAME picks the interface; a loopback master means one
+    // machine; otherwise the address this machine's hostname resolves to.
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    try {
+      if (ifname && *ifname) {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      } else if (is_loopback(env_.master_addr)) {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      } else {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      opts->threads = 2;
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env_.rank, env_.world_size, opts);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure(fmt::format("rank {}: cannot connect the Gloo process group of {} ranks "
+                                       "within train.dist_timeout {} s: {}", env_.rank, env_.world_size,
+                                       timeout_s_, first_line(e.what())));
+    }
+  }
+
+  void connect_nccl(const c10::intrusive_ptr<c10d::Store>& pg_store) {
+#if NORMLAB_HAVE_NCCL
+    try {
+      // Rank r uses cuda:LOCAL_RANK (MODEL.md section 8a), made current before NCCL sees it.
+      device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
+      c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.local_rank));
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = to_ms(timeout_s_);
+      pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, env_.rank, env_.world_size, opts);
+    } catch (const std::exception& e) {
+      throw RuntimeFailure(fmt::format("rank {}: cannot set up the NCCL process group of {} ranks on cuda:{}: {}",
+                                       env_.rank, env_.world_size, env_.local_rank, first_line(e.what())));
+    }
+#else
+    (void)pg_store;
+#endif
+  }
+
   // Collectives issued and not yet awaited: the host tensors they work on (CUDA tensors go through
   // host copies) and the tensors the results go back into.
-  class GlooPending final : public Pending {
+  class PendingWork final : public Pending {
    public:
-    GlooPending(GlooComm& comm, const char* what) : comm_(comm), what_(what) {}
+    PendingWork(C10dComm& comm, const char* what) : comm_(comm), what_(what) {}
     void wait() override {
       try {
         for (auto& w : works_) w->wait();
@@ -197,7 +247,7 @@ class GlooComm final : public Comm {
         if (!host_[i][0].is_same(tensors_[i])) tensors_[i].copy_(host_[i][0]);
       }
     }
-    GlooComm& comm_;
+    C10dComm& comm_;
     const char* what_;
     std::vector<torch::Tensor> tensors_;
     std::vector<std::vector<torch::Tensor>> host_;
@@ -208,9 +258,15 @@ class GlooComm final : public Comm {
   // Each tensor is reduced as its own collective, all issued before any is awaited.
   template <class Op>
   std::unique_ptr<Pending> start_all(std::vector<torch::Tensor> tensors, const char* what, Op op) {
-    auto p = std::make_unique<GlooPending>(*this, what);
+    auto p = std::make_unique<PendingWork>(*this, what);
     p->tensors_ = std::move(tensors);
-    for (const auto& t : p->tensors_) p->host_.push_back({t.is_cuda() ? t.to(torch::kCPU) : t.contiguous()});
+    for (const auto& t : p->tensors_) {
+      if (nccl_) {
+        p->host_.push_back({t.device() == device_ ? t.contiguous() : t.to(device_)});
+      } else {
+        p->host_.push_back({t.is_cuda() ? t.to(torch::kCPU) : t.contiguous()});
+      }
+    }
     try {
       for (auto& h : p->host_) p->works_.push_back(op(h));
     } catch (const std::exception& e) {
@@ -287,7 +343,9 @@ class GlooComm final : public Comm {
   DistEnv env_;
   double timeout_s_;
   c10::intrusive_ptr<c10d::TCPStore> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  c10::intrusive_ptr<ProcessGroupBase> pg_;
+  bool nccl_ = false;
+  torch::Device device_{torch::kCPU};  // NCCL: this rank's GPU
   std::atomic<int64_t> step_{0};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -322,10 +380,14 @@ std::unique_ptr<StoreHost> host_rendezvous_store(double timeout_s) {
 }
 
 std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
-  if (backend != "gloo") {
-    throw UsageError(fmt::format("train.dist_backend: {} is not available in this build; use gloo", backend));
+  if (backend == "nccl" && !NORMLAB_HAVE_NCCL) {
+    throw UsageError("train.dist_backend: nccl is not available in this build (it needs a LibTorch 2.x CUDA "
+                     "build and nccl.h); use gloo");
   }
-  return std::make_unique<GlooComm>(env, timeout_s);
+  if (backend != "gloo" && backend != "nccl") {
+    throw UsageError(fmt::format("train.dist_backend: {} is not a process group; use gloo or nccl", backend));
+  }
+  return std::make_unique<C10dComm>(env, backend, timeout_s);
 }
 
 #else

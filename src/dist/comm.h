@@ -28,8 +28,8 @@ DistEnv dist_env_from_environment();
 // between the ranks on it (at least one).
 int64_t threads_per_rank(int64_t configured, const DistEnv& env, int64_t cores);
 
-// A connected process group. Collectives work on contiguous float32 tensors of any device (CUDA
-// tensors go through host memory with Gloo). A collective that fails (a rank died, or stayed
+// A connected process group. Collectives work on contiguous float32 tensors of any device (with
+// Gloo CUDA tensors go through host memory, with NCCL CPU tensors through the rank's GPU). A collective that fails (a rank died, or stayed
 // silent for train.dist_timeout) never returns: the process logs one line naming the lost rank
 // and exits with status 1; the run directory keeps its last complete checkpoint.
 class Comm {
@@ -63,13 +63,16 @@ class Comm {
   [[noreturn]] virtual void fail(const std::string& during, const std::string& reason) = 0;
 };
 
-// Rendezvous through a c10d TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a Gloo
-// process group over it; waits at most timeout_s for every rank to join. backend: the resolved
-// train.dist_backend ("gloo"). Throws RuntimeFailure when it cannot connect.
+// Rendezvous through a c10d TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a process
+// group over it; waits at most timeout_s for every rank to join. backend: the resolved
+// train.dist_backend, "gloo" or "nccl" (collectives on cuda:LOCAL_RANK, made this process's current
+// device). Throws UsageError for a backend this build lacks, RuntimeFailure when it cannot connect.
 std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s);
 
-// Whether this build has c10d's Gloo process group (libgloo-dev's headers were found).
+// Whether this build has c10d's Gloo process group (libgloo-dev's headers were found), and NCCL's
+// (a LibTorch 2.x CUDA build with nccl.h, beside Gloo).
 bool have_gloo();
+bool have_nccl();
 
 // A rendezvous store served by a launcher (`--nproc`), as torchrun's agent does: on a free port of
 // 127.0.0.1, alive for the object's life, so the ranks' store outlives any of them.

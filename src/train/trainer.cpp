@@ -71,7 +71,13 @@ class Run {
   int go() {
     if (env_.distributed()) {
       // One rendezvous before anything else, so a rank that fails below takes the others with it.
-      const std::string backend = cfg_.train.dist_backend == "auto" ? "gloo" : cfg_.train.dist_backend;
+      // auto: NCCL on CUDA where this build has it, else Gloo (MODEL.md section 8a).
+      std::string backend = cfg_.train.dist_backend;
+      if (backend == "auto") backend = device_.is_cuda() && have_nccl() ? "nccl" : "gloo";
+      if (backend == "nccl" && !device_.is_cuda()) {
+        throw UsageError(fmt::format("{}: train.dist_backend: nccl needs train.device: cuda (it is {}); use "
+                                     "gloo or auto on the CPU", cfg_.out_dir, cfg_.train.device));
+      }
       comm_ = connect_ranks(env_, backend, cfg_.train.dist_timeout);
       if (!writer()) spdlog::set_level(spdlog::level::err);  // rank 0 alone reports
     }

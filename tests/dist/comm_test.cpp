@@ -3,6 +3,8 @@
 // and the same holds when nothing was armed (every bucket started at finish()).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "config/load.h"
 #include "dist/comm.h"
 #include "test_util.h"
@@ -106,6 +108,51 @@ TEST(GradientReducerTest, UnarmedBackwardIsReducedAtFinish) {
   EXPECT_EQ(reducer.started_in_backward(), 0u);
   EXPECT_EQ(comm.started, static_cast<int>(reducer.buckets()));
   expect_averaged(s.t, local);
+}
+
+// NCCL on the GPU (label `cuda`: skipped without one): a one-rank group on cuda:0 over a hosted
+// store, as `--nproc` and torchrun's agent serve it. Sums and broadcasts leave one rank's values as
+// they are, CPU tensors go through the GPU and come back, and the reducer over a model on the GPU
+// starts every bucket during the backward and leaves the gradients as they were.
+TEST(CudaNccl, OneRankGroupReducesOnTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "needs a CUDA device";
+  if (!have_nccl()) GTEST_SKIP() << "this build has no NCCL process group (LibTorch 2.x CUDA with nccl.h)";
+  auto store = host_rendezvous_store(60);
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  DistEnv env;
+  env.master_addr = "127.0.0.1";
+  env.master_port = store->port();
+  auto comm = connect_ranks(env, "nccl", 60);
+  ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
+  const torch::Device gpu(torch::kCUDA, 0);
+  std::vector<torch::Tensor> xs{torch::arange(5, torch::TensorOptions().dtype(torch::kFloat).device(gpu))};
+  comm->allreduce_sum(xs);
+  EXPECT_TRUE(torch::equal(xs[0].cpu(), torch::arange(5, torch::kFloat)));
+  std::vector<torch::Tensor> host{torch::tensor({int64_t{1}, int64_t{7}})};
+  comm->broadcast(host, 0);
+  EXPECT_TRUE(host[0].device().is_cpu());
+  EXPECT_EQ(host[0][1].item<int64_t>(), 7);
+  comm->barrier();
+
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c.train.device = "cuda";
+  c = check_and_resolve(parse_config_text(dump_config(c)), true);
+  const Corpus data = Corpus::load(c.data.train);
+  Trainable t = make_trainable(c, gpu);
+  int64_t mb = 0;
+  forward_backward(c, t.model, *t.optimizer, data, gpu, mb, false);
+  const auto local = grads_of(t);
+  GradientReducer reducer(*comm, t.params, 4096, 16384);
+  mb = 0;
+  forward_backward(c, t.model, *t.optimizer, data, gpu, mb, false, 1.0, 0, 1, &reducer);
+  std::vector<torch::Tensor> scalars{torch::full({}, 3.0f, torch::TensorOptions().device(gpu))};
+  reducer.finish(scalars);
+  EXPECT_EQ(reducer.started_in_backward(), reducer.buckets());
+  EXPECT_FLOAT_EQ(scalars[0].item<float>(), 3.0f);
+  for (size_t i = 0; i < t.params.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(t.params[i].grad(), local[i], 1e-6, 1e-7)) << t.names[i];
+  }
 }
 
 }  // namespace
