@@ -16,7 +16,6 @@
 #include "data/corpus.h"
 #include "dist/comm.h"
 #include "metrics/grad_stats.h"
-#include "metrics/sink.h"
 #include "metrics/spike.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
