@@ -23,8 +23,9 @@ of 10 1024^3 fp32 torch.mm before and 10 after the timed steps, in this process,
 Peak RSS is getrusage(RUSAGE_SELF).ru_maxrss.
 
 Environment: Debian's python3-torch (1.13, OpenMP ATen + OpenBLAS pthreads). The script re-execs
-itself under /usr/bin/python3 if the running interpreter has no torch, installs python3-torch,
-python3-yaml and python3-numpy with apt-get when they are missing, and re-execs itself once with
+itself under /usr/bin/python3 if the running interpreter has no torch; when torch, yaml or numpy
+are still missing it installs nothing: it prints the command that does (scripts/setup.sh
+--bench-ref) and exits 1. It re-execs itself once with
 OMP_WAIT_POLICY=passive when that variable is unset: OpenBLAS runs GEMMs on its own pthread pool
 whatever torch.set_num_threads says, and with 2 ATen (OpenMP) threads the spinning OpenMP workers
 would fight it for the 2 cores. An OMP_WAIT_POLICY set by the caller is respected. When the loaded
@@ -40,13 +41,11 @@ MODEL.md section 6), the lr schedule (section 7), clipping coefficient min(1, cl
 import argparse
 import importlib.util
 import os
-import shutil
-import subprocess
 import sys
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SCRIPT = os.path.abspath(__file__)
-APT_PACKAGES = ["python3-torch", "python3-yaml", "python3-numpy"]
+REPO_ROOT = os.path.dirname(os.path.dirname(SCRIPT))
 
 
 def _log(msg):
@@ -66,32 +65,25 @@ def _reexec(python, env_updates):
     os.execv(python, [python, SCRIPT] + sys.argv[1:])
 
 
+def install_hint(flag):
+    """The command that installs an optional part: scripts/setup.sh, relative to the working
+    directory when that is the repository root."""
+    setup = os.path.join(REPO_ROOT, "scripts", "setup.sh")
+    if os.path.realpath(os.getcwd()) == os.path.realpath(REPO_ROOT):
+        setup = os.path.join("scripts", "setup.sh")
+    return "%s %s" % (setup, flag)
+
+
 def ensure_environment():
-    """Right interpreter, packages installed, OMP_WAIT_POLICY set: re-execs at most a few times."""
+    """Right interpreter, packages present, OMP_WAIT_POLICY set: re-execs at most a few times."""
     if not _have_modules():
         same = os.path.exists(SYSTEM_PYTHON) and os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON)
         if not same and os.path.exists(SYSTEM_PYTHON) and not os.environ.get("NORMLAB_BENCH_SYSPY"):
             _reexec(SYSTEM_PYTHON, {"NORMLAB_BENCH_SYSPY": "1"})
-        if os.environ.get("NORMLAB_BENCH_INSTALLED"):
-            _log("torch/yaml/numpy still not importable after installing %s" % " ".join(APT_PACKAGES))
-            sys.exit(1)
-        if not shutil.which("apt-get"):
-            _log("needs PyTorch, PyYAML and numpy for %s (Debian: apt-get install %s)"
-                 % (SYSTEM_PYTHON, " ".join(APT_PACKAGES)))
-            sys.exit(1)
-        sudo = [] if os.geteuid() == 0 else ["sudo"]
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        install = sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + APT_PACKAGES
-        _log("installing " + " ".join(APT_PACKAGES))
-        rc = subprocess.call(install, stdout=sys.stderr, env=env)
-        if rc != 0:
-            subprocess.call(sudo + ["apt-get", "update", "-qq"], stdout=sys.stderr, env=env)
-            rc = subprocess.call(install, stdout=sys.stderr, env=env)
-        if rc != 0:
-            _log("apt-get install %s failed (exit %d)" % (" ".join(APT_PACKAGES), rc))
-            sys.exit(1)
-        python = SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else sys.executable
-        _reexec(python, {"NORMLAB_BENCH_INSTALLED": "1"})
+        missing = [m for m in ("torch", "yaml", "numpy") if importlib.util.find_spec(m) is None]
+        _log("needs %s, which %s cannot import; install with: %s"
+             % (", ".join(missing), sys.executable, install_hint("--bench-ref")))
+        sys.exit(1)
     if "OMP_WAIT_POLICY" not in os.environ and openblas_threading() != "openmp":
         _reexec(sys.executable, {"OMP_WAIT_POLICY": "passive"})
 

@@ -51,8 +51,8 @@ Diverged or failed runs are drawn as x markers pinned to the top of the axes (wi
 do not stretch the y scale.
 
 Environment: matplotlib (Agg backend, headless) and numpy. When they are missing the script
-re-execs itself under /usr/bin/python3 and, if still missing, installs Debian's python3-matplotlib
-(and python3-numpy) with apt-get (through sudo when not root), then re-execs itself once more.
+re-execs itself under /usr/bin/python3; if they are still missing it installs nothing: it prints the
+command that does (scripts/setup.sh --plot) and exits 1.
 Reads the JSON that NormLab writes (non-finite numbers as null) and also NaN / Infinity literals;
 a truncated last line (a run still writing) is ignored.
 """
@@ -63,15 +63,12 @@ import importlib.util
 import json
 import math
 import os
-import shutil
-import subprocess
 import sys
 import textwrap
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SCRIPT = os.path.abspath(__file__)
 REPO_ROOT = os.path.dirname(os.path.dirname(SCRIPT))
-APT_PACKAGES = ["python3-matplotlib", "python3-numpy"]
 DPI = 100
 
 
@@ -94,6 +91,15 @@ def _reexec(python, env_updates):
     os.execv(python, [python, SCRIPT] + sys.argv[1:])
 
 
+def install_hint(flag):
+    """The command that installs an optional part: scripts/setup.sh, relative to the working
+    directory when that is the repository root."""
+    setup = os.path.join(REPO_ROOT, "scripts", "setup.sh")
+    if os.path.realpath(os.getcwd()) == os.path.realpath(REPO_ROOT):
+        setup = os.path.join("scripts", "setup.sh")
+    return "%s %s" % (setup, flag)
+
+
 def ensure_environment():
     os.environ.setdefault("MPLBACKEND", "Agg")
     if _have_modules():
@@ -101,25 +107,10 @@ def ensure_environment():
     same = os.path.exists(SYSTEM_PYTHON) and os.path.realpath(sys.executable) == os.path.realpath(SYSTEM_PYTHON)
     if not same and os.path.exists(SYSTEM_PYTHON) and not os.environ.get("NORMLAB_PLOT_SYSPY"):
         _reexec(SYSTEM_PYTHON, {"NORMLAB_PLOT_SYSPY": "1"})
-    if os.environ.get("NORMLAB_PLOT_INSTALLED"):
-        _log("matplotlib/numpy still not importable after installing %s" % " ".join(APT_PACKAGES))
-        sys.exit(1)
-    if not shutil.which("apt-get"):
-        _log("needs matplotlib and numpy (Debian: apt-get install %s)" % " ".join(APT_PACKAGES))
-        sys.exit(1)
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = sudo + ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + APT_PACKAGES
-    _log("installing " + " ".join(APT_PACKAGES))
-    rc = subprocess.call(install, stdout=sys.stderr, env=env)
-    if rc != 0:
-        subprocess.call(sudo + ["apt-get", "update", "-qq"], stdout=sys.stderr, env=env)
-        rc = subprocess.call(install, stdout=sys.stderr, env=env)
-    if rc != 0:
-        _log("apt-get install %s failed (exit %d)" % (" ".join(APT_PACKAGES), rc))
-        sys.exit(1)
-    python = SYSTEM_PYTHON if os.path.exists(SYSTEM_PYTHON) else sys.executable
-    _reexec(python, {"NORMLAB_PLOT_INSTALLED": "1"})
+    missing = [m for m in ("matplotlib", "numpy") if importlib.util.find_spec(m) is None]
+    _log("needs %s, which %s cannot import; install with: %s"
+         % (" and ".join(missing), sys.executable, install_hint("--plot")))
+    sys.exit(1)
 
 
 # ----------------------------------------------------------------------------------------------
