@@ -1,6 +1,8 @@
-// The run config: typed structs with the contract's defaults (MODEL.md section 0). Each struct
-// lists its fields exactly once, in `describe()`; that one list drives YAML parsing (unknown keys
-// and wrong types rejected), dumping the resolved config, and `normlab keys`. Nothing outside
+// The run config: typed structs with their defaults (configs/README.md). Each struct lists its
+// fields exactly once, in `describe()`; that one list drives YAML parsing (unknown keys and wrong
+// types rejected), dumping the resolved config, and `normlab keys`. Choices are enums with one
+// name table each (config/choice.h); the keys a norm type or a layout owns are declared in that
+// entry's own file and visited here through OwnedSection (config/owned_keys.h). Nothing outside
 // config/ reads YAML.
 #pragma once
 
@@ -9,7 +11,38 @@
 #include <optional>
 #include <string>
 
+#include "config/choice.h"
+#include "config/owned_keys.h"
+
 namespace normlab {
+
+enum class Position { kLearned, kRope };
+NORMLAB_CHOICE(Position, {Position::kLearned, "learned"}, {Position::kRope, "rope"});
+enum class FfnKind { kGelu, kSwiglu };
+NORMLAB_CHOICE(FfnKind, {FfnKind::kGelu, "gelu"}, {FfnKind::kSwiglu, "swiglu"});
+enum class QkNormAxis { kHead, kAll };
+NORMLAB_CHOICE(QkNormAxis, {QkNormAxis::kHead, "head"}, {QkNormAxis::kAll, "all"});
+enum class QkNormPosition { kBeforeRope, kAfterRope };
+NORMLAB_CHOICE(QkNormPosition, {QkNormPosition::kBeforeRope, "before_rope"},
+               {QkNormPosition::kAfterRope, "after_rope"});
+enum class AttnGate { kNone, kHead, kElementwise };
+NORMLAB_CHOICE(AttnGate, {AttnGate::kNone, "none"}, {AttnGate::kHead, "head"},
+               {AttnGate::kElementwise, "elementwise"});
+enum class InitScheme { kNormal, kXavier };
+NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier, "xavier"});
+enum class LrSchedule { kCosine, kLinear, kConstant };
+NORMLAB_CHOICE(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
+               {LrSchedule::kConstant, "constant"});
+enum class DeviceKind { kCpu, kCuda };
+NORMLAB_CHOICE(DeviceKind, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"});
+enum class Precision { kFp32, kBf16, kFp16 };
+NORMLAB_CHOICE(Precision, {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"});
+enum class DistBackend { kAuto, kGloo, kNccl };
+NORMLAB_CHOICE(DistBackend, {DistBackend::kAuto, "auto"}, {DistBackend::kGloo, "gloo"}, {DistBackend::kNccl, "nccl"});
+enum class SpikeAction { kLog, kSkip, kStop };
+NORMLAB_CHOICE(SpikeAction, {SpikeAction::kLog, "log"}, {SpikeAction::kSkip, "skip"}, {SpikeAction::kStop, "stop"});
+enum class NonFinitePolicy { kSkip, kStop };
+NORMLAB_CHOICE(NonFinitePolicy, {NonFinitePolicy::kSkip, "skip"}, {NonFinitePolicy::kStop, "stop"});
 
 struct DataConfig {
   std::string train = "data/toy/train.txt";  // text (bytes) or .bin (uint16 LE tokens)
@@ -20,30 +53,9 @@ struct DataConfig {
 struct NormConfig {
   std::string type = "layernorm";  // a name from the norm registry
   std::optional<double> eps;       // auto (nullopt) = the type's default
-  bool bias = true;                // layernorm bias
-  double dyt_alpha = 0.5;          // DyT alpha init
-  double derf_alpha = 0.5;         // Derf alpha init
-};
-
-struct DeepNormConfig {
-  std::optional<double> alpha;  // auto: (2L)^(1/4)
-  std::optional<double> beta;   // auto: (8L)^(-1/4)
-};
-
-struct MixConfig {
-  std::optional<int64_t> post_layers;  // auto: floor(L/4)
-};
-
-struct NormFormerConfig {
-  std::string resid_scale = "none";  // none | ffn | all
-};
-
-struct SubLnConfig {
-  std::optional<double> gamma;  // auto: sqrt(log(2L))
-};
-
-struct HybridConfig {
-  bool first_block_pre = false;  // HybridNorm*: block 0 is pre-norm
+  // model.norm.<key> of the norm types that own keys (layernorm's bias, dyt_alpha, derf_alpha):
+  // declared in each norm's file, read as keys.number("norm.dyt_alpha").
+  OwnedValues keys{OwnerKind::kNorm};
 };
 
 struct ModelConfig {
@@ -60,24 +72,22 @@ struct ModelConfig {
   double attn_softcap = 0;
   double logit_softcap = 0;
   bool embed_norm = false;
-  std::string pos = "learned";  // learned | rope
-  std::string ffn = "gelu";     // gelu | swiglu
+  Position pos = Position::kLearned;
+  FfnKind ffn = FfnKind::kGelu;
   bool bias = false;
   bool tie_embeddings = true;
-  DeepNormConfig deepnorm;
-  MixConfig mix;
-  NormFormerConfig normformer;
-  std::string qk_norm_axis = "head";            // head | all
-  std::string qk_norm_position = "before_rope";  // before_rope | after_rope
+  QkNormAxis qk_norm_axis = QkNormAxis::kHead;
+  QkNormPosition qk_norm_position = QkNormPosition::kBeforeRope;
   bool v_norm = false;
-  std::string attn_gate = "none";  // none | head | elementwise
-  double layerscale = 0;           // 0 = off; c > 0: learnable ls1/ls2 [d] initialised to c
-  SubLnConfig subln;
-  HybridConfig hybrid;
+  AttnGate attn_gate = AttnGate::kNone;
+  double layerscale = 0;  // 0 = off; c > 0: learnable ls1/ls2 [d] initialised to c
+  // model.<layout>.<key> of the layouts that own keys (deepnorm.alpha, mix.post_layers, ...):
+  // declared in each layout's file, read as keys.number("deepnorm.alpha").
+  OwnedValues keys{OwnerKind::kLayout};
 };
 
 struct InitConfig {
-  std::string scheme = "normal";  // normal | xavier
+  InitScheme scheme = InitScheme::kNormal;
   double std = 0.02;
   double embed_std = 0.02;
   bool scaled_residual = true;  // out_proj, fc2: std / sqrt(2L)
@@ -90,7 +100,7 @@ struct OptimConfig {
   double eps = 1.0e-8;
   double weight_decay = 0.1;
   int64_t warmup = 100;
-  std::string schedule = "cosine";  // cosine | linear | constant
+  LrSchedule schedule = LrSchedule::kCosine;
   double grad_clip = 1.0;           // 0 = off
   double z_loss = 0;
   double qk_clip = 0;  // 0 = off; tau > 0: QK-Clip threshold
@@ -104,9 +114,9 @@ struct TrainConfig {
   int64_t checkpoint_every = 500;
   bool save_init = false;
   int64_t threads = 0;  // 0 = all cores
-  std::string device = "cpu";
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (MODEL.md section 7; fp16 needs cuda)
-  std::string dist_backend = "auto";  // auto | gloo | nccl (MODEL.md section 8a)
+  DeviceKind device = DeviceKind::kCpu;
+  Precision precision = Precision::kFp32;  // fp16 needs cuda (src/train/README.md)
+  DistBackend dist_backend = DistBackend::kAuto;  // src/dist/README.md
   double dist_timeout = 300;          // seconds until a lost or silent rank stops the others
 };
 
@@ -118,14 +128,14 @@ struct EvalConfig {
 struct SpikeConfig {
   int64_t window = 128;
   double zscore = 6;
-  std::string action = "log";  // log | skip | stop
+  SpikeAction action = SpikeAction::kLog;
 };
 
 struct DiagConfig {
   int64_t every = 10;
   SpikeConfig spike;
   bool per_param = false;          // add per-tensor gradient norms to train records
-  std::string nonfinite = "stop";  // NaN/Inf loss or gradients: skip | stop
+  NonFinitePolicy nonfinite = NonFinitePolicy::kStop;  // NaN/Inf loss or gradients
   bool csv = false;                // also write metrics.csv (step,kind,key,value)
 };
 
@@ -152,25 +162,8 @@ template <class V> void describe(DataConfig& c, V& v) {
 template <class V> void describe(NormConfig& c, V& v) {
   v.field("type", c.type, "norm module, from the norm registry");
   v.field("eps", c.eps, "epsilon; auto = the type's default");
-  v.field("bias", c.bias, "layernorm has a bias");
-  v.field("dyt_alpha", c.dyt_alpha, "initial alpha of dyt");
-  v.field("derf_alpha", c.derf_alpha, "initial alpha of derf");
-}
-template <class V> void describe(DeepNormConfig& c, V& v) {
-  v.field("alpha", c.alpha, "residual scale; auto = (2L)^(1/4); 1 turns it off");
-  v.field("beta", c.beta, "init gain of v/out/fc1/fc2; auto = (8L)^(-1/4); 1 turns it off");
-}
-template <class V> void describe(MixConfig& c, V& v) {
-  v.field("post_layers", c.post_layers, "Mix-LN: blocks before this index are post; auto = L/4");
-}
-template <class V> void describe(NormFormerConfig& c, V& v) {
-  v.field("resid_scale", c.resid_scale, "learnable skip scales: none | ffn | all");
-}
-template <class V> void describe(SubLnConfig& c, V& v) {
-  v.field("gamma", c.gamma, "Sub-LN init gain of v/out/fc1/fc2/ffn.gate; auto = sqrt(log(2L)); 1 turns it off");
-}
-template <class V> void describe(HybridConfig& c, V& v) {
-  v.field("first_block_pre", c.first_block_pre, "HybridNorm*: block 0 is pre-norm (with q/k/v norms)");
+  OwnedSection owned{"norm", &c.keys};
+  describe(owned, v);  // the norm types' own keys, inline: model.norm.dyt_alpha
 }
 template <class V> void describe(ModelConfig& c, V& v) {
   v.field("vocab_size", c.vocab_size, "vocabulary size (256 = bytes)");
@@ -186,23 +179,22 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("attn_softcap", c.attn_softcap, "c*tanh(s/c) on attention scores; 0 = off");
   v.field("logit_softcap", c.logit_softcap, "c*tanh(z/c) on output logits; 0 = off");
   v.field("embed_norm", c.embed_norm, "extra norm after the embedding");
-  v.field("pos", c.pos, "positions: learned | rope");
-  v.field("ffn", c.ffn, "feed-forward: gelu | swiglu");
+  v.field("pos", c.pos, "positions");
+  v.field("ffn", c.ffn, "feed-forward");
   v.field("bias", c.bias, "biases in attention and FFN linears");
   v.field("tie_embeddings", c.tie_embeddings, "output head shares tok_emb.weight");
-  v.section("deepnorm", c.deepnorm);
-  v.section("mix", c.mix);
-  v.section("normformer", c.normformer);
   v.field("qk_norm_axis", c.qk_norm_axis, "q/k/v norm over each head (head, size dh) or all heads (all, size d)");
-  v.field("qk_norm_position", c.qk_norm_position, "q/k norm before_rope | after_rope");
+  v.field("qk_norm_position", c.qk_norm_position, "q/k norm before or after RoPE");
   v.field("v_norm", c.v_norm, "normalise v like k (type qk_norm_type, axis qk_norm_axis)");
-  v.field("attn_gate", c.attn_gate, "gated attention: none | head | elementwise (o_h * sigmoid(x_in Wg^T))");
+  v.field("attn_gate", c.attn_gate, "gated attention o_h * sigmoid(x_in Wg^T), per head or per channel");
   v.field("layerscale", c.layerscale, "learnable branch scales ls1/ls2 [d] initialised to this; 0 = off");
-  v.section("subln", c.subln);
-  v.section("hybrid", c.hybrid);
+  for (const std::string& name : layout_key_sections()) {  // model.deepnorm: {alpha, beta}, ...
+    OwnedSection owned{name, &c.keys};
+    v.section(name.c_str(), owned);
+  }
 }
 template <class V> void describe(InitConfig& c, V& v) {
-  v.field("scheme", c.scheme, "normal | xavier");
+  v.field("scheme", c.scheme, "init scheme");
   v.field("std", c.std, "std of Linear weights (scheme normal)");
   v.field("embed_std", c.embed_std, "std of tok_emb and pos_emb");
   v.field("scaled_residual", c.scaled_residual, "out_proj, fc2 std / sqrt(2L) (scheme normal)");
@@ -214,7 +206,7 @@ template <class V> void describe(OptimConfig& c, V& v) {
   v.field("eps", c.eps, "AdamW epsilon");
   v.field("weight_decay", c.weight_decay, "decoupled decay on >=2-D parameters");
   v.field("warmup", c.warmup, "linear warmup steps");
-  v.field("schedule", c.schedule, "cosine | linear | constant");
+  v.field("schedule", c.schedule, "LR after warmup");
   v.field("grad_clip", c.grad_clip, "global gradient-norm clip; 0 = off");
   v.field("z_loss", c.z_loss, "coefficient of mean(logsumexp(logits)^2)");
   v.field("qk_clip", c.qk_clip, "QK-Clip threshold tau on each head's max logit; 0 = off");
@@ -227,9 +219,9 @@ template <class V> void describe(TrainConfig& c, V& v) {
   v.field("checkpoint_every", c.checkpoint_every, "checkpoint every N updates (and at the end)");
   v.field("save_init", c.save_init, "save the initial weights as step_00000000");
   v.field("threads", c.threads, "LibTorch threads; 0 = all cores");
-  v.field("device", c.device, "cpu | cuda");
-  v.field("precision", c.precision, "fp32 | bf16 | fp16: forward under autocast, fp32 weights and optimizer; fp16 (cuda only) with dynamic loss scaling");
-  v.field("dist_backend", c.dist_backend, "auto | gloo | nccl: c10d backend when several processes train (RANK/WORLD_SIZE set, or --nproc)");
+  v.field("device", c.device, "where the run executes");
+  v.field("precision", c.precision, "forward under autocast, fp32 weights and optimizer; fp16 (cuda only) with dynamic loss scaling");
+  v.field("dist_backend", c.dist_backend, "c10d backend when several processes train (RANK/WORLD_SIZE set, or --nproc)");
   v.field("dist_timeout", c.dist_timeout, "seconds a rank waits for the others before stopping with an error naming the lost rank");
 }
 template <class V> void describe(EvalConfig& c, V& v) {
@@ -239,7 +231,7 @@ template <class V> void describe(EvalConfig& c, V& v) {
 template <class V> void describe(SpikeConfig& c, V& v) {
   v.field("window", c.window, "rolling baseline length");
   v.field("zscore", c.zscore, "spike threshold on the z-score");
-  v.field("action", c.action, "log | skip | stop");
+  v.field("action", c.action, "what a spike does to its update");
 }
 template <class V> void describe(DiagConfig& c, V& v) {
   v.field("every", c.every, "full diagnostics (activations, attention, update ratios) every N updates");

@@ -132,6 +132,57 @@ bool convert(const YAML::Node& n, std::array<double, 2>& out, std::string& expec
   return true;
 }
 
+// A choice: one of the names of its table.
+template <class E, std::enable_if_t<is_choice_v<E>, int> = 0>
+bool convert(const YAML::Node& n, E& out, std::string& expected) {
+  expected = "one of: " + choice_names<E>(", ");
+  if (!n.IsScalar()) return false;
+  const auto v = parse_choice<E>(n.Scalar());
+  if (v) out = *v;
+  return v.has_value();
+}
+// An owned key: its kind decides the conversion; numbers and integers may be auto.
+bool convert(const YAML::Node& n, OwnedField& f, std::string& expected) {
+  const bool may_be_auto = std::holds_alternative<std::monostate>(f.spec.default_value);
+  if (may_be_auto && is_auto(n)) {
+    f.value = std::monostate{};
+    return true;
+  }
+  bool ok = false;
+  switch (f.spec.kind) {
+    case KeyKind::kNumber: {
+      double v = 0;
+      ok = convert(n, v, expected);
+      if (ok) f.value = v;
+      break;
+    }
+    case KeyKind::kInteger: {
+      int64_t v = 0;
+      ok = convert(n, v, expected);
+      if (ok) f.value = v;
+      break;
+    }
+    case KeyKind::kBoolean: {
+      bool v = false;
+      ok = convert(n, v, expected);
+      if (ok) f.value = v;
+      break;
+    }
+    case KeyKind::kName: {
+      std::string v;
+      ok = convert(n, v, expected);
+      std::string names;
+      for (const auto& s : f.spec.names) names += (names.empty() ? "" : ", ") + s;
+      expected = "one of: " + names;
+      ok = ok && std::find(f.spec.names.begin(), f.spec.names.end(), v) != f.spec.names.end();
+      if (ok) f.value = v;
+      break;
+    }
+  }
+  if (may_be_auto) expected += " or auto";
+  return ok;
+}
+
 class Parser {
  public:
   Parser(YAML::Node node, std::string prefix, Problems& problems, ConfigSource& src)
@@ -462,6 +513,34 @@ template <>
 std::string repr(const std::array<double, 2>& v) {
   return fmt::format("[{}, {}]", repr(v[0]), repr(v[1]));
 }
+template <>
+std::string repr(const OwnedField& f) {
+  return key_value_text(f.value);
+}
+// Choices print their name.
+template <class E, std::enable_if_t<is_choice_v<E>, int> = 0>
+std::string repr_of(const E& v) {
+  return choice_name(v);
+}
+template <class T, std::enable_if_t<!is_choice_v<T>, int> = 0>
+std::string repr_of(const T& v) {
+  return repr(v);
+}
+// The help line of `normlab keys`: a choice lists its names.
+template <class T>
+std::string help_of(const T&, const char* help) {
+  if constexpr (is_choice_v<T>) {
+    return std::string(help) + ": " + choice_names<T>();
+  } else {
+    return help;
+  }
+}
+inline std::string help_of(const OwnedField& f, const char* help) {
+  if (f.spec.kind != KeyKind::kName) return help;
+  std::string names;
+  for (const auto& s : f.spec.names) names += (names.empty() ? "" : " | ") + s;
+  return std::string(help) + ": " + names;
+}
 
 class Dumper {
  public:
@@ -490,9 +569,20 @@ class Dumper {
   void emit(const std::array<double, 2>& v) {
     out_ << YAML::Flow << YAML::BeginSeq << repr(v[0]) << repr(v[1]) << YAML::EndSeq;
   }
+  void emit(const OwnedField& f) {
+    if (std::holds_alternative<std::string>(f.value)) {
+      emit(std::get<std::string>(f.value));
+    } else {
+      out_ << key_value_text(f.value);
+    }
+  }
   template <class T>
   void emit(const T& v) {
-    out_ << repr(v);
+    if constexpr (is_choice_v<T>) {
+      out_ << YAML::DoubleQuoted << choice_name(v);
+    } else {
+      out_ << repr(v);
+    }
   }
   YAML::Emitter& out_;
 };
@@ -501,7 +591,7 @@ class FlatLister {
  public:
   template <class T>
   void field(const char* name, T& value, const char*) {
-    out_.emplace_back(prefix_ + name, repr(value));
+    out_.emplace_back(prefix_ + name, repr_of(value));
   }
   template <class S>
   void section(const char* name, S& sub) {
@@ -528,7 +618,7 @@ class KeyLister {
  public:
   template <class T>
   void field(const char* name, T& value, const char* help) {
-    out_ += fmt::format("{:<32} {:<22} {}\n", prefix_ + name, repr(value), help);
+    out_ += fmt::format("{:<32} {:<22} {}\n", prefix_ + name, repr_of(value), help_of(value, help));
   }
   template <class S>
   void section(const char* name, S& sub) {
@@ -606,15 +696,6 @@ void validate_config(const Config& c, Problems& p) {
   auto non_negative = [&](const std::string& key, double v) {
     if (!(v >= 0)) p.add(key, fmt::format("{} must be >= 0", v));
   };
-  auto one_of = [&](const std::string& key, const std::string& v,
-                    std::initializer_list<const char*> allowed) {
-    std::string list;
-    for (const char* a : allowed) {
-      if (v == a) return;
-      list += (list.empty() ? "" : ", ") + std::string(a);
-    }
-    p.add(key, fmt::format("'{}' is not one of: {}", v, list));
-  };
   const auto& m = c.model;
   if (m.vocab_size < 2 || m.vocab_size > 65536) {
     p.add("model.vocab_size", fmt::format("{} must be in [2, 65536] (tokens are uint16)", m.vocab_size));
@@ -626,40 +707,18 @@ void validate_config(const Config& c, Problems& p) {
   positive("model.d_ff", m.d_ff);
   if (m.n_heads > 0 && m.d_model > 0 && m.d_model % m.n_heads != 0) {
     p.add("model.n_heads", fmt::format("{} does not divide d_model {}", m.n_heads, m.d_model));
-  } else if (m.pos == "rope" && m.n_heads > 0 && (m.d_model / m.n_heads) % 2 != 0) {
+  } else if (m.pos == Position::kRope && m.n_heads > 0 && (m.d_model / m.n_heads) % 2 != 0) {
     p.add("model.pos", fmt::format("rope needs an even head size, d_model/n_heads = {}",
                                    m.d_model / m.n_heads));
   }
   if (m.norm.eps && !(*m.norm.eps > 0)) p.add("model.norm.eps", fmt::format("{} must be > 0", *m.norm.eps));
   non_negative("model.attn_softcap", m.attn_softcap);
   non_negative("model.logit_softcap", m.logit_softcap);
-  one_of("model.pos", m.pos, {"learned", "rope"});
-  one_of("model.ffn", m.ffn, {"gelu", "swiglu"});
-  if (m.deepnorm.alpha && !(*m.deepnorm.alpha > 0))
-    p.add("model.deepnorm.alpha", fmt::format("{} must be > 0", *m.deepnorm.alpha));
-  if (m.deepnorm.beta && !(*m.deepnorm.beta > 0))
-    p.add("model.deepnorm.beta", fmt::format("{} must be > 0", *m.deepnorm.beta));
-  if (m.mix.post_layers && (*m.mix.post_layers < 0 || *m.mix.post_layers > m.n_layers))
-    p.add("model.mix.post_layers",
-          fmt::format("{} must be in [0, n_layers {}]", *m.mix.post_layers, m.n_layers));
-  one_of("model.normformer.resid_scale", m.normformer.resid_scale, {"none", "ffn", "all"});
-  one_of("model.qk_norm_axis", m.qk_norm_axis, {"head", "all"});
-  one_of("model.qk_norm_position", m.qk_norm_position, {"before_rope", "after_rope"});
-  one_of("model.attn_gate", m.attn_gate, {"none", "head", "elementwise"});
   if (!(m.layerscale >= 0) || !std::isfinite(m.layerscale))
     p.add("model.layerscale", fmt::format("{} must be a finite number >= 0 (0 = off)", m.layerscale));
-  if (m.subln.gamma && !(*m.subln.gamma > 0))
-    p.add("model.subln.gamma", fmt::format("{} must be > 0", *m.subln.gamma));
-  // Keys that only mean something together with others: an error rather than a silent no-op.
-  const bool any_qkv_norm = m.qk_norm || m.v_norm || m.layout == "hybrid";
-  if (m.qk_norm_axis != "head" && !any_qkv_norm)
-    p.add("model.qk_norm_axis", "'all' has no effect without model.qk_norm, model.v_norm or layout hybrid");
-  if (m.qk_norm_position == "after_rope" && m.pos != "rope")
+  if (m.qk_norm_position == QkNormPosition::kAfterRope && m.pos != Position::kRope)
     p.add("model.qk_norm_position", "'after_rope' needs model.pos: rope (there is no RoPE to come after)");
-  if (m.qk_norm_position == "after_rope" && !(m.qk_norm || m.layout == "hybrid"))
-    p.add("model.qk_norm_position", "'after_rope' has no effect without model.qk_norm or layout hybrid");
 
-  one_of("init.scheme", c.init.scheme, {"normal", "xavier"});
   if (!(c.init.std > 0)) p.add("init.std", fmt::format("{} must be > 0", c.init.std));
   if (!(c.init.embed_std > 0)) p.add("init.embed_std", fmt::format("{} must be > 0", c.init.embed_std));
 
@@ -675,7 +734,6 @@ void validate_config(const Config& c, Problems& p) {
   if (!(o.eps > 0)) p.add("optim.eps", fmt::format("{} must be > 0", o.eps));
   non_negative("optim.weight_decay", o.weight_decay);
   if (o.warmup < 0) p.add("optim.warmup", fmt::format("{} must be >= 0", o.warmup));
-  one_of("optim.schedule", o.schedule, {"cosine", "linear", "constant"});
   non_negative("optim.grad_clip", o.grad_clip);
   non_negative("optim.z_loss", o.z_loss);
   if (!(o.qk_clip >= 0) || !std::isfinite(o.qk_clip))
@@ -688,13 +746,10 @@ void validate_config(const Config& c, Problems& p) {
   positive("train.log_every", t.log_every);
   positive("train.checkpoint_every", t.checkpoint_every);
   if (t.threads < 0) p.add("train.threads", fmt::format("{} must be >= 0 (0 = all cores)", t.threads));
-  one_of("train.device", t.device, {"cpu", "cuda"});
-  one_of("train.precision", t.precision, {"fp32", "bf16", "fp16"});
-  if (t.precision == "fp16" && t.device != "cuda") {
+  if (t.precision == Precision::kFp16 && t.device != DeviceKind::kCuda) {
     p.add("train.precision", "fp16 needs train.device: cuda (fp16 autocast and loss scaling are a GPU "
                              "recipe); bf16 also runs on the CPU");
   }
-  one_of("train.dist_backend", t.dist_backend, {"auto", "gloo", "nccl"});
   if (!(t.dist_timeout > 0) || !std::isfinite(t.dist_timeout))
     p.add("train.dist_timeout", fmt::format("{} must be a positive number of seconds", t.dist_timeout));
   if (c.eval.every < 0) p.add("eval.every", fmt::format("{} must be >= 0", c.eval.every));
@@ -703,8 +758,6 @@ void validate_config(const Config& c, Problems& p) {
   positive("diag.spike.window", c.diag.spike.window);
   if (!(c.diag.spike.zscore > 0))
     p.add("diag.spike.zscore", fmt::format("{} must be > 0", c.diag.spike.zscore));
-  one_of("diag.spike.action", c.diag.spike.action, {"log", "skip", "stop"});
-  one_of("diag.nonfinite", c.diag.nonfinite, {"skip", "stop"});
   if (c.out_dir.empty()) p.add("out_dir", "must not be empty");
   if (c.data.train.empty()) p.add("data.train", "must name a file");
   if (c.data.val.empty()) p.add("data.val", "must name a file");

@@ -93,8 +93,8 @@ using ProcessGroupBase = c10d::ProcessGroup;
 // TCPStore rendezvous, with a heartbeat through the store for the diagnosis of a lost rank.
 class C10dComm final : public Comm {
  public:
-  C10dComm(const DistEnv& env, const std::string& backend, double timeout_s)
-      : env_(env), timeout_s_(timeout_s), nccl_(backend == "nccl") {
+  C10dComm(const DistEnv& env, DistBackend backend, double timeout_s)
+      : env_(env), timeout_s_(timeout_s), nccl_(backend == DistBackend::kNccl) {
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(env.master_port);
     // Every rank counts itself in and rank 0's server waits for all of them; under torchrun's
@@ -379,13 +379,13 @@ std::unique_ptr<StoreHost> host_rendezvous_store(double timeout_s) {
   }
 }
 
-std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
-  if (backend == "nccl" && !NORMLAB_HAVE_NCCL) {
+std::unique_ptr<Comm> connect_ranks(const DistEnv& env, DistBackend backend, double timeout_s) {
+  if (backend == DistBackend::kNccl && !NORMLAB_HAVE_NCCL) {
     throw UsageError("train.dist_backend: nccl is not available in this build (it needs a LibTorch 2.x CUDA "
                      "build and nccl.h); use gloo");
   }
-  if (backend != "gloo" && backend != "nccl") {
-    throw UsageError(fmt::format("train.dist_backend: {} is not a process group; use gloo or nccl", backend));
+  if (backend == DistBackend::kAuto) {
+    throw UsageError("train.dist_backend: auto is not a process group; resolve it to gloo or nccl first");
   }
   return std::make_unique<C10dComm>(env, backend, timeout_s);
 }
@@ -396,7 +396,7 @@ std::unique_ptr<StoreHost> host_rendezvous_store(double) {
   throw UsageError("--nproc: this normlab was built without c10d's Gloo (install libgloo-dev and rebuild)");
 }
 
-std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s) {
+std::unique_ptr<Comm> connect_ranks(const DistEnv& env, DistBackend backend, double timeout_s) {
   throw UsageError(fmt::format(
       "rank {}: WORLD_SIZE={} needs c10d's Gloo process group, but this normlab was built without "
       "gloo's headers (install libgloo-dev and rebuild)", env.rank, env.world_size));

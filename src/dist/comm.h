@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "core/torch.h"
 
 namespace normlab {
@@ -65,9 +66,9 @@ class Comm {
 
 // Rendezvous through a c10d TCPStore at MASTER_ADDR:MASTER_PORT (rank 0 hosts it) and a process
 // group over it; waits at most timeout_s for every rank to join. backend: the resolved
-// train.dist_backend, "gloo" or "nccl" (collectives on cuda:LOCAL_RANK, made this process's current
+// train.dist_backend, gloo or nccl (collectives on cuda:LOCAL_RANK, made this process's current
 // device). Throws UsageError for a backend this build lacks, RuntimeFailure when it cannot connect.
-std::unique_ptr<Comm> connect_ranks(const DistEnv& env, const std::string& backend, double timeout_s);
+std::unique_ptr<Comm> connect_ranks(const DistEnv& env, DistBackend backend, double timeout_s);
 
 // Whether this build has c10d's Gloo process group (libgloo-dev's headers were found), and NCCL's
 // (a LibTorch 2.x CUDA build with nccl.h, beside Gloo).

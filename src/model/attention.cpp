@@ -28,8 +28,8 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
   }
   if (o.v_norm || o.force_qkv_norm)
     v_norm = register_module("v_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
-  if (o.gate != AttentionOptions::Gate::none) {
-    const int64_t rows = o.gate == AttentionOptions::Gate::head ? o.n_heads : o.d_model;
+  if (o.gate != AttnGate::kNone) {
+    const int64_t rows = o.gate == AttnGate::kHead ? o.n_heads : o.d_model;
     gate = register_module("gate", linear(o.d_model, rows, false));  // no gate bias (section 5)
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
@@ -179,12 +179,6 @@ torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, 
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
 
-AttentionOptions::Gate parse_attn_gate(const std::string& s) {
-  if (s == "head") return AttentionOptions::Gate::head;
-  if (s == "elementwise") return AttentionOptions::Gate::elementwise;
-  return AttentionOptions::Gate::none;
-}
-
 torch::Tensor AttentionImpl::take_head_max() {
   auto out = head_max_accum_;
   head_max_accum_ = torch::Tensor();
@@ -234,7 +228,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   }
   if (gate) {  // o_h * sigmoid(g_h), g = x_in Wg^T: one scalar per head, or one per channel
     auto g = torch::sigmoid(gate(x));
-    g = o_.gate == AttentionOptions::Gate::head ? g.unsqueeze(-1) : heads(g);
+    g = o_.gate == AttnGate::kHead ? g.unsqueeze(-1) : heads(g);
     o = o * g.to(o.scalar_type());
   }
   if (head_scale.defined()) o = o * head_scale.view({1, 1, H, 1});

@@ -7,6 +7,7 @@
 
 #include <optional>
 
+#include "config/config.h"
 #include "model/norms/norm.h"
 
 namespace normlab {
@@ -26,12 +27,11 @@ struct AttentionOptions {
   bool qk_norm_all = false;                 // axis all: one norm of size d before the head split
   bool qk_norm_after_rope = false;
   bool force_qkv_norm = false;              // HybridNorm: q, k and v norms whatever the above say
-  enum class Gate { none, head, elementwise } gate = Gate::none;
+  AttnGate gate = AttnGate::kNone;
   std::optional<std::string> inner_norm_type;  // Sub-LN: norm of the merged context, size d
   NormOptions inner_norm;
 };
 
-AttentionOptions::Gate parse_attn_gate(const std::string& s);  // validated config value
 
 // Statistics of one forward, filled when capture is on: scalars, detached.
 struct AttentionStats {

@@ -31,12 +31,22 @@ void check_model_config(const ModelConfig& m, Problems& p) {
     p.add("model.layout", fmt::format("'{}' is not a registered layout; expected one of: {}",
                                       m.layout, layout_names()));
   }
-  // A key a layout owns, set under another layout, would silently do nothing.
+  // Keys that only mean something together with others: an error rather than a silent no-op.
+  const LayoutType* layout = find_layout(m.layout);
+  std::string qkv_layouts;
   for (const auto& t : layout_registry()) {
-    if (t.name == m.layout || !t.keys_set) continue;
-    for (const auto& key : t.keys_set(m)) {
-      p.add(key, fmt::format("applies to layout {} only (model.layout is {})", t.name, m.layout));
-    }
+    if (t.qkv_norm) qkv_layouts += (qkv_layouts.empty() ? "" : ", ") + t.name;
+  }
+  const bool layout_qkv = layout && layout->qkv_norm;
+  if (m.qk_norm_axis != QkNormAxis::kHead && !(m.qk_norm || m.v_norm || layout_qkv))
+    p.add("model.qk_norm_axis",
+          "'all' has no effect without model.qk_norm, model.v_norm or layout " + qkv_layouts);
+  if (m.qk_norm_position == QkNormPosition::kAfterRope && !(m.qk_norm || layout_qkv))
+    p.add("model.qk_norm_position", "'after_rope' has no effect without model.qk_norm or layout " + qkv_layouts);
+  // A key a norm type or a layout owns, set under another one, would silently do nothing: an
+  // error (and the owners' value checks).
+  if (!p.has("model.norm.type") && !p.has("model.qk_norm_type") && !p.has("model.layout")) {
+    check_owned_keys(m, [&](const std::string& key, const std::string& message) { p.add(key, message); });
   }
 }
 
@@ -70,12 +80,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   NormOptions no;
   no.size = m.d_model;
   no.eps = norm_eps(m, m.norm.type);
-  no.bias = m.norm.bias;
-  no.dyt_alpha = m.norm.dyt_alpha;
-  no.derf_alpha = m.norm.derf_alpha;
+  no.keys = m.norm.keys;
 
   tok_emb = register_module("tok_emb", torch::nn::Embedding(m.vocab_size, m.d_model));
-  if (m.pos == "learned") pos_emb = register_module("pos_emb", torch::nn::Embedding(m.ctx, m.d_model));
+  if (m.pos == Position::kLearned) pos_emb = register_module("pos_emb", torch::nn::Embedding(m.ctx, m.d_model));
   if (m.embed_norm) embed_norm = register_module("embed_norm", make_norm(m.norm.type, no));
 
   BlockOptions bo;
@@ -83,21 +91,21 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   bo.attn.n_heads = m.n_heads;
   bo.attn.ctx = m.ctx;
   bo.attn.bias = m.bias;
-  bo.attn.rope = m.pos == "rope";
+  bo.attn.rope = m.pos == Position::kRope;
   bo.attn.softcap = m.attn_softcap;
   bo.attn.qk_norm = m.qk_norm;
   bo.attn.v_norm = m.v_norm;
   bo.attn.qk_norm_type = m.qk_norm_type.value_or(m.norm.type);
-  bo.attn.qk_norm_all = m.qk_norm_axis == "all";
-  bo.attn.qk_norm_after_rope = m.qk_norm_position == "after_rope";
+  bo.attn.qk_norm_all = m.qk_norm_axis == QkNormAxis::kAll;
+  bo.attn.qk_norm_after_rope = m.qk_norm_position == QkNormPosition::kAfterRope;
   bo.attn.qk_norm_options = no;
   bo.attn.qk_norm_options.size = bo.attn.qk_norm_all ? m.d_model : m.d_model / m.n_heads;
   bo.attn.qk_norm_options.eps = norm_eps(m, bo.attn.qk_norm_type);
-  bo.attn.gate = parse_attn_gate(m.attn_gate);
+  bo.attn.gate = m.attn_gate;
   bo.layerscale = m.layerscale;
   bo.ffn.d_model = m.d_model;
   bo.ffn.d_ff = m.d_ff;
-  bo.ffn.swiglu = m.ffn == "swiglu";
+  bo.ffn.swiglu = m.ffn == FfnKind::kSwiglu;
   bo.ffn.bias = false;  // the contract gives model.bias to the attention projections only
   bo.norm_type = m.norm.type;
   bo.norm = no;
@@ -188,7 +196,7 @@ void init_weights(Transformer& model, const InitConfig& init) {
       continue;  // norm parameters, head scale and residual scales keep their constructor values
     }
     const bool residual_out = ends_with(name, "out_proj.weight") || ends_with(name, "fc2.weight");
-    if (init.scheme == "xavier") {
+    if (init.scheme == InitScheme::kXavier) {
       torch::nn::init::xavier_normal_(p, 1.0);
     } else {
       double std = init.std;

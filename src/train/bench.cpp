@@ -55,7 +55,7 @@ double gemm_peak_gflops(const torch::Device& device, torch::ScalarType dtype, in
 BenchResult bench_training(const Config& cfg, const std::string& config_name, int64_t warmup, int64_t steps,
                            const std::string& profile_path, bool diag) {
   configure_threads(cfg.train.threads);
-  const torch::Device device = resolve_device(cfg.train.device, "train.device");
+  const torch::Device device = resolve_device(choice_name(cfg.train.device), "train.device");
   Corpus data = Corpus::load(cfg.data.train);
   Trainable t = make_trainable(cfg, device);
   Transformer& model = t.model;
@@ -64,7 +64,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   r.threads = torch::get_num_threads();
   r.blas = blas_threading();
   r.device = device.str();
-  r.precision = cfg.train.precision;
+  r.precision = choice_name(cfg.train.precision);
   r.diag = diag;
   r.gemm_n = gemm_peak_size(device);
   r.steps = steps;
@@ -80,7 +80,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   int64_t micro_batch = 0;
   // The trainer's step, decisions included (a spike or non-finite step is skipped here, never
   // stopped: there is no run to stop).
-  LossScaler scaler(cfg.train.precision == "fp16");
+  LossScaler scaler(cfg.train.precision == Precision::kFp16);
   SpikeDetector loss_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore),
       grad_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore);
   TrainStep step(cfg, t, data, device, scaler, loss_spikes, grad_spikes);

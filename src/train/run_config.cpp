@@ -16,9 +16,9 @@ MemoryEstimate estimate_training_memory(const Config& c) {
   const auto& m = c.model;
   // Doubles throughout: absurd sizes must not overflow on the way to being rejected.
   const double V = m.vocab_size, T = m.ctx, d = m.d_model, L = m.n_layers, H = m.n_heads, f = m.d_ff;
-  const double ffn_mats = m.ffn == "swiglu" ? 3 : 2;
+  const double ffn_mats = m.ffn == FfnKind::kSwiglu ? 3 : 2;
   MemoryEstimate e;
-  e.params = V * d + (m.pos == "learned" ? T * d : 0) + L * (4 * d * d + ffn_mats * d * f) +
+  e.params = V * d + (m.pos == Position::kLearned ? T * d : 0) + L * (4 * d * d + ffn_mats * d * f) +
              (m.tie_embeddings ? 0 : d * V);
   e.state_bytes = 16 * e.params;
   const double tokens = static_cast<double>(c.train.batch_size) * T;
@@ -32,9 +32,8 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   problems.add_earlier(loaded.problems, loaded.problem_keys);
   validate_config(c, problems);
   check_model_config(c.model, problems);
-  // (a name other than cpu or cuda is already reported by validate_config)
-  if (c.train.device == "cuda") {
-    if (const std::string why = device_unavailable_reason(c.train.device); !why.empty()) {
+  if (c.train.device == DeviceKind::kCuda) {
+    if (const std::string why = device_unavailable_reason("cuda"); !why.empty()) {
       problems.add("train.device", "cuda: " + why);
     }
   }

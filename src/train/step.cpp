@@ -12,9 +12,15 @@
 
 namespace normlab {
 
-torch::ScalarType precision_dtype(const std::string& precision) {
-  if (precision == "bf16") return torch::kBFloat16;
-  if (precision == "fp16") return torch::kHalf;
+torch::ScalarType precision_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16:
+      return torch::kBFloat16;
+    case Precision::kFp16:
+      return torch::kHalf;
+    case Precision::kFp32:
+      break;
+  }
   return torch::kFloat;
 }
 
@@ -140,9 +146,9 @@ Trainable make_trainable(const Config& cfg, const torch::Device& device) {
 StepAction decide_step(double loss, double grad_norm, bool loss_scaling, bool spike, const DiagConfig& diag) {
   const bool finite = std::isfinite(loss) && std::isfinite(grad_norm);
   if (std::isfinite(loss) && !std::isfinite(grad_norm) && loss_scaling) return StepAction::kSkipOverflow;
-  if (!finite) return diag.nonfinite == "stop" ? StepAction::kStopNonFinite : StepAction::kSkipNonFinite;
-  if (spike && diag.spike.action == "stop") return StepAction::kStopSpike;
-  if (spike && diag.spike.action == "skip") return StepAction::kSkipSpike;
+  if (!finite) return diag.nonfinite == NonFinitePolicy::kStop ? StepAction::kStopNonFinite : StepAction::kSkipNonFinite;
+  if (spike && diag.spike.action == SpikeAction::kStop) return StepAction::kStopSpike;
+  if (spike && diag.spike.action == SpikeAction::kSkip) return StepAction::kSkipSpike;
   return StepAction::kUpdate;
 }
 

@@ -41,7 +41,7 @@ struct Pass {
 double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, int64_t n);
 
 // The autocast type of train.precision: kFloat (no autocast), kBFloat16 or kHalf.
-torch::ScalarType precision_dtype(const std::string& precision);
+torch::ScalarType precision_dtype(Precision precision);
 
 // Forward and backward over cfg.train.accum micro-batches starting at global micro-batch index
 // `micro_batch` (advanced); gradients are left in .grad(). diag: capture activation/attention

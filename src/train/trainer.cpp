@@ -59,10 +59,10 @@ class Run {
   Run(const Config& cfg, const TrainOptions& opts)
       : cfg_(cfg),
         opts_(opts),
-        device_(cfg.train.device),
+        device_(choice_name(cfg.train.device)),
         loss_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
         grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
-        scaler_(cfg.train.precision == "fp16", initial_loss_scale()) {
+        scaler_(cfg.train.precision == Precision::kFp16, initial_loss_scale()) {
     env_ = dist_env_from_environment();
     if (env_.distributed() && device_.is_cuda()) device_ = torch::Device(torch::kCUDA, env_.local_rank);
   }
@@ -71,11 +71,11 @@ class Run {
     if (env_.distributed()) {
       // One rendezvous before anything else, so a rank that fails below takes the others with it.
       // auto: NCCL on CUDA where this build has it, else Gloo (MODEL.md section 8a).
-      std::string backend = cfg_.train.dist_backend;
-      if (backend == "auto") backend = device_.is_cuda() && have_nccl() ? "nccl" : "gloo";
-      if (backend == "nccl" && !device_.is_cuda()) {
+      DistBackend backend = cfg_.train.dist_backend;
+      if (backend == DistBackend::kAuto) backend = device_.is_cuda() && have_nccl() ? DistBackend::kNccl : DistBackend::kGloo;
+      if (backend == DistBackend::kNccl && !device_.is_cuda()) {
         throw UsageError(fmt::format("{}: train.dist_backend: nccl needs train.device: cuda (it is {}); use "
-                                     "gloo or auto on the CPU", cfg_.out_dir, cfg_.train.device));
+                                     "gloo or auto on the CPU", cfg_.out_dir, choice_name(cfg_.train.device)));
       }
       comm_ = connect_ranks(env_, backend, cfg_.train.dist_timeout);
       if (!writer()) spdlog::set_level(spdlog::level::err);  // rank 0 alone reports
@@ -218,8 +218,9 @@ class Run {
       spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
                    "for ~30x faster matmuls", loaded_blas_library());
     }
-    if (cfg_.model.norm.type == "batchnorm" ||
-        (cfg_.model.qk_norm && cfg_.model.qk_norm_type == std::string("batchnorm"))) {
+    const NormType* norm = find_norm(cfg_.model.norm.type);
+    const NormType* qk_norm = find_norm(cfg_.model.qk_norm_type.value_or(cfg_.model.norm.type));
+    if ((norm && norm->batch_statistics) || (cfg_.model.qk_norm && qk_norm && qk_norm->batch_statistics)) {
       spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
                    "token's normalisation sees later tokens of the batch (a causal leak; eval uses "
                    "running statistics)");
@@ -288,9 +289,9 @@ class Run {
     if (!writer()) return;
     record(JsonObject()
                      .add("kind", "spike").add("step", s).add("metric", metric).add("value", value)
-                     .add("mean", z.mean).add("std", z.std).add("z", z.z).add("action", cfg_.diag.spike.action));
+                     .add("mean", z.mean).add("std", z.std).add("z", z.z).add("action", choice_name(cfg_.diag.spike.action)));
     spdlog::warn("spike at step {}: {} {:.4g} (baseline {:.4g} +- {:.3g}, z = {:.1f}) -> {}", s, metric,
-                 value, z.mean, z.std, z.z, cfg_.diag.spike.action);
+                 value, z.mean, z.std, z.z, choice_name(cfg_.diag.spike.action));
   }
 
   // spikes/step_<N>.json: enough to replay the batch and see which layers jumped.
@@ -329,7 +330,7 @@ class Run {
     }
     offsets += "]";
     JsonObject f;
-    f.add("step", s).add("action", cfg_.diag.spike.action).add("window", cfg_.diag.spike.window)
+    f.add("step", s).add("action", choice_name(cfg_.diag.spike.action)).add("window", cfg_.diag.spike.window)
         .add("zscore_threshold", cfg_.diag.spike.zscore)
         .add("loss", JsonObject().add("value", loss).add("mean", zl.mean).add("std", zl.std).add("z", zl.z))
         .add("grad_norm", JsonObject().add("value", gnorm).add("mean", zg.mean).add("std", zg.std).add("z", zg.z))

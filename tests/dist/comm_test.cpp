@@ -122,7 +122,7 @@ TEST(CudaNccl, OneRankGroupReducesOnTheGpu) {
   DistEnv env;
   env.master_addr = "127.0.0.1";
   env.master_port = store->port();
-  auto comm = connect_ranks(env, "nccl", 60);
+  auto comm = connect_ranks(env, DistBackend::kNccl, 60);
   ::unsetenv("TORCHELASTIC_USE_AGENT_STORE");
   const torch::Device gpu(torch::kCUDA, 0);
   std::vector<torch::Tensor> xs{torch::arange(5, torch::TensorOptions().dtype(torch::kFloat).device(gpu))};
@@ -136,7 +136,7 @@ TEST(CudaNccl, OneRankGroupReducesOnTheGpu) {
 
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "run");
-  c.train.device = "cuda";
+  c.train.device = DeviceKind::kCuda;
   c = check_and_resolve(parse_config_text(dump_config(c)), true);
   const Corpus data = Corpus::load(c.data.train);
   Trainable t = make_trainable(c, gpu);

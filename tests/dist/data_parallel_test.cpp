@@ -203,7 +203,7 @@ TEST(DataParallelTest, ASpikeInOneRanksRowsIsSkippedByEveryRank) {
     c->data.shuffle = false;
     c->diag.spike.window = 24;
     c->diag.spike.zscore = 4;
-    c->diag.spike.action = "skip";
+    c->diag.spike.action = SpikeAction::kSkip;
   }
   ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
   ASSERT_EQ(train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2"), 0) << read_file(dir / "err2");

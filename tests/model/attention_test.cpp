@@ -235,7 +235,7 @@ TEST(AttentionDispatch, ModuleUsesSdpaInBf16AndTheExplicitPathForStatistics) {
 // ---- Issue 15's attention options.
 
 TEST(AttentionOptionsTest, GatesAndSubLnInnerNormMatchTheLoopReference) {
-  for (auto gate : {AttentionOptions::Gate::head, AttentionOptions::Gate::elementwise}) {
+  for (auto gate : {AttnGate::kHead, AttnGate::kElementwise}) {
     for (bool inner : {false, true}) {
       torch::manual_seed(21);
       auto o = opts(32, 4);
@@ -251,7 +251,7 @@ TEST(AttentionOptionsTest, GatesAndSubLnInnerNormMatchTheLoopReference) {
         }
       }
       auto x = torch::randn({2, 7, 32}, torch::kDouble);
-      EXPECT_EQ(a->gate->weight.size(0), gate == AttentionOptions::Gate::head ? 4 : 32);
+      EXPECT_EQ(a->gate->weight.size(0), gate == AttnGate::kHead ? 4 : 32);
       EXPECT_FALSE(a->gate->bias.defined());
       EXPECT_TRUE(torch::allclose(a->forward(x), reference_attention(a, x, 4), 1e-10, 1e-10))
           << static_cast<int>(gate) << " inner " << inner;
@@ -263,7 +263,7 @@ TEST(AttentionOptionsTest, ZeroGateHalvesTheOutput) {
   torch::manual_seed(22);
   auto o = opts(32, 4);
   Attention plain(o);
-  o.gate = AttentionOptions::Gate::elementwise;
+  o.gate = AttnGate::kElementwise;
   Attention gated(o);
   {
     torch::NoGradGuard ng;

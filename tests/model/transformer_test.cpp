@@ -47,7 +47,7 @@ TEST(TransformerTest, UntiedHeadAndBiasOptionsAddTheirTensors) {
   auto m = small();
   m.tie_embeddings = false;
   m.bias = true;
-  m.norm.bias = false;
+  m.norm.keys.set("norm.bias", false);
   Transformer t(m);
   auto n = names(t);
   EXPECT_TRUE(n.count("lm_head.weight"));

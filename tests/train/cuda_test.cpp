@@ -77,7 +77,7 @@ TEST(CudaTrain, FollowsTheCpuAndCheckpointsMoveBetweenDevices) {
   Config c = testing::tiny_config(dir / "cpu");
   ASSERT_EQ(train(resolved(c), {}), 0);
   c.out_dir = dir / "cuda";
-  c.train.device = "cuda";
+  c.train.device = DeviceKind::kCuda;
   ASSERT_EQ(train(resolved(c), {}), 0);
   auto a = testing::records(dir / "cpu", "train"), b = testing::records(dir / "cuda", "train");
   ASSERT_EQ(a.size(), b.size());
@@ -109,7 +109,7 @@ TEST(CudaTrain, OneHostReadPerPlainStep) {
   NORMLAB_REQUIRE_CUDA();
   auto syncs_for = [](int64_t steps, const std::string& out) {
     Config c = testing::tiny_config(out);
-    c.train.device = "cuda";
+    c.train.device = DeviceKind::kCuda;
     c.train.steps = steps;
     c.train.log_every = 1000;
     c.diag.every = 1000;
@@ -130,7 +130,7 @@ TEST(CudaBench, MfuIsAgainstThePeakOfTheGpu) {
   NORMLAB_REQUIRE_CUDA();
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "bench");
-  c.train.device = "cuda";
+  c.train.device = DeviceKind::kCuda;
   BenchResult r = bench_training(resolved(c), "tiny", 2, 5);
   EXPECT_EQ(r.device.rfind("cuda", 0), 0u);
   EXPECT_GT(r.gemm_peak_gflops, 1000.0);  // any CUDA GPU beats a CPU core by this much
@@ -147,14 +147,14 @@ TEST(CudaPrecision, Bf16AndFp16FollowFp32) {
   NORMLAB_REQUIRE_CUDA();
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "fp32");
-  c.train.device = "cuda";
+  c.train.device = DeviceKind::kCuda;
   c.train.steps = 60;
   ASSERT_EQ(train(resolved(c), {}), 0);
   const auto a = testing::records(dir / "fp32", "train");
   const double val32 = testing::records(dir / "fp32", "eval").back()["val_loss"].as<double>();
   for (const std::string prec : {"bf16", "fp16"}) {
     c.out_dir = dir / prec;
-    c.train.precision = prec;
+    c.train.precision = *parse_choice<Precision>(prec);
     ASSERT_EQ(train(resolved(c), {}), 0) << prec;
     const auto b = testing::records(dir / prec, "train");
     ASSERT_EQ(a.size(), b.size()) << prec;
@@ -181,8 +181,8 @@ TEST(CudaPrecision, Fp16OverflowSkipsTheUpdateAndHalvesTheScale) {
   NORMLAB_REQUIRE_CUDA();
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "run");
-  c.train.device = "cuda";
-  c.train.precision = "fp16";
+  c.train.device = DeviceKind::kCuda;
+  c.train.precision = Precision::kFp16;
   c.train.checkpoint_every = 1;
   c.train.save_init = true;
   ::setenv("NORMLAB_TEST_LOSS_SCALE", "16777216", 1);
@@ -220,9 +220,9 @@ TEST(CudaBench, Bf16StepIsMeasuredAgainstTheBf16Peak) {
   NORMLAB_REQUIRE_CUDA();
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "bench");
-  c.train.device = "cuda";
+  c.train.device = DeviceKind::kCuda;
   BenchResult f = bench_training(resolved(c), "tiny", 2, 5);
-  c.train.precision = "bf16";
+  c.train.precision = Precision::kBf16;
   BenchResult b = bench_training(resolved(c), "tiny", 2, 5);
   EXPECT_EQ(b.precision, "bf16");
   EXPECT_EQ(b.mfu_of, "bf16");

@@ -44,7 +44,7 @@ TEST(DeviceTest, TrainDeviceCudaWithoutAGpuIsAConfigError) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "this machine has a GPU";
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "run");
-  c.train.device = "cuda";
+  c.train.device = DeviceKind::kCuda;
   try {
     check_and_resolve(LoadedConfig{c, {}}, true);
     ADD_FAILURE() << "accepted";

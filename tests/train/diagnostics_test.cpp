@@ -88,7 +88,7 @@ Config spiky_config(const testing::TempDir& dir, const std::string& action) {
   c.diag.every = 1000;
   c.diag.spike.window = 24;
   c.diag.spike.zscore = 6;
-  c.diag.spike.action = action;
+  c.diag.spike.action = *parse_choice<SpikeAction>(action);
   return c;
 }
 
@@ -177,7 +177,7 @@ TEST(DiagnosticsTest, AbsurdLearningRateEndsClearlyAndNeverSavesNonFiniteWeights
   // skip mode carries on past non-finite steps instead.
   Config s = c;
   s.out_dir = dir / "skip";
-  s.diag.nonfinite = "skip";
+  s.diag.nonfinite = NonFinitePolicy::kSkip;
   s.train.steps = 12;
   EXPECT_EQ(train(resolved(s), {}), 0);
 }

@@ -34,17 +34,22 @@ std::string config_error(Config c) {
 
 TEST(PrecisionConfig, Fp16NeedsCudaAndUnknownValuesAreRejected) {
   Config c = testing::tiny_config("/unused");
-  c.train.precision = "fp16";
+  c.train.precision = Precision::kFp16;
   const std::string e = config_error(c);
   EXPECT_NE(e.find("train.precision"), std::string::npos) << e;
   EXPECT_NE(e.find("cuda"), std::string::npos) << e;
-  c.train.precision = "fp8";
-  EXPECT_NE(config_error(c).find("train.precision"), std::string::npos);
-  c.train.precision = "bf16";
+  try {
+    parse_config_text("train: {precision: fp8}\n");
+    ADD_FAILURE() << "fp8 accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.precision: expected one of: fp32, bf16, fp16, got 'fp8'"),
+              std::string::npos) << e.what();
+  }
+  c.train.precision = Precision::kBf16;
   EXPECT_EQ(config_error(c), "");
-  EXPECT_EQ(precision_dtype("bf16"), torch::kBFloat16);
-  EXPECT_EQ(precision_dtype("fp16"), torch::kHalf);
-  EXPECT_EQ(precision_dtype("fp32"), torch::kFloat);
+  EXPECT_EQ(precision_dtype(Precision::kBf16), torch::kBFloat16);
+  EXPECT_EQ(precision_dtype(Precision::kFp16), torch::kHalf);
+  EXPECT_EQ(precision_dtype(Precision::kFp32), torch::kFloat);
 }
 
 TEST(Autocast, GuardRunsMatmulsInTheLowTypeAndRestoresTheState) {
@@ -95,7 +100,7 @@ TEST(Bf16Training, FollowsFp32OnTheCpu) {
   Config c = testing::tiny_config(dir / "fp32");
   ASSERT_EQ(train(resolved(c), {}), 0);
   c.out_dir = dir / "bf16";
-  c.train.precision = "bf16";
+  c.train.precision = Precision::kBf16;
   ASSERT_EQ(train(resolved(c), {}), 0);
   auto a = testing::records(dir / "fp32", "train"), b = testing::records(dir / "bf16", "train");
   ASSERT_EQ(a.size(), b.size());

@@ -15,7 +15,7 @@ ModelConfig model(bool bias, bool rope, int64_t L = 3) {
   m.d_ff = 64;
   m.n_layers = L;
   m.bias = bias;
-  m.pos = rope ? "rope" : "learned";
+  m.pos = rope ? Position::kRope : Position::kLearned;
   resolve_model_config(m);
   return m;
 }

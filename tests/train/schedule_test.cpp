@@ -12,7 +12,7 @@ OptimConfig opt(const char* schedule) {
   o.lr = 1e-3;
   o.min_lr = 1e-4;
   o.warmup = 10;
-  o.schedule = schedule;
+  o.schedule = *parse_choice<LrSchedule>(schedule);
   return o;
 }
 

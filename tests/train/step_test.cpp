@@ -21,8 +21,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 DiagConfig diag(const std::string& nonfinite, const std::string& spike_action) {
   DiagConfig d;
-  d.nonfinite = nonfinite;
-  d.spike.action = spike_action;
+  d.nonfinite = *parse_choice<NonFinitePolicy>(nonfinite);
+  d.spike.action = *parse_choice<SpikeAction>(spike_action);
   return d;
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "model/block.h"
+#include "model/norms/norm.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -13,7 +14,7 @@ namespace {
 BlockPlan deepnorm_plan(int64_t, const ModelConfig& m) {
   BlockPlan p;
   p.layout = "deepnorm";
-  const double alpha = *m.deepnorm.alpha;
+  const double alpha = m.keys.number("deepnorm.alpha");
   p.forward = [alpha](BlockImpl& b, const torch::Tensor& x) {
     auto h = b.norm("norm1", x * alpha + b.ls(1, b.attn(x)));
     return b.norm("norm2", h * alpha + b.ls(2, b.ffn(h)));
@@ -24,12 +25,12 @@ BlockPlan deepnorm_plan(int64_t, const ModelConfig& m) {
 
 void deepnorm_resolve(ModelConfig& m) {
   const double L = static_cast<double>(m.n_layers);
-  if (!m.deepnorm.alpha) m.deepnorm.alpha = std::pow(2.0 * L, 0.25);
-  if (!m.deepnorm.beta) m.deepnorm.beta = std::pow(8.0 * L, -0.25);
+  if (m.keys.is_auto("deepnorm.alpha")) m.keys.set("deepnorm.alpha", std::pow(2.0 * L, 0.25));
+  if (m.keys.is_auto("deepnorm.beta")) m.keys.set("deepnorm.beta", std::pow(8.0 * L, -0.25));
 }
 
 void deepnorm_init(TransformerImpl& model, const ModelConfig& m) {
-  const double beta = *m.deepnorm.beta;
+  const double beta = m.keys.number("deepnorm.beta");
   for_each_block_linear(model, [&](const std::string& name, torch::Tensor& w) {
     torch::nn::init::xavier_normal_(w, is_branch_linear(name) ? beta : 1.0);
   });
@@ -38,6 +39,9 @@ void deepnorm_init(TransformerImpl& model, const ModelConfig& m) {
 
 LayoutType deepnorm_layout() {
   LayoutType t{"deepnorm", "x = Na(alpha*x + F(x))", false, deepnorm_plan};
+  t.keys = {{"alpha", KeyKind::kNumber, {}, "residual scale; auto = (2L)^(1/4); 1 turns it off", {}, check_positive},
+            {"beta", KeyKind::kNumber, {}, "init gain of v/out/fc1/fc2; auto = (8L)^(-1/4); 1 turns it off", {},
+             check_positive}};
   t.resolve = deepnorm_resolve;
   t.init = deepnorm_init;
   return t;

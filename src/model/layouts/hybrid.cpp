@@ -14,7 +14,7 @@ torch::Tensor hybrid_forward(BlockImpl& b, const torch::Tensor& x) {
 
 BlockPlan hybrid_plan(int64_t layer, const ModelConfig& m) {
   BlockPlan p;
-  if (layer == 0 && m.hybrid.first_block_pre) {
+  if (layer == 0 && m.keys.boolean("hybrid.first_block_pre")) {
     p = pre_plan(layer, m);
   } else {
     p.forward = hybrid_forward;
@@ -28,10 +28,8 @@ BlockPlan hybrid_plan(int64_t layer, const ModelConfig& m) {
 
 LayoutType hybrid_layout() {
   LayoutType t{"hybrid", "x = x + A_qkv(x); y = N(x); x = y + M(y)", true, hybrid_plan};
-  t.keys_set = [](const ModelConfig& m) {
-    return m.hybrid.first_block_pre ? std::vector<std::string>{"model.hybrid.first_block_pre"}
-                                    : std::vector<std::string>{};
-  };
+  t.qkv_norm = true;
+  t.keys = {{"first_block_pre", KeyKind::kBoolean, false, "HybridNorm*: block 0 is pre-norm (with q/k/v norms)"}};
   return t;
 }
 }  // namespace normlab

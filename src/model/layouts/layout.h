@@ -1,8 +1,8 @@
-// Block layouts and their registry (MODEL.md section 2). A layout owns everything it needs: the
-// forward order of norms and sublayers, which parameters exist (its BlockPlan, so checkpoint
-// names follow the layout), its auto values, its config keys and its init rule (the hooks of
-// LayoutType). Adding a layout = one file defining `LayoutType xxx_layout()` + one line in
-// registry.cpp.
+// Block layouts and their registry (src/model/README.md, "Layouts"). A layout owns everything it
+// needs: the forward order of norms and sublayers, which parameters exist (its BlockPlan, so
+// checkpoint names follow the layout), its config keys (model.<layout>.<key>), its auto values and
+// its init rule (the fields and hooks of LayoutType). Adding a layout = one file defining
+// `LayoutType xxx_layout()` + one line in registry.cpp.
 #pragma once
 
 #include <functional>
@@ -43,13 +43,14 @@ struct LayoutType {
   bool final_norm = true;
   // Block i's plan; m is resolved (resolve has run).
   std::function<BlockPlan(int64_t layer, const ModelConfig& m)> plan;
+  // The config keys this layout owns, model.<name>.<key> (read as m.keys.number("<name>.<key>")):
+  // a value other than the default under another layout is a config error (config/owned_keys.h).
+  std::vector<KeySpec> keys;
+  bool qkv_norm = false;  // q, k and v norms forced on in every block (qk_norm_axis/position apply)
   // Optional hooks.
   // Fill this layout's auto values (once, in resolve_model_config), so the resolved config
   // records the numbers and the plan and init read them.
   std::function<void(ModelConfig& m)> resolve;
-  // The config keys this layout owns that are set in m ("model.subln.gamma", ...): setting one
-  // under another layout is a config error.
-  std::function<std::vector<std::string>(const ModelConfig& m)> keys_set;
   // Runs after the init scheme has drawn every parameter (MODEL.md section 4's per-layout rules).
   std::function<void(TransformerImpl& model, const ModelConfig& m)> init;
 };

@@ -1,6 +1,8 @@
 // Mix-LN (Li et al. 2024): blocks i < post_layers (auto: floor(L/4)) are Post-LN, the rest
 // Pre-LN, with a final norm. Post-LN early layers keep their gradients from vanishing in deep
 // Pre-LN models' later layers being under-used.
+#include <fmt/format.h>
+
 #include "model/block.h"
 
 namespace normlab {
@@ -8,10 +10,15 @@ namespace normlab {
 LayoutType mix_layout() {
   LayoutType t{"mix", "post for blocks < mix.post_layers, then pre", true,
                [](int64_t layer, const ModelConfig& m) {
-                 return layer < *m.mix.post_layers ? post_plan(layer, m) : pre_plan(layer, m);
+                 return layer < m.keys.integer("mix.post_layers") ? post_plan(layer, m) : pre_plan(layer, m);
                }};
+  t.keys = {{"post_layers", KeyKind::kInteger, {}, "Mix-LN: blocks before this index are post; auto = L/4", {},
+             [](const KeyValue& v, const ModelConfig& m) {
+               const int64_t n = std::get<int64_t>(v);
+               return n >= 0 && n <= m.n_layers ? std::string() : fmt::format("must be in [0, n_layers {}]", m.n_layers);
+             }}};
   t.resolve = [](ModelConfig& m) {
-    if (!m.mix.post_layers) m.mix.post_layers = m.n_layers / 4;
+    if (m.keys.is_auto("mix.post_layers")) m.keys.set("mix.post_layers", m.n_layers / 4);
   };
   return t;
 }

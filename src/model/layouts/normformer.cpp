@@ -19,7 +19,7 @@ BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
   p.norm_slots = {"norm1", "norm1_out", "norm2"};
   p.head_scale = true;
   p.ffn_mid_norm = true;
-  const std::string& rs = m.normformer.resid_scale;
+  const std::string& rs = m.keys.name("normformer.resid_scale");
   if (rs == "all") p.vectors.emplace_back("resid_scale1", 1.0);
   if (rs == "all" || rs == "ffn") p.vectors.emplace_back("resid_scale2", 1.0);
   return p;
@@ -28,10 +28,8 @@ BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
 
 LayoutType normformer_layout() {
   LayoutType t{"normformer", "x = x + Nb(A_hs(Na(x))); x = x + M_mid(Na(x))", true, normformer_plan};
-  t.keys_set = [](const ModelConfig& m) {
-    return m.normformer.resid_scale != "none" ? std::vector<std::string>{"model.normformer.resid_scale"}
-                                               : std::vector<std::string>{};
-  };
+  t.keys = {{"resid_scale", KeyKind::kName, std::string("none"), "learnable skip scales on none, the ffn or all sublayers",
+             {"none", "ffn", "all"}}};
   return t;
 }
 }  // namespace normlab

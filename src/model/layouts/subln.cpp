@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/block.h"
+#include "model/norms/norm.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -23,13 +24,13 @@ LayoutType subln_layout() {
   LayoutType t{"subln", "x = x + F_sub(Na(x)), F_sub with a norm before its output projection", true,
                subln_plan};
   t.resolve = [](ModelConfig& m) {
-    if (!m.subln.gamma) m.subln.gamma = std::sqrt(std::log(2.0 * static_cast<double>(m.n_layers)));
+    if (m.keys.is_auto("subln.gamma"))
+      m.keys.set("subln.gamma", std::sqrt(std::log(2.0 * static_cast<double>(m.n_layers))));
   };
-  t.keys_set = [](const ModelConfig& m) {
-    return m.subln.gamma ? std::vector<std::string>{"model.subln.gamma"} : std::vector<std::string>{};
-  };
+  t.keys = {{"gamma", KeyKind::kNumber, {}, "Sub-LN init gain of v/out/fc1/fc2/ffn.gate; auto = sqrt(log(2L)); 1 turns it off",
+             {}, check_positive}};
   t.init = [](TransformerImpl& model, const ModelConfig& m) {
-    const double gamma = *m.subln.gamma;
+    const double gamma = m.keys.number("subln.gamma");
     for_each_block_linear(model, [&](const std::string& name, torch::Tensor& w) {
       if (is_branch_linear(name)) w.mul_(gamma);
     });

@@ -46,5 +46,10 @@ class BatchNormImpl : public NormImpl {
 };
 }  // namespace
 
-NormPtr make_batchnorm(const NormOptions& o) { return std::make_shared<BatchNormImpl>(o); }
+NormType batchnorm_norm() {
+  NormType t{"batchnorm", 1e-5, "(x - mu_batch)/sqrt(var_batch + eps)*weight + bias",
+             [](const NormOptions& o) { return std::make_shared<BatchNormImpl>(o); }};
+  t.batch_statistics = true;
+  return t;
+}
 }  // namespace normlab

@@ -2,6 +2,8 @@
 // scalar (init model.norm.derf_alpha = 0.5), shift a learnable scalar (init 0), weight[n]=1,
 // bias[n]=0 (always present, as for dyt). Point-wise like DyT: no statistics over the vector, so
 // not scale invariant; erf saturates faster than tanh and is steeper at 0 (2/sqrt(pi) vs 1).
+#include <limits>
+
 #include "model/norms/norm.h"
 
 namespace normlab {
@@ -9,7 +11,7 @@ namespace {
 class DerfImpl : public NormImpl {
  public:
   explicit DerfImpl(const NormOptions& o) {
-    alpha_ = register_parameter("alpha", torch::full({1}, o.derf_alpha));
+    alpha_ = register_parameter("alpha", torch::full({1}, o.keys.number("norm.derf_alpha")));
     shift_ = register_parameter("shift", torch::zeros({1}));
     weight_ = register_parameter("weight", torch::ones({o.size}));
     bias_ = register_parameter("bias", torch::zeros({o.size}));
@@ -26,5 +28,10 @@ class DerfImpl : public NormImpl {
 };
 }  // namespace
 
-NormPtr make_derf(const NormOptions& o) { return std::make_shared<DerfImpl>(o); }
+NormType derf_norm() {
+  NormType t{"derf", std::numeric_limits<double>::quiet_NaN(), "weight*erf(alpha*x + shift) + bias",
+             [](const NormOptions& o) { return std::make_shared<DerfImpl>(o); }};
+  t.keys = {{"derf_alpha", KeyKind::kNumber, 0.5, "initial alpha of derf", {}, check_positive}};
+  return t;
+}
 }  // namespace normlab

@@ -2,6 +2,8 @@
 // y = weight * tanh(alpha * x) + bias, alpha a learnable scalar (init model.norm.dyt_alpha = 0.5),
 // weight[n]=1, bias[n]=0. Not a normalisation: it saturates instead of rescaling, so it is not
 // scale invariant (the norm tests show this).
+#include <limits>
+
 #include "model/norms/norm.h"
 
 namespace normlab {
@@ -9,7 +11,7 @@ namespace {
 class DyTImpl : public NormImpl {
  public:
   explicit DyTImpl(const NormOptions& o) {
-    alpha_ = register_parameter("alpha", torch::full({1}, o.dyt_alpha));
+    alpha_ = register_parameter("alpha", torch::full({1}, o.keys.number("norm.dyt_alpha")));
     weight_ = register_parameter("weight", torch::ones({o.size}));
     bias_ = register_parameter("bias", torch::zeros({o.size}));
   }
@@ -25,5 +27,10 @@ class DyTImpl : public NormImpl {
 };
 }  // namespace
 
-NormPtr make_dyt(const NormOptions& o) { return std::make_shared<DyTImpl>(o); }
+NormType dyt_norm() {
+  NormType t{"dyt", std::numeric_limits<double>::quiet_NaN(), "weight*tanh(alpha*x) + bias",
+             [](const NormOptions& o) { return std::make_shared<DyTImpl>(o); }};
+  t.keys = {{"dyt_alpha", KeyKind::kNumber, 0.5, "initial alpha of dyt", {}, check_positive}};
+  return t;
+}
 }  // namespace normlab

@@ -75,7 +75,7 @@ struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
 
 LayerNormImpl::LayerNormImpl(const NormOptions& o) : size_(o.size), eps_(o.eps) {
   weight_ = register_parameter("weight", torch::ones({o.size}));
-  if (o.bias) bias_ = register_parameter("bias", torch::zeros({o.size}));
+  if (o.keys.boolean("norm.bias")) bias_ = register_parameter("bias", torch::zeros({o.size}));
 }
 
 torch::Tensor LayerNormImpl::reference_forward(const torch::Tensor& x, const torch::Tensor& weight,
@@ -104,6 +104,13 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
   auto y = torch::layer_norm(xf, {size_}, weight_.to(dt),
                              bias_.defined() ? bias_.to(dt) : torch::Tensor(), eps_);
   return y.to(x.scalar_type());
+}
+
+NormType layernorm_norm() {
+  NormType t{"layernorm", 1e-5, "(x - mean)/sqrt(var + eps)*weight + bias",
+             [](const NormOptions& o) { return std::make_shared<LayerNormImpl>(o); }};
+  t.keys = {{"bias", KeyKind::kBoolean, true, "layernorm has a bias"}};
+  return t;
 }
 
 }  // namespace normlab

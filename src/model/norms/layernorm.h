@@ -1,6 +1,6 @@
 // LayerNorm (Ba, Kiros & Hinton 2016, "Layer Normalization"):
 //   y = (x - mean) / sqrt(var + eps) * weight + bias,  var biased (divides by n),
-// weight[n] = 1, bias[n] = 0 (absent with model.norm.bias: false), default eps 1e-5.
+// weight[n] = 1, bias[n] = 0 (absent with model.norm.bias: false, a key layernorm owns), default eps 1e-5.
 // Contiguous float32 CPU input runs a hand-written forward and backward (cpu_kernels.h) wrapped as
 // a custom autograd function. Other input (double, strided, CUDA) runs LibTorch's native
 // torch::layer_norm, which computes the same formula with a fused kernel on every device.

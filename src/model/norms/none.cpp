@@ -1,4 +1,6 @@
 // No normalisation: y = x, no parameters. The baseline every norm ablation needs.
+#include <limits>
+
 #include "model/norms/norm.h"
 
 namespace normlab {
@@ -9,5 +11,8 @@ class IdentityNormImpl : public NormImpl {
 };
 }  // namespace
 
-NormPtr make_none(const NormOptions&) { return std::make_shared<IdentityNormImpl>(); }
+NormType none_norm() {
+  return {"none", std::numeric_limits<double>::quiet_NaN(), "x",
+          [](const NormOptions&) { return std::make_shared<IdentityNormImpl>(); }};
+}
 }  // namespace normlab

@@ -1,6 +1,7 @@
-// Norm modules and their registry (MODEL.md section 1). A norm is a Module with a virtual
-// forward over the last dimension; the registry is the single list of valid `model.norm.type`
-// names. Adding a norm = one file defining it + one line in registry.cpp.
+// Norm modules and their registry (src/model/README.md, "Norms"). A norm is a Module with a
+// virtual forward over the last dimension; the registry is the single list of valid
+// `model.norm.type` names. Adding a norm = one file defining `NormType xxx_norm()` (the module,
+// its formula, default eps and the config keys it owns) + one line in registry.cpp.
 #pragma once
 
 #include <functional>
@@ -8,16 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "config/owned_keys.h"
 #include "core/torch.h"
 
 namespace normlab {
 
 struct NormOptions {
-  int64_t size = 128;      // n, the normalised (last) dimension
-  double eps = 1e-5;       // already resolved (the type's default when config says auto)
-  bool bias = true;        // layernorm only
-  double dyt_alpha = 0.5;  // dyt only
-  double derf_alpha = 0.5; // derf only
+  int64_t size = 128;  // n, the normalised (last) dimension
+  double eps = 1e-5;   // already resolved (the type's default when config says auto)
+  // The values of model.norm.<key> (keys declared by the norm types: "norm.dyt_alpha", ...).
+  OwnedValues keys{OwnerKind::kNorm};
 };
 
 class NormImpl : public torch::nn::Module {
@@ -32,7 +33,12 @@ struct NormType {
   double default_eps;   // NaN for norms without an eps
   std::string formula;  // one line, shown in errors and `normlab keys`
   std::function<NormPtr(const NormOptions&)> make;
+  std::vector<KeySpec> keys;      // model.norm.<key> this type owns (name, kind, default, help, check)
+  bool batch_statistics = false;  // statistics pooled over positions: warned about at start-up
 };
+
+// A value check for KeySpec::check: a number > 0.
+std::string check_positive(const KeyValue& v, const ModelConfig&);
 
 const std::vector<NormType>& norm_registry();
 const NormType* find_norm(const std::string& name);  // nullptr if unknown

@@ -1,38 +1,26 @@
-// The norm registry: one line per norm. Validation, `normlab keys` and the parameterised tests
-// all iterate this table.
-#include <cmath>
-#include <limits>
+// The norm registry: one line per norm. Validation, `normlab keys`, the config keys the norms own
+// and the parameterised tests all iterate this table.
+#include <fmt/format.h>
 
-#include "model/norms/layernorm.h"
-#include "model/norms/rmsnorm.h"
+#include "model/norms/norm.h"
 
 namespace normlab {
 
-NormPtr make_scalenorm(const NormOptions& o);
-NormPtr make_batchnorm(const NormOptions& o);
-NormPtr make_dyt(const NormOptions& o);
-NormPtr make_none(const NormOptions& o);
-NormPtr make_rmsnorm_free(const NormOptions& o);
-NormPtr make_derf(const NormOptions& o);
-
-namespace {
-constexpr double kNoEps = std::numeric_limits<double>::quiet_NaN();
-}
+NormType layernorm_norm();
+NormType rmsnorm_norm();
+NormType rmsnorm_1p_norm();
+NormType scalenorm_norm();
+NormType batchnorm_norm();
+NormType dyt_norm();
+NormType none_norm();
+NormType rmsnorm_free_norm();
+NormType derf_norm();
+NormType ssnorm_norm();
 
 const std::vector<NormType>& norm_registry() {
   static const std::vector<NormType> table = {
-      {"layernorm", 1e-5, "(x - mean)/sqrt(var + eps)*weight + bias",
-       [](const NormOptions& o) { return std::make_shared<LayerNormImpl>(o); }},
-      {"rmsnorm", 1e-6, "x/sqrt(mean(x^2) + eps)*weight",
-       [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, false); }},
-      {"rmsnorm_1p", 1e-6, "x/sqrt(mean(x^2) + eps)*(1 + weight)",
-       [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, true); }},
-      {"scalenorm", 1e-5, "weight*x/max(||x||, eps)", make_scalenorm},
-      {"batchnorm", 1e-5, "(x - mu_batch)/sqrt(var_batch + eps)*weight + bias", make_batchnorm},
-      {"dyt", kNoEps, "weight*tanh(alpha*x) + bias", make_dyt},
-      {"none", kNoEps, "x", make_none},
-      {"rmsnorm_free", 1e-6, "x/sqrt(mean(x^2) + eps)", make_rmsnorm_free},
-      {"derf", kNoEps, "weight*erf(alpha*x + shift) + bias", make_derf},
+      layernorm_norm(), rmsnorm_norm(),      rmsnorm_1p_norm(), scalenorm_norm(), batchnorm_norm(),
+      dyt_norm(),       none_norm(),         rmsnorm_free_norm(), derf_norm(),    ssnorm_norm(),
   };
   return table;
 }
@@ -54,6 +42,11 @@ NormPtr make_norm(const std::string& type, const NormOptions& options) {
   const NormType* t = find_norm(type);
   TORCH_CHECK(t != nullptr, "unknown norm type '", type, "' (known: ", norm_names(), ")");
   return t->make(options);
+}
+
+std::string check_positive(const KeyValue& v, const ModelConfig&) {
+  const double* d = std::get_if<double>(&v);
+  return d && *d > 0 ? "" : "must be > 0";
 }
 
 }  // namespace normlab

@@ -87,4 +87,14 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return y.to(x.scalar_type());
 }
 
+NormType rmsnorm_norm() {
+  return {"rmsnorm", 1e-6, "x/sqrt(mean(x^2) + eps)*weight",
+          [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, false); }};
+}
+
+NormType rmsnorm_1p_norm() {
+  return {"rmsnorm_1p", 1e-6, "x/sqrt(mean(x^2) + eps)*(1 + weight)",
+          [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, true); }};
+}
+
 }  // namespace normlab

@@ -20,5 +20,8 @@ class RMSNormFreeImpl : public NormImpl {
 };
 }  // namespace
 
-NormPtr make_rmsnorm_free(const NormOptions& o) { return std::make_shared<RMSNormFreeImpl>(o); }
+NormType rmsnorm_free_norm() {
+  return {"rmsnorm_free", 1e-6, "x/sqrt(mean(x^2) + eps)",
+          [](const NormOptions& o) { return std::make_shared<RMSNormFreeImpl>(o); }};
+}
 }  // namespace normlab

@@ -21,5 +21,8 @@ class ScaleNormImpl : public NormImpl {
 };
 }  // namespace
 
-NormPtr make_scalenorm(const NormOptions& o) { return std::make_shared<ScaleNormImpl>(o); }
+NormType scalenorm_norm() {
+  return {"scalenorm", 1e-5, "weight*x/max(||x||, eps)",
+          [](const NormOptions& o) { return std::make_shared<ScaleNormImpl>(o); }};
+}
 }  // namespace normlab

@@ -115,7 +115,7 @@ void check_block_equation(const std::string& layout, const std::string& block_la
     return [&params, name](const torch::Tensor& v) { return params.contains(name) ? v * params[name] : v; };
   };
   EXPECT_EQ(params.contains("ls1"), m.layerscale > 0);
-  const double alpha = block_layout == "deepnorm" ? *m.deepnorm.alpha : 1.0;
+  const double alpha = block_layout == "deepnorm" ? m.keys.number("deepnorm.alpha") : 1.0;
   Ctx c{N, alpha, scale("resid_scale1"), scale("resid_scale2"), scale("ls1"), scale("ls2"), i};
   auto expect = equations().at(block_layout)(x, c);
   auto got = b->forward(x);
@@ -134,9 +134,9 @@ TEST(LayoutTest, EachBlockEqualsItsContractEquation) {
     for (int64_t i = 0; i < 2; ++i) check_block_equation(name, name, i, small(name));
   }
   auto nf = small("normformer");
-  nf.normformer.resid_scale = "all";
+  nf.keys.set("normformer.resid_scale", std::string("all"));
   check_block_equation("normformer(all)", "normformer", 1, nf);
-  nf.normformer.resid_scale = "ffn";
+  nf.keys.set("normformer.resid_scale", std::string("ffn"));
   check_block_equation("normformer(ffn)", "normformer", 1, nf);
 }
 
@@ -145,7 +145,7 @@ TEST(LayoutTest, LayerScaleMultipliesTheBranchTermInEveryLayout) {
     auto m = small(l.name);
     m.layerscale = 0.3;  // randomise() then makes ls1 != ls2 != const
     for (int64_t i = 0; i < 2; ++i) {
-      const std::string bl = l.name == "mix" ? (i < *m.mix.post_layers ? "post" : "pre") : l.name;
+      const std::string bl = l.name == "mix" ? (i < m.keys.integer("mix.post_layers") ? "post" : "pre") : l.name;
       check_block_equation(l.name + "(layerscale)", bl, i, m);
     }
   }
@@ -162,7 +162,7 @@ TEST(LayoutTest, LnsScalesByInverseSqrtOfDepthAndHybridStarMakesBlockZeroPre) {
   auto lns = small("lns", "rmsnorm", 6);
   for (int64_t i : {0, 3, 5}) check_block_equation("lns", "lns", i, lns);
   auto hy = small("hybrid");
-  hy.hybrid.first_block_pre = true;
+  hy.keys.set("hybrid.first_block_pre", true);
   Transformer t(hy);
   init_weights(t, InitConfig{});
   // block 0 is pre (norm1, norm2), the rest hybrid (norm2 only); q/k/v norms everywhere
@@ -179,9 +179,9 @@ TEST(LayoutTest, LnsScalesByInverseSqrtOfDepthAndHybridStarMakesBlockZeroPre) {
 
 TEST(LayoutTest, MixIsPostBelowPostLayersThenPre) {
   auto m = small("mix", "layernorm", 8);  // auto post_layers = floor(8/4) = 2
-  EXPECT_EQ(*m.mix.post_layers, 2);
+  EXPECT_EQ(m.keys.integer("mix.post_layers"), 2);
   for (int64_t i = 0; i < 8; ++i) check_block_equation("mix", i < 2 ? "post" : "pre", i, m);
-  m.mix.post_layers = 5;
+  m.keys.set("mix.post_layers", int64_t{5});
   for (int64_t i = 0; i < 8; ++i) check_block_equation("mix(5)", i < 5 ? "post" : "pre", i, m);
 }
 
@@ -227,11 +227,11 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
   EXPECT_EQ(block_names(small("normformer"), 0),
             with({"norm1", "norm1_out", "norm2"}, {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias"}));
   auto nf = small("normformer");
-  nf.normformer.resid_scale = "all";
+  nf.keys.set("normformer.resid_scale", std::string("all"));
   EXPECT_EQ(block_names(nf, 0), with({"norm1", "norm1_out", "norm2"},
                                      {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias",
                                       "resid_scale1", "resid_scale2"}));
-  nf.normformer.resid_scale = "ffn";
+  nf.keys.set("normformer.resid_scale", std::string("ffn"));
   EXPECT_EQ(block_names(nf, 0), with({"norm1", "norm1_out", "norm2"},
                                      {"attn.head_scale", "ffn.mid_norm.weight", "ffn.mid_norm.bias", "resid_scale2"}));
   EXPECT_EQ(block_names(small("subln"), 0),
@@ -239,12 +239,12 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
   EXPECT_EQ(block_names(small("lns"), 0), with({"norm1", "norm2"}));
   EXPECT_EQ(block_names(small("hybrid"), 0), with({"norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
   auto hs = small("hybrid");
-  hs.hybrid.first_block_pre = true;
+  hs.keys.set("hybrid.first_block_pre", true);
   EXPECT_EQ(block_names(hs, 0), with({"norm1", "norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
   EXPECT_EQ(block_names(hs, 1), with({"norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
   auto ls = small("post");
   ls.layerscale = 0.5;
-  ls.attn_gate = "elementwise";
+  ls.attn_gate = AttnGate::kElementwise;
   ls.v_norm = true;
   EXPECT_EQ(block_names(ls, 2), with({"norm1", "norm2", "attn.v_norm"}, {"ls1", "ls2", "attn.gate.weight"}));
   Transformer t(nf);
@@ -257,9 +257,9 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
   m.qk_norm = true;
   m.qk_norm_type = "layernorm";
   m.embed_norm = true;
-  m.ffn = "swiglu";
+  m.ffn = FfnKind::kSwiglu;
   m.tie_embeddings = false;
-  m.pos = "rope";
+  m.pos = Position::kRope;
   Transformer q(m);
   auto qp = q->named_parameters();
   EXPECT_EQ(qp["blocks.1.attn.q_norm.weight"].sizes(), (std::vector<int64_t>{8}));
@@ -273,10 +273,10 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
 TEST(DeepNormTest, ResidualScaleIsFourthRootOf2LAndBetaIsInverseFourthRootOf8L) {
   for (int64_t L : {1, 2, 6, 12, 100}) {
     auto m = small("deepnorm", "layernorm", L);
-    EXPECT_DOUBLE_EQ(*m.deepnorm.alpha, std::pow(2.0 * L, 0.25)) << L;
-    EXPECT_DOUBLE_EQ(*m.deepnorm.beta, std::pow(8.0 * L, -0.25)) << L;
+    EXPECT_DOUBLE_EQ(m.keys.number("deepnorm.alpha"), std::pow(2.0 * L, 0.25)) << L;
+    EXPECT_DOUBLE_EQ(m.keys.number("deepnorm.beta"), std::pow(8.0 * L, -0.25)) << L;
   }
-  EXPECT_NEAR(*small("deepnorm", "layernorm", 18).deepnorm.alpha, 2.449, 1e-3);  // (36)^(1/4)
+  EXPECT_NEAR(small("deepnorm", "layernorm", 18).keys.number("deepnorm.alpha"), 2.449, 1e-3);  // (36)^(1/4)
 }
 
 TEST(DeepNormTest, InitIsXavierNormalWithBetaOnValueOutputAndFfn) {
@@ -303,12 +303,12 @@ TEST(DeepNormTest, InitIsXavierNormalWithBetaOnValueOutputAndFfn) {
   near(p["blocks.2.attn.k_proj.weight"].std().item<double>(), xavier(256, 256, 1.0));
   near(p["tok_emb.weight"].std().item<double>(), 0.02);  // embeddings as default
   // beta = 1 turns the init half off: v/out/fc are plain xavier (gain 1).
-  m.deepnorm.beta = 1.0;
+  m.keys.set("deepnorm.beta", 1.0);
   Transformer t1(m);
   init_weights(t1, InitConfig{});
   near(t1->named_parameters()["blocks.0.attn.v_proj.weight"].std().item<double>(), xavier(256, 256, 1.0));
   // alpha = 1 turns the residual scale off: the block is post's equation.
-  m.deepnorm.alpha = 1.0;
+  m.keys.set("deepnorm.alpha", 1.0);
   m.d_model = 16;
   m.n_heads = 2;
   m.d_ff = 32;
@@ -322,12 +322,12 @@ TEST(SubLnTest, InitMultipliesBranchWeightsByGammaAndAutoIsSqrtLog2L) {
   m.d_ff = 1024;
   m.n_layers = 6;
   m.ctx = 8;
-  m.ffn = "swiglu";
-  m.attn_gate = "head";
+  m.ffn = FfnKind::kSwiglu;
+  m.attn_gate = AttnGate::kHead;
   m.layout = "subln";
   resolve_model_config(m);
   const double gamma = std::sqrt(std::log(12.0));
-  EXPECT_DOUBLE_EQ(*m.subln.gamma, gamma);
+  EXPECT_DOUBLE_EQ(m.keys.number("subln.gamma"), gamma);
   torch::manual_seed(0);
   Transformer t(m);
   init_weights(t, InitConfig{});
@@ -345,21 +345,61 @@ TEST(SubLnTest, InitMultipliesBranchWeightsByGammaAndAutoIsSqrtLog2L) {
   EXPECT_EQ(p["blocks.2.ffn.mid_norm.weight"].sizes(), (std::vector<int64_t>{1024}));
 }
 
-TEST(LayoutTest, KeysOfAnotherLayoutAreConfigErrors) {
-  for (auto [layout, key] : {std::pair<const char*, const char*>{"pre", "model.subln.gamma"},
-                             {"subln", "model.hybrid.first_block_pre"},
-                             {"hybrid", "model.normformer.resid_scale"}}) {
-    ModelConfig m = small(layout);
-    m.subln.gamma = std::string(key) == "model.subln.gamma" ? std::optional<double>(2.0) : std::nullopt;
-    m.hybrid.first_block_pre = std::string(key) == "model.hybrid.first_block_pre";
-    m.normformer.resid_scale = std::string(key) == "model.normformer.resid_scale" ? "all" : "none";
-    ConfigSource src;
-    Problems p(src);
-    check_model_config(m, p);
-    ASSERT_EQ(p.lines().size(), 1u) << layout;
-    EXPECT_TRUE(p.has(key)) << layout << ": " << p.lines()[0];
-    EXPECT_NE(p.lines()[0].find("applies to layout"), std::string::npos) << p.lines()[0];
+// A valid value other than the key's default, for every kind of owned key.
+KeyValue other_value(const KeySpec& k) {
+  switch (k.kind) {
+    case KeyKind::kNumber:
+      return std::holds_alternative<double>(k.default_value) ? std::get<double>(k.default_value) * 2 + 0.25 : 0.75;
+    case KeyKind::kInteger:
+      return int64_t{1};
+    case KeyKind::kBoolean:
+      return !std::get<bool>(k.default_value);
+    case KeyKind::kName:
+      return k.names.at(1);
   }
+  return {};
+}
+
+TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingTheOwner) {
+  int checked = 0;
+  for (const auto& o : key_owners()) {
+    for (const auto& k : o.keys) {
+      // Selected: the key's value is accepted. Not selected: one problem, naming key and owner.
+      for (bool selected : {true, false}) {
+        const std::string norm = o.kind == OwnerKind::kNorm && selected ? o.name
+                                 : o.name == "rmsnorm" ? "layernorm" : (o.kind == OwnerKind::kNorm ? "rmsnorm" : "layernorm");
+        const std::string layout = o.kind == OwnerKind::kLayout && selected ? o.name : (o.name == "pre" ? "post" : "pre");
+        ModelConfig m = small(layout, norm);
+        const std::string key = o.section + "." + k.name;
+        (o.kind == OwnerKind::kNorm ? m.norm.keys : m.keys).set(key, other_value(k));
+        ConfigSource src;
+        Problems p(src);
+        check_model_config(m, p);
+        if (selected) {
+          EXPECT_TRUE(p.empty()) << key << ": " << (p.empty() ? "" : p.lines()[0]);
+          continue;
+        }
+        ASSERT_EQ(p.lines().size(), 1u) << key;
+        EXPECT_TRUE(p.has("model." + key)) << p.lines()[0];
+        EXPECT_NE(p.lines()[0].find("belongs to " + std::string(o.kind == OwnerKind::kNorm ? "norm type " : "layout ") +
+                                    o.name),
+                  std::string::npos)
+            << p.lines()[0];
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 9);  // bias, dyt_alpha, derf_alpha, deepnorm x2, mix, normformer, subln, hybrid
+}
+
+TEST(OwnedKeysTest, DefaultValuesOfUnselectedEntriesAreNoProblem) {
+  ModelConfig m = small("pre");
+  m.keys.set("deepnorm.alpha", std::monostate{});
+  m.norm.keys.set("norm.dyt_alpha", 0.5);
+  ConfigSource src;
+  Problems p(src);
+  check_model_config(m, p);
+  EXPECT_TRUE(p.empty()) << p.lines()[0];
 }
 
 TEST(InitTest, XavierSchemeHasNoResidualScaling) {
@@ -370,7 +410,7 @@ TEST(InitTest, XavierSchemeHasNoResidualScaling) {
   torch::manual_seed(0);
   Transformer t(m);
   InitConfig init;
-  init.scheme = "xavier";
+  init.scheme = InitScheme::kXavier;
   init_weights(t, init);
   auto p = t->named_parameters();
   EXPECT_NEAR(p["blocks.1.attn.out_proj.weight"].std().item<double>(), std::sqrt(2.0 / 512), 0.002);
@@ -416,14 +456,14 @@ TEST(LayoutTest, NewAttentionOptionsStayCausal) {
     std::function<void(ModelConfig&)> set;
   };
   const std::vector<Opt> opts = {
-      {"pre", [](ModelConfig& m) { m.qk_norm = true; m.qk_norm_axis = "all"; }},
-      {"pre", [](ModelConfig& m) { m.qk_norm = true; m.pos = "rope"; m.qk_norm_position = "after_rope"; }},
+      {"pre", [](ModelConfig& m) { m.qk_norm = true; m.qk_norm_axis = QkNormAxis::kAll; }},
+      {"pre", [](ModelConfig& m) { m.qk_norm = true; m.pos = Position::kRope; m.qk_norm_position = QkNormPosition::kAfterRope; }},
       {"post", [](ModelConfig& m) { m.v_norm = true; m.qk_norm_type = "derf"; }},
-      {"pre", [](ModelConfig& m) { m.attn_gate = "head"; m.layerscale = 0.1; }},
-      {"deepnorm", [](ModelConfig& m) { m.attn_gate = "elementwise"; m.layerscale = 0.5; }},
-      {"subln", [](ModelConfig& m) { m.attn_gate = "elementwise"; m.ffn = "swiglu"; }},
-      {"hybrid", [](ModelConfig& m) { m.qk_norm_axis = "all"; m.pos = "rope"; m.qk_norm_position = "after_rope"; }},
-      {"hybrid", [](ModelConfig& m) { m.hybrid.first_block_pre = true; m.attn_gate = "head"; }},
+      {"pre", [](ModelConfig& m) { m.attn_gate = AttnGate::kHead; m.layerscale = 0.1; }},
+      {"deepnorm", [](ModelConfig& m) { m.attn_gate = AttnGate::kElementwise; m.layerscale = 0.5; }},
+      {"subln", [](ModelConfig& m) { m.attn_gate = AttnGate::kElementwise; m.ffn = FfnKind::kSwiglu; }},
+      {"hybrid", [](ModelConfig& m) { m.qk_norm_axis = QkNormAxis::kAll; m.pos = Position::kRope; m.qk_norm_position = QkNormPosition::kAfterRope; }},
+      {"hybrid", [](ModelConfig& m) { m.keys.set("hybrid.first_block_pre", true); m.attn_gate = AttnGate::kHead; }},
       {"lns", [](ModelConfig& m) { m.norm.type = "derf"; m.layerscale = 0.2; }},
   };
   int n = 0;

@@ -40,7 +40,7 @@ struct Subject {
     NormOptions o;
     o.size = n;
     layer = norm.rfind("layernorm", 0) == 0;
-    o.bias = norm != "layernorm_nobias";
+    o.keys.set("norm.bias", norm != "layernorm_nobias");
     one_plus = norm == "rmsnorm_1p";
     o.eps = eps = layer ? 1e-5 : 1e-6;
     if (layer) {

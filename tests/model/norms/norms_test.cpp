@@ -41,9 +41,9 @@ NormPtr make(const std::string& type, int64_t n, std::optional<double> eps = std
   NormOptions o;
   o.size = n;
   o.eps = eps ? *eps : (has_eps(type) ? find_norm(type)->default_eps : 1e-5);
-  o.bias = bias;
-  o.dyt_alpha = dyt_alpha;
-  o.derf_alpha = dyt_alpha + 0.11;  // distinct, so a swapped option shows
+  o.keys.set("norm.bias", bias);
+  o.keys.set("norm.dyt_alpha", dyt_alpha);
+  o.keys.set("norm.derf_alpha", dyt_alpha + 0.11);  // distinct, so a swapped option shows
   return make_norm(type, o);
 }
 
@@ -68,7 +68,7 @@ double at(const Tensors& p, const std::string& name, int64_t j) {
   return p.at(name).data_ptr<double>()[j];
 }
 
-// ---- The formulas of MODEL.md section 1, written independently: loops over a (rows, n) double
+// ---- The formulas of src/model/README.md ("Norms"), written independently: loops over a (rows, n) double
 // matrix. Training-mode behaviour (batchnorm: batch statistics).
 using Formula = std::function<void(const double* x, double* y, int64_t rows, int64_t n,
                                    const Tensors& p, double eps)>;
@@ -104,6 +104,14 @@ const std::map<std::string, Formula>& formulas() {
            for (int64_t j = 0; j < n; ++j) {
              y[i * n + j] = x[i * n + j] / std::sqrt(ms + eps) * (1.0 + at(p, "weight", j));
            }
+         }
+       }},
+      {"ssnorm",  // one scalar gain: weight[0] multiplies every channel
+       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
+         for (int64_t i = 0; i < rows; ++i) {
+           double ms = 0;
+           for (int64_t j = 0; j < n; ++j) ms += x[i * n + j] * x[i * n + j] / n;
+           for (int64_t j = 0; j < n; ++j) y[i * n + j] = at(p, "weight", 0) * x[i * n + j] / std::sqrt(ms + eps);
          }
        }},
       {"scalenorm",
@@ -330,6 +338,7 @@ const std::map<std::string, NormContract>& contract() {
       {"dyt", {kNaN, {{"alpha", {{1}, kAlpha}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}}, {}}},
       {"none", {kNaN, {}, {}}},
       {"rmsnorm_free", {1e-6, {}, {}}},
+      {"ssnorm", {1e-6, {{"weight", {{1}, 1}}}, {}}},
       {"derf",
        {kNaN,
         {{"alpha", {{1}, kAlpha + 0.11}}, {"shift", {{1}, 0}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}},
@@ -423,7 +432,7 @@ TEST_P(ScaleInvariantNormTest, UnchangedByPositiveScalingOfTheInput) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ScaleInvariant, ScaleInvariantNormTest,
-                         ::testing::Values("rmsnorm", "rmsnorm_1p", "scalenorm", "rmsnorm_free"), param_name);
+                         ::testing::Values("rmsnorm", "rmsnorm_1p", "scalenorm", "rmsnorm_free", "ssnorm"), param_name);
 
 TEST(DyTTest, IsNotScaleInvariantAndSaturatesToWeightTimesSignPlusBias) {
   torch::manual_seed(9);

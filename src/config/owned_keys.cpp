@@ -1,0 +1,119 @@
+#include "config/owned_keys.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "config/config.h"
+
+namespace normlab {
+
+std::vector<const KeyOwner*> owners_of_section(const std::string& section) {
+  std::vector<const KeyOwner*> out;
+  for (const auto& o : key_owners()) {
+    if (o.section == section && !o.keys.empty()) out.push_back(&o);
+  }
+  return out;
+}
+
+std::vector<std::string> layout_key_sections() {
+  std::vector<std::string> out;
+  for (const auto& o : key_owners()) {
+    if (o.kind == OwnerKind::kLayout && !o.keys.empty() &&
+        std::find(out.begin(), out.end(), o.section) == out.end()) {
+      out.push_back(o.section);
+    }
+  }
+  return out;
+}
+
+bool owner_selected(const KeyOwner& owner, const ModelConfig& m) {
+  if (owner.kind == OwnerKind::kLayout) return m.layout == owner.name;
+  return m.norm.type == owner.name || m.qk_norm_type.value_or(m.norm.type) == owner.name;
+}
+
+OwnedValues::OwnedValues(OwnerKind kind) {
+  for (const auto& o : key_owners()) {
+    if (o.kind != kind) continue;
+    for (const auto& k : o.keys) values_[o.section + "." + k.name] = k.default_value;
+  }
+}
+
+const KeyValue& OwnedValues::get(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) throw std::logic_error("owned config key " + key + " is not declared by any entry");
+  return it->second;
+}
+
+namespace {
+template <class T>
+const T& typed(const KeyValue& v, const std::string& key, const char* what) {
+  if (const T* p = std::get_if<T>(&v)) return *p;
+  throw std::logic_error(fmt::format("owned config key {} read as {} but holds {}", key, what,
+                                     std::holds_alternative<std::monostate>(v) ? "auto (not resolved)"
+                                                                                : key_value_text(v)));
+}
+}  // namespace
+
+double OwnedValues::number(const std::string& key) const { return typed<double>(get(key), key, "a number"); }
+int64_t OwnedValues::integer(const std::string& key) const { return typed<int64_t>(get(key), key, "an integer"); }
+bool OwnedValues::boolean(const std::string& key) const { return typed<bool>(get(key), key, "a boolean"); }
+const std::string& OwnedValues::name(const std::string& key) const {
+  return typed<std::string>(get(key), key, "a name");
+}
+bool OwnedValues::is_auto(const std::string& key) const { return std::holds_alternative<std::monostate>(get(key)); }
+std::optional<double> OwnedValues::maybe_number(const std::string& key) const {
+  return is_auto(key) ? std::nullopt : std::optional<double>(number(key));
+}
+std::optional<int64_t> OwnedValues::maybe_integer(const std::string& key) const {
+  return is_auto(key) ? std::nullopt : std::optional<int64_t>(integer(key));
+}
+void OwnedValues::set(const std::string& key, KeyValue v) {
+  get(key);  // declared?
+  values_[key] = std::move(v);
+}
+
+std::string key_value_text(const KeyValue& v) {
+  if (std::holds_alternative<std::monostate>(v)) return "auto";
+  if (const double* d = std::get_if<double>(&v)) return fmt::format("{}", *d);
+  if (const int64_t* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const bool* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  return std::get<std::string>(v);
+}
+
+void check_owned_keys(const ModelConfig& m,
+                      const std::function<void(const std::string& key, const std::string& message)>& add) {
+  for (const auto& o : key_owners()) {
+    const OwnedValues& values = o.kind == OwnerKind::kNorm ? m.norm.keys : m.keys;
+    const bool selected = owner_selected(o, m);
+    for (const auto& k : o.keys) {
+      const std::string key = o.section + "." + k.name;
+      const KeyValue& v = values.get(key);
+      if (!selected && !(v == k.default_value)) {
+        add("model." + key,
+            o.kind == OwnerKind::kLayout
+                ? fmt::format("belongs to layout {} (model.layout is {}); it would do nothing here", o.name, m.layout)
+                : fmt::format("belongs to norm type {} (model.norm.type is {}{}); it would do nothing here", o.name,
+                              m.norm.type,
+                              m.qk_norm_type && *m.qk_norm_type != m.norm.type ? ", qk_norm_type " + *m.qk_norm_type
+                                                                                : std::string()));
+        continue;
+      }
+      if (k.kind == KeyKind::kName && std::holds_alternative<std::string>(v) &&
+          std::find(k.names.begin(), k.names.end(), std::get<std::string>(v)) == k.names.end()) {
+        std::string list;
+        for (const auto& n : k.names) list += (list.empty() ? "" : ", ") + n;
+        add("model." + key, fmt::format("'{}' is not one of: {}", std::get<std::string>(v), list));
+        continue;
+      }
+      if (k.check && !std::holds_alternative<std::monostate>(v)) {
+        if (const std::string why = k.check(v, m); !why.empty()) {
+          add("model." + key, fmt::format("{} {}", key_value_text(v), why));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace normlab

@@ -1,0 +1,19 @@
+// The owners of config keys (config/owned_keys.h), read from the norm and layout registries: the
+// one place where the config layer learns which entries exist and what keys they declare.
+#include "config/owned_keys.h"
+#include "model/layouts/layout.h"
+#include "model/norms/norm.h"
+
+namespace normlab {
+
+const std::vector<KeyOwner>& key_owners() {
+  static const std::vector<KeyOwner> owners = [] {
+    std::vector<KeyOwner> out;
+    for (const auto& n : norm_registry()) out.push_back({OwnerKind::kNorm, n.name, "norm", n.keys});
+    for (const auto& l : layout_registry()) out.push_back({OwnerKind::kLayout, l.name, l.name, l.keys});
+    return out;
+  }();
+  return owners;
+}
+
+}  // namespace normlab
