@@ -2,6 +2,14 @@
 
 namespace normlab {
 
+const std::vector<double>& Diagnostics::layer(const std::string& name) const {
+  static const std::vector<double> none;
+  for (const auto& [n, v] : layers) {
+    if (n == name) return v;
+  }
+  return none;
+}
+
 void UpdateProbe::before(const std::vector<torch::Tensor>& params) {
   torch::NoGradGuard ng;
   before_.resize(params.size());

@@ -1,5 +1,6 @@
-// The diagnostics of one update (MODEL.md section 9) beyond gradient norms: parameter norm,
-// per-block update ratio, residual-stream RMS, attention entropy and max logit, output logit
+// The diagnostics of one update (src/metrics/README.md) beyond gradient norms: parameter norm,
+// the per-layer series (update ratio, then every series the model's forward captured: residual-
+// stream RMS, max, kurtosis, block cosine, attention entropy, max logit and sink), output logit
 // max and mean logsumexp. Everything is gathered as device tensors and moved to the host in one
 // transfer per step (Flat), so a logging step costs one sync.
 #pragma once
@@ -15,8 +16,11 @@ namespace normlab {
 
 struct Diagnostics {
   double param_norm = 0;
-  std::vector<double> update_ratio, act_rms, attn_entropy, attn_logit_max, act_max, block_cos, attn_sink;
+  // layers.<name> of the train record, in order: update_ratio first, then the model's series.
+  std::vector<std::pair<std::string, std::vector<double>>> layers;
   double logit_max = 0, lse_mean = 0;
+  // The series `name` (empty if absent).
+  const std::vector<double>& layer(const std::string& name) const;
 };
 
 class UpdateProbe {

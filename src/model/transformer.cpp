@@ -50,6 +50,34 @@ void check_model_config(const ModelConfig& m, Problems& p) {
   }
 }
 
+void LayerSeries::add(const std::string& name, torch::Tensor value) {
+  for (auto& [n, v] : series_) {
+    if (n == name) {
+      v.push_back(std::move(value));
+      return;
+    }
+  }
+  series_.push_back({name, {std::move(value)}});
+}
+
+const std::vector<torch::Tensor>& LayerSeries::get(const std::string& name) const {
+  static const std::vector<torch::Tensor> none;
+  for (const auto& [n, v] : series_) {
+    if (n == name) return v;
+  }
+  return none;
+}
+
+void add_stream_stats(LayerSeries& s, const torch::Tensor& x) {
+  torch::NoGradGuard ng;
+  auto f = x.detach().to(torch::kFloat);
+  auto sq = f.pow(2);
+  auto m2 = sq.mean();
+  s.add("act_rms", m2.sqrt());
+  s.add("act_max", f.abs().max());
+  s.add("act_kurtosis", sq.pow(2).mean() / m2.pow(2));
+}
+
 namespace {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -145,32 +173,27 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   auto x = tok_emb(tokens);  // (B, T, d)
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
   if (embed_norm) x = embed_norm->forward(x);
-  if (capture_) stats_ = ForwardStats{};
-  auto stream = [&](const torch::Tensor& t) {
-    auto f = t.detach().to(torch::kFloat);
-    stats_.act_rms.push_back(f.pow(2).mean().sqrt());
-    stats_.act_max.push_back(f.abs().max());
-  };
+  if (capture_) stats_.clear();
   for (auto& b : blocks_) {
     if (!capture_) {
       x = b->forward(x);
       continue;
     }
-    stream(x);
+    add_stream_stats(stats_, x);
     auto x_in = x;
     x = b->forward(x);
     {
       torch::NoGradGuard ng;
       auto a = x_in.detach().to(torch::kFloat), o = x.detach().to(torch::kFloat);
       auto cos = (a * o).sum(-1) / (a.norm(2, -1) * o.norm(2, -1)).clamp_min(1e-30);
-      stats_.block_cos.push_back(cos.mean());
+      stats_.add("block_cos", cos.mean());
     }
     const auto& as = b->attention()->stats();
-    stats_.attn_entropy.push_back(as.entropy);
-    stats_.attn_logit_max.push_back(as.logit_max);
-    stats_.attn_sink.push_back(as.sink);
+    stats_.add("attn_entropy", as.entropy);
+    stats_.add("attn_logit_max", as.logit_max);
+    stats_.add("attn_sink", as.sink);
   }
-  if (capture_) stream(x);
+  if (capture_) add_stream_stats(stats_, x);
   if (final_norm) x = final_norm->forward(x);
   return x;
 }

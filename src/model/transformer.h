@@ -9,15 +9,26 @@
 
 namespace normlab {
 
-// What the diagnostics read from one forward when capture is on (all detached scalars).
-struct ForwardStats {
-  std::vector<torch::Tensor> act_rms;         // L + 1: entering each block, after the last
-  std::vector<torch::Tensor> attn_entropy;    // L
-  std::vector<torch::Tensor> attn_logit_max;  // L
-  std::vector<torch::Tensor> act_max;         // L + 1: max |x| where act_rms is taken
-  std::vector<torch::Tensor> block_cos;       // L: mean over positions of cos(x_in, x_out)
-  std::vector<torch::Tensor> attn_sink;       // L: mean attention probability on position 0
+// What the diagnostics read from one forward when capture is on: named per-layer series of
+// detached scalars, in the order they were first added. Each becomes `layers.<name>` in the train
+// records (src/metrics/README.md defines them); report and plots show whatever is there. A new
+// statistic is one `add` where it is computed (and its definition and test).
+class LayerSeries {
+ public:
+  // Appends value (a 0-dim tensor) to the series `name`.
+  void add(const std::string& name, torch::Tensor value);
+  const std::vector<std::pair<std::string, std::vector<torch::Tensor>>>& all() const { return series_; }
+  // The series `name` (empty if nothing was added under it).
+  const std::vector<torch::Tensor>& get(const std::string& name) const;
+  void clear() { series_.clear(); }
+
+ private:
+  std::vector<std::pair<std::string, std::vector<torch::Tensor>>> series_;
 };
+
+// Statistics of the residual stream x at one position (the act_* series): RMS, max |x| and the
+// kurtosis about zero mean(x^4) / mean(x^2)^2 (3 for a Gaussian), over every element, in fp32.
+void add_stream_stats(LayerSeries& s, const torch::Tensor& x);
 
 class TransformerImpl : public torch::nn::Module {
  public:
@@ -33,7 +44,7 @@ class TransformerImpl : public torch::nn::Module {
   void set_capture(bool on);
   // QK-Clip: every block's attention keeps each head's max logit over the next forwards.
   void set_track_head_max(bool on);
-  const ForwardStats& stats() const { return stats_; }
+  const LayerSeries& stats() const { return stats_; }
 
   const ModelConfig& config() const { return m_; }
   int64_t n_blocks() const { return static_cast<int64_t>(blocks_.size()); }
@@ -48,7 +59,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::ModuleList block_list_;
   std::vector<Block> blocks_;
   bool capture_ = false;
-  ForwardStats stats_;
+  LayerSeries stats_;
 };
 TORCH_MODULE(Transformer);
 

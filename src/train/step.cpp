@@ -245,7 +245,7 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
 }
 
 Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
-  const ForwardStats& st = t_.model->stats();
+  const LayerSeries& st = t_.model->stats();
   const int64_t L = cfg_.model.n_layers;
   Flat f;
   torch::Tensor w2;
@@ -256,19 +256,14 @@ Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
     w2 = torch::stack(sq).sum();
   }
   const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe_.update_ratio(t_.params, *t_.grad_stats, L)),
-               k_rms = f.add(st.act_rms), k_ent = f.add(st.attn_entropy), k_lmax = f.add(st.attn_logit_max),
-               k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean), k_amax = f.add(st.act_max),
-               k_cos = f.add(st.block_cos), k_sink = f.add(st.attn_sink);
-  f.fetch();
+               k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean);
+  std::vector<size_t> k_series;
+  for (const auto& [name, values] : st.all()) k_series.push_back(f.add(values));
+  f.fetch();  // one host read for every statistic
   Diagnostics d;
   d.param_norm = f.scalar(k_pn);
-  d.update_ratio = f.get(k_ur);
-  d.act_rms = f.get(k_rms);
-  d.attn_entropy = f.get(k_ent);
-  d.attn_logit_max = f.get(k_lmax);
-  d.act_max = f.get(k_amax);
-  d.block_cos = f.get(k_cos);
-  d.attn_sink = f.get(k_sink);
+  d.layers.emplace_back("update_ratio", f.get(k_ur));
+  for (size_t i = 0; i < k_series.size(); ++i) d.layers.emplace_back(st.all()[i].first, f.get(k_series[i]));
   d.logit_max = f.scalar(k_max);
   d.lse_mean = f.scalar(k_lse);
   return d;

@@ -444,9 +444,7 @@ class Run {
         .add("grad_norm_norms", g.norms);
     const std::optional<Diagnostics>& d = o.diag;
     if (d) {
-      layers.add("update_ratio", d->update_ratio).add("act_rms", d->act_rms)
-          .add("attn_entropy", d->attn_entropy).add("attn_logit_max", d->attn_logit_max)
-          .add("block_cos", d->block_cos).add("act_max", d->act_max).add("attn_sink", d->attn_sink);
+      for (const auto& [name, values] : d->layers) layers.add(name, values);
     }
     rec.add("tokens", state_.tokens).add("tok_per_s", tok_s);
     if (d) rec.add("param_norm", d->param_norm);

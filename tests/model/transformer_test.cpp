@@ -105,5 +105,69 @@ TEST(TransformerTest, DefaultInitStdsFollowTheContract) {
   EXPECT_TRUE(torch::equal(p["blocks.5.ffn.fc1.weight"], t2->named_parameters()["blocks.5.ffn.fc1.weight"]));
 }
 
+
+// ---- Named per-layer series (src/metrics/README.md): the stream statistics by their formulas.
+
+double only(const LayerSeries& s, const std::string& name) { return s.get(name).at(0).item<double>(); }
+
+TEST(LayerSeriesTest, StreamKurtosisIsMeanFourthPowerOverSquaredMeanSquare) {
+  LayerSeries s;
+  add_stream_stats(s, torch::tensor({1.0, -1.0, 1.0, -1.0}));  // m2 = 1, m4 = 1
+  add_stream_stats(s, torch::tensor({0.0, 0.0, 0.0, 2.0}));    // m2 = 1, m4 = 4: one outlier
+  ASSERT_EQ(s.get("act_kurtosis").size(), 2u);
+  EXPECT_DOUBLE_EQ(s.get("act_kurtosis")[0].item<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(s.get("act_kurtosis")[1].item<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(s.get("act_rms")[1].item<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(s.get("act_max")[1].item<double>(), 2.0);
+  // Kurtosis about zero is scale invariant and 3 for a Gaussian (standard error sqrt(96/n) here).
+  torch::manual_seed(5);
+  auto g = torch::randn({1 << 20});
+  LayerSeries gs, gs7;
+  add_stream_stats(gs, g);
+  add_stream_stats(gs7, 7.0 * g);
+  EXPECT_NEAR(only(gs, "act_kurtosis"), 3.0, 0.05);
+  EXPECT_NEAR(only(gs7, "act_kurtosis"), only(gs, "act_kurtosis"), 1e-4);
+}
+
+TEST(LayerSeriesTest, SeriesKeepTheOrderTheyWereFirstAddedIn) {
+  LayerSeries s;
+  s.add("b", torch::tensor(1.0));
+  s.add("a", torch::tensor(2.0));
+  s.add("b", torch::tensor(3.0));
+  ASSERT_EQ(s.all().size(), 2u);
+  EXPECT_EQ(s.all()[0].first, "b");
+  EXPECT_EQ(s.get("b").size(), 2u);
+  EXPECT_TRUE(s.get("missing").empty());
+}
+
+TEST(LayerSeriesTest, CapturedStreamStatisticsMatchTheStreamRecomputedBlockByBlock) {
+  for (const char* layout : {"pre", "post", "sandwich"}) {
+    torch::manual_seed(11);
+    Transformer t(small(layout));
+    init_weights(t, InitConfig{});
+    {
+      // Spread the weights so the stream is far from Gaussian-like init noise.
+      torch::NoGradGuard ng;
+      for (auto& p : t->parameters()) p.add_(torch::randn_like(p) * 0.2);
+    }
+    auto tokens = torch::randint(0, 256, {3, 16}, torch::kLong);
+    t->set_capture(true);
+    torch::NoGradGuard ng;
+    t->hidden(tokens);
+    const LayerSeries& s = t->stats();
+    const int64_t L = t->n_blocks();
+    ASSERT_EQ(s.get("act_kurtosis").size(), static_cast<size_t>(L + 1)) << layout;
+    auto x = t->tok_emb(tokens) + t->pos_emb->weight.narrow(0, 0, 16);
+    for (int64_t j = 0; j <= L; ++j) {
+      auto xd = x.to(torch::kDouble);
+      const double m2 = xd.pow(2).mean().item<double>(), m4 = xd.pow(4).mean().item<double>();
+      EXPECT_NEAR(s.get("act_kurtosis")[j].item<double>(), m4 / (m2 * m2), 1e-5 * m4 / (m2 * m2)) << layout << j;
+      EXPECT_NEAR(s.get("act_rms")[j].item<double>(), std::sqrt(m2), 1e-5 * std::sqrt(m2)) << layout << j;
+      EXPECT_NEAR(s.get("act_max")[j].item<double>(), xd.abs().max().item<double>(), 1e-6) << layout << j;
+      if (j < L) x = t->block(j)->forward(x);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace normlab

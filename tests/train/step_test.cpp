@@ -100,12 +100,14 @@ TEST(TrainStepTest, DiagnosticsStepsTrainAlikeAndCarryEveryStatistic) {
       ASSERT_EQ(o.diag.has_value(), diag);
       if (!diag || s < 3) continue;
       const Diagnostics& d = *o.diag;
-      EXPECT_EQ(d.update_ratio.size(), static_cast<size_t>(L));
-      EXPECT_EQ(d.act_rms.size(), static_cast<size_t>(L + 1));
-      EXPECT_EQ(d.act_max.size(), static_cast<size_t>(L + 1));
-      for (const auto* v : {&d.attn_entropy, &d.attn_logit_max, &d.block_cos, &d.attn_sink}) {
-        EXPECT_EQ(v->size(), static_cast<size_t>(L));
+      EXPECT_EQ(d.layer("update_ratio").size(), static_cast<size_t>(L));
+      for (const char* name : {"act_rms", "act_max", "act_kurtosis"}) {
+        EXPECT_EQ(d.layer(name).size(), static_cast<size_t>(L + 1)) << name;
       }
+      for (const char* name : {"attn_entropy", "attn_logit_max", "block_cos", "attn_sink"}) {
+        EXPECT_EQ(d.layer(name).size(), static_cast<size_t>(L)) << name;
+      }
+      EXPECT_EQ(d.layers.size(), 8u);
       double w2 = 0;
       for (auto& p : t.params) w2 += p.detach().to(torch::kDouble).pow(2).sum().item<double>();
       EXPECT_NEAR(d.param_norm, std::sqrt(w2), 1e-5 * std::sqrt(w2));
@@ -116,8 +118,8 @@ TEST(TrainStepTest, DiagnosticsStepsTrainAlikeAndCarryEveryStatistic) {
         dw2 += (t.params[i].detach() - before[i]).to(torch::kDouble).pow(2).sum().item<double>();
         b2 += before[i].to(torch::kDouble).pow(2).sum().item<double>();
       }
-      EXPECT_NEAR(d.update_ratio[0], std::sqrt(dw2 / b2), 1e-4 * std::sqrt(dw2 / b2));
-      EXPECT_GT(d.update_ratio[0], 0);
+      EXPECT_NEAR(d.layer("update_ratio")[0], std::sqrt(dw2 / b2), 1e-4 * std::sqrt(dw2 / b2));
+      EXPECT_GT(d.layer("update_ratio")[0], 0);
     }
   }
   for (size_t s = 0; s < losses[0].size(); ++s) EXPECT_NEAR(losses[1][s], losses[0][s], 1e-5 * losses[0][s]);
