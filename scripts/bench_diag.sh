@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of full diagnostics (MODEL.md section 9; `diag.every: 1`): `normlab bench` of a config
+# The cost of full diagnostics (src/metrics/README.md; `diag.every: 1`): `normlab bench` of a config
 # with plain steps against the same with every step a full-diagnostics step (`bench --diag`:
 # statistics captured in the forward, output-logit statistics, update ratio, the second host
 # read). Interleaved rounds, so a slow spell of a shared machine hits both; prints each round's

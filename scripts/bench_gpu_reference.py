@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The "nanoGPT GPU recipe" reference for `normlab bench` on CUDA: what a PyTorch user would run
 instead of NormLab on a GPU. The model, init, data offsets and lr schedule are bench_reference.py's
-(imported from it, not copied: the same numbers as NormLab, MODEL.md sections 1-4, 6, 7); on top of
+(imported from it, not copied: the same numbers as NormLab, src/model/README.md, data/README.md and src/train/README.md); on top of
 them the usual GPU speed settings:
 
   * bf16 autocast (`torch.autocast(device, dtype=torch.bfloat16)`) around forward + loss

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch (Python) reference for `normlab bench`: the same model, init, data and optimizer as
-NormLab (docs: MODEL.md sections 1-4, 6, 7), written idiomatically for PyTorch 1.13 on the CPU,
+NormLab (docs: src/model/README.md, data/README.md and src/train/README.md), written idiomatically for PyTorch 1.13 on the CPU,
 timed the same way. It is the baseline of the performance issue: NormLab must beat it.
 
     scripts/bench_reference.py -c CONFIG [--steps N] [--warmup W] [--threads T|best] [--json]
@@ -35,7 +35,7 @@ OpenBLAS is the OpenMP build (LD_LIBRARY_PATH=/usr/lib/<multiarch>/openblas-open
 Mirrored from NormLab so that both train the same numbers (step 0 loss agrees to float precision):
 the init stream (torch.manual_seed(seed), modules built in NormLab's registration order, then
 re-initialised in named_parameters() order), the data offsets (NormLab's splitmix64 stream of
-MODEL.md section 6), the lr schedule (section 7), clipping coefficient min(1, clip/(norm+1e-6)).
+data/README.md), the lr schedule (section 7), clipping coefficient min(1, clip/(norm+1e-6)).
 """
 
 import argparse
@@ -312,7 +312,7 @@ class Cfg:
 
 
 def lr_at(c, s, total):
-    """MODEL.md section 7; the same arithmetic as NormLab's lr_at."""
+    """src/train/README.md; the same arithmetic as NormLab's lr_at."""
     import math
     if s < c.warmup:
         return c.lr * (s + 1) / c.warmup
@@ -326,7 +326,7 @@ def lr_at(c, s, total):
 
 
 # ----------------------------------------------------------------------------------------------
-# data (MODEL.md section 6, NormLab's offset stream)
+# data (data/README.md, NormLab's offset stream)
 # ----------------------------------------------------------------------------------------------
 
 _M64 = (1 << 64) - 1
@@ -380,7 +380,7 @@ class Batches:
 
 
 # ----------------------------------------------------------------------------------------------
-# model (MODEL.md sections 1-4); module registration order = NormLab's (fixes the init stream)
+# model (src/model/README.md); module registration order = NormLab's (fixes the init stream)
 # ----------------------------------------------------------------------------------------------
 
 def build_model(c):
@@ -526,7 +526,7 @@ def build_model(c):
 
 
 def init_weights(model, c):
-    """MODEL.md section 4, in named_parameters() order (as NormLab's init_weights)."""
+    """src/model/README.md, in named_parameters() order (as NormLab's init_weights)."""
     import math
     import torch
     with torch.no_grad():
@@ -571,7 +571,7 @@ class Trainer:
         self.params = [p for p in self.model.parameters()]
         decay = [p for p in self.params if p.dim() >= 2]
         no_decay = [p for p in self.params if p.dim() < 2]
-        # Update rule identical to MODEL.md section 7 / NormLab's AdamW. foreach=False (1.13's
+        # Update rule identical to src/train/README.md / NormLab's AdamW. foreach=False (1.13's
         # default, per-tensor in-place ops): on the CPU 1.13's multi-tensor path measured slower
         # (tiny: 7.6 ms vs 5.0 ms per step); 1.13 has no fused AdamW.
         self.opt = torch.optim.AdamW(

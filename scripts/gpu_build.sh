@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds NormLab on a GPU machine that has PyTorch in python3 but no package manager and no network
-# (../shared/GPU.md; the lent H100 machine). Debian 12's packages of NormLab's other dependencies,
+# (scripts/README.md, "gpu_build.sh"; an H100 machine). Debian 12's packages of NormLab's other dependencies,
 # downloaded beforehand on a Debian machine with
 #   mkdir -p .debs && (cd .debs && apt-get download libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev \
 #     libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libgtest-dev libgmock-dev googletest libgloo-dev)

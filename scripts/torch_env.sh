@@ -7,7 +7,7 @@
 #                                    libtorch zip unpacked, or site-packages/torch of an existing
 #                                    PyTorch install)                           build dir: build-libtorch/
 # NORMLAB_BUILD_DIR overrides the build dir. Needs ROOT (the repository) set by the caller.
-NORMLAB_TORCH_PIP_VERSION=2.11.0   # the GPU machine's PyTorch (../shared/GPU.md); CUDA 13.0 wheel
+NORMLAB_TORCH_PIP_VERSION=2.11.0   # the GPU machine's PyTorch (scripts/README.md); CUDA 13.0 wheel
 NORMLAB_TORCH_PIP_PREFIX="${NORMLAB_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/normlab}/torch-$NORMLAB_TORCH_PIP_VERSION"
 
 case "${NORMLAB_TORCH:-debian}" in

@@ -44,7 +44,7 @@ bool took_fast_path(const NormPtr& m) {
 
 // The functional candidates take parameters of the input's dtype, as a model of that dtype calls
 // LibTorch's ops (CUDA's fused rms_norm wants them equal); the registry modules keep their fp32
-// parameters and upcast the input themselves (MODEL.md section 7).
+// parameters and upcast the input themselves (src/train/README.md).
 std::vector<Candidate> candidates(int64_t width, const torch::Device& device, torch::ScalarType dtype) {
   std::vector<Candidate> out;
   const auto popts = torch::TensorOptions().device(device).dtype(dtype);

@@ -1,4 +1,4 @@
-// normlab: the command line (MODEL.md section 10). CLI11 wiring only: every command is a call
+// normlab: the command line (src/cli/README.md). CLI11 wiring only: every command is a call
 // into train/, with errors mapped to exit codes here (2 usage/config/input, 1 runtime failure).
 #include <malloc.h>
 #include <unistd.h>
@@ -31,6 +31,7 @@
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/inference.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -38,8 +39,6 @@ namespace normlab {
 namespace {
 
 std::atomic<bool> g_stop{false};
-
-constexpr int64_t kMaxNewTokens = 1000000;  // sample --max-new: hours on a CPU, far beyond any use
 
 extern "C" void on_sigint(int) {
   g_stop.store(true);
@@ -53,216 +52,29 @@ extern "C" void on_sigterm(int) {
   std::signal(SIGTERM, SIG_DFL);
 }
 
-// A model from a run directory's checkpoint, in eval mode, with its config.
-struct LoadedModel {
-  Config config;
-  Transformer model{nullptr};
-  std::string checkpoint;
-};
+// Each subcommand is a struct holding its flags, an `add` that declares them and a `run` that
+// calls into the library; run_cli only registers them and dispatches.
 
-// Checkpoints hold CPU float32 tensors; the model is moved to `device` after loading, so a
-// checkpoint written on a GPU evaluates on a CPU and the other way round.
-LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, const torch::Device& device) {
-  LoadedModel lm;
-  lm.checkpoint = find_checkpoint(run, step);
-  lm.config = check_and_resolve(parse_config_text(checkpoint_config(lm.checkpoint),
-                                                  lm.checkpoint + "/model.safetensors"),
-                                /*check_data_files=*/false);
-  lm.model = Transformer(lm.config.model);
-  load_model_weights(lm.checkpoint, lm.model);
-  lm.model->to(device);
-  lm.model->eval();
-  return lm;
-}
-
-int cmd_eval(const std::string& run, std::optional<int64_t> step, std::string data, const std::string& device_name) {
-  const torch::Device device = resolve_device(device_name, "--device");
-  auto lm = load_run_model(run, step, device);
-  if (data.empty()) data = lm.config.data.val;
-  Corpus corpus = Corpus::load(data);
-  if (corpus.max_token() >= lm.config.model.vocab_size) {
-    throw UsageError(fmt::format("{}: holds token {} >= the model's vocab_size {}", data,
-                                 corpus.max_token(), lm.config.model.vocab_size));
-  }
-  auto r = evaluate(lm.model, corpus, lm.config.eval.max_windows, device);
-  std::cout << JsonObject().add("loss", r.loss).add("windows", r.windows).add("tokens", r.tokens).str()
-            << std::endl;
-  return 0;
-}
-
-int cmd_sample(const std::string& run, std::optional<int64_t> step, const std::string& prompt,
-               int64_t max_new, double temperature, int64_t top_k, uint64_t seed, const std::string& device_name) {
-  if (!std::isfinite(temperature) || temperature < 0) {
-    throw UsageError(fmt::format("--temperature: expected a finite number >= 0, got {}", temperature));
-  }
-  if (top_k < 0) throw UsageError("--top-k must be >= 0");
-  if (max_new > kMaxNewTokens) {
-    throw UsageError(fmt::format("--max-new: at most {} tokens, got {}", kMaxNewTokens, max_new));
-  }
-  const torch::Device device = resolve_device(device_name, "--device");
-  auto lm = load_run_model(run, step, device);
-  const int64_t V = lm.config.model.vocab_size, ctx = lm.config.model.ctx;
-  std::vector<int64_t> tokens;
-  for (unsigned char c : prompt) {
-    if (c >= V) throw UsageError(fmt::format("--prompt: byte {} is outside the model's vocabulary of {}", c, V));
-    tokens.push_back(c);
-  }
-  if (tokens.empty()) throw UsageError("--prompt must not be empty");
-  std::mt19937_64 rng(seed);
-  torch::NoGradGuard ng;
-  std::signal(SIGINT, on_sigint);
-  // Each token is written as soon as it exists: a long generation shows progress, and Ctrl-C
-  // stops after the current token with everything generated so far on stdout.
-  for (int64_t i = 0; i < max_new; ++i) {
-    if (g_stop.load()) {
-      std::cout << std::flush;
-      return kInterrupted;
-    }
-    const int64_t start = std::max<int64_t>(0, static_cast<int64_t>(tokens.size()) - ctx);
-    auto input = torch::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.end())).unsqueeze(0).to(device);
-    // the last position's logits, read back once per token (sampling happens on the host)
-    auto logits = lm.model->forward(input).select(1, input.size(1) - 1).squeeze(0).to(torch::kCPU, torch::kDouble);
-    int64_t next;
-    if (temperature == 0) {
-      next = logits.argmax().item<int64_t>();
-    } else {
-      auto l = logits / temperature;
-      if (top_k > 0 && top_k < V) {
-        auto kth = std::get<0>(l.topk(top_k)).min();
-        l = l.masked_fill(l < kth, -std::numeric_limits<double>::infinity());
-      }
-      auto p = torch::softmax(l, 0).contiguous();
-      const double* pp = p.data_ptr<double>();
-      std::uniform_real_distribution<double> u(0.0, 1.0);
-      double r = u(rng), acc = 0;
-      next = V - 1;
-      for (int64_t v = 0; v < V; ++v) {
-        acc += pp[v];
-        if (r < acc) {
-          next = v;
-          break;
-        }
-      }
-    }
-    tokens.push_back(next);
-    if (V <= 256) {
-      std::cout << static_cast<char>(next) << std::flush;
-    } else {
-      std::cout << fmt::format("<{}>", next) << std::flush;
-    }
-    if (!std::cout) throw RuntimeFailure("cannot write the generated bytes to stdout");
-  }
-  return 0;
-}
-
-int run_cli(int argc, char** argv) {
-  CLI::App app{"NormLab: train small GPT-style models and study their normalization layers"};
-  app.require_subcommand(1);
-
+struct TrainCommand {
+  CLI::App* cmd = nullptr;
+  CLI::Option* out_opt = nullptr;
   std::string config_path, out_dir;
   std::vector<std::string> overrides;
   bool resume = false;
-  auto* train_cmd = app.add_subcommand("train", "train a model from a YAML config");
-  train_cmd->add_option("-c,--config", config_path, "YAML config file")->required();
-  train_cmd->add_option("--set", overrides, "override a key: --set model.n_layers=6 (value is YAML)");
-  auto* out_opt = train_cmd->add_option("--out", out_dir, "run directory (overrides out_dir)");
-  train_cmd->add_flag("--resume", resume, "continue the run in out_dir from its latest checkpoint");
   int nproc = 0;
-  train_cmd->add_option("--nproc", nproc, "train data-parallel with this many local processes (c10d Gloo); "
-                                          "train.batch_size is per process")
-      ->check(CLI::Range(1, 1024));
 
-  std::string run_dir, data_file, prompt, device_name = "cpu";
-  std::optional<int64_t> step;
-  auto* eval_cmd = app.add_subcommand("eval", "validation loss of a checkpoint (one JSON line on stdout)");
-  eval_cmd->add_option("--run", run_dir, "run directory")->required();
-  eval_cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
-  eval_cmd->add_option("--data", data_file, "data file (default: the run's data.val)");
-  eval_cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
-
-  int64_t max_new = 256, top_k = 0;
-  double temperature = 1.0;
-  uint64_t seed = 0;
-  auto* sample_cmd = app.add_subcommand("sample", "generate bytes from a checkpoint (stdout: the generated bytes only)");
-  sample_cmd->add_option("--run", run_dir, "run directory")->required();
-  sample_cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
-  sample_cmd->add_option("--prompt", prompt, "prompt text")->required();
-  sample_cmd->add_option("--max-new", max_new, "tokens to generate")->check(CLI::NonNegativeNumber);
-  sample_cmd->add_option("--temperature", temperature, "0 = greedy argmax");
-  sample_cmd->add_option("--top-k", top_k, "sample from the k most likely tokens; 0 = all");
-  sample_cmd->add_option("--seed", seed, "sampling seed");
-  sample_cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
-
-  auto* keys_cmd = app.add_subcommand("keys", "list every config key with its default and meaning");
-
-  bool as_json = false;
-  int64_t bench_steps = 20, bench_warmup = 5, bench_threads = -1;
-  auto* bench_cmd = app.add_subcommand(
-      "bench", "time the training step of a config (speed, MFU, memory); `bench norms` for the norm kernels");
-  bench_cmd->add_option("-c,--config", config_path, "YAML config file");
-  bench_cmd->add_option("--set", overrides, "override a key, as for train");
-  bench_cmd->add_option("--steps", bench_steps, "timed steps")->check(CLI::PositiveNumber);
-  bench_cmd->add_option("--warmup", bench_warmup, "untimed warm-up steps")->check(CLI::NonNegativeNumber);
-  bench_cmd->add_option("--threads", bench_threads, "LibTorch threads (default: train.threads)");
-  bench_cmd->add_flag("--json", as_json, "one JSON line instead of the table");
-  std::string bench_profile;
-  bool bench_diag = false;
-  bench_cmd->add_flag("--diag", bench_diag,
-                      "make every step a full-diagnostics step (as diag.every: 1); default: none is");
-  bench_cmd->add_option("--profile", bench_profile,
-                        "write a LibTorch profiler trace (chrome://tracing) of the timed steps to this file");
-  NormBenchOptions bench_norms_opts;
-  auto* bench_norms_cmd = bench_cmd->add_subcommand(
-      "norms", "forward+backward of every norm, as a ratio to LibTorch's native layer_norm");
-  bench_norms_cmd->add_option("--rows", bench_norms_opts.rows, "row counts (B*T), comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench_norms_cmd
-      ->add_option("--widths", bench_norms_opts.widths, "normalised widths, comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
-  bench_norms_cmd->add_option("--warmup", bench_norms_opts.warmup, "untimed rounds")
-      ->capture_default_str();
-  bench_norms_cmd
-      ->add_option("--repeats", bench_norms_opts.repeats, "timed rounds (median reported)")
-      ->capture_default_str();
-  bench_norms_cmd
-      ->add_option("--threads", bench_norms_opts.threads, "intra-op threads; 0 = all cores")
-      ->capture_default_str();
-  bench_norms_cmd->add_option("--device", bench_norms_opts.device, "cpu, cuda or cuda:N")
-      ->capture_default_str();
-  bench_norms_cmd->add_option("--dtype", bench_norms_opts.dtype, "input dtype: fp32 or bf16 (parameters stay fp32)")
-      ->capture_default_str();
-  SweepOptions sweep_opts;
-  SweepRunOptions sweep_run;
-  auto* sweep_cmd = app.add_subcommand(
-      "sweep", "run a sweep file's points (axes x seeds) as parallel training runs, then summarise them");
-  sweep_cmd->add_option("-c,--config", config_path, "sweep YAML file (configs/sweeps/*.yaml)")->required();
-  sweep_cmd->add_option("--jobs", sweep_run.jobs, "training processes at a time (cores split between them)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  sweep_cmd->add_flag("--quick", sweep_opts.quick, "apply the sweep file's quick: section (minutes)");
-  sweep_cmd->add_option("--set", sweep_opts.sets, "override a key in every point: --set train.steps=100");
-  sweep_cmd->add_option("--out", sweep_opts.out_dir, "sweep directory (overrides out_dir)");
-  std::string shard_text;
-  bool list_only = false;
-  sweep_cmd->add_option("--shard", shard_text,
-                        "i/n: run only the points whose index is i mod n (Slurm array, several machines)");
-  sweep_cmd->add_flag("--list", list_only, "print the points' names (of --shard's points), one per line");
-
-  auto* report_cmd = app.add_subcommand(
-      "report", "summary of a run (losses, spikes, per-layer gradient profile) or of a sweep directory (its table)");
-  report_cmd->add_option("run", run_dir, "run or sweep directory")->required();
-  report_cmd->add_flag("--json", as_json, "the same as one JSON object");
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help on stdout, errors on stderr
-    return code == 0 ? 0 : 2;
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("train", "train a model from a YAML config");
+    cmd->add_option("-c,--config", config_path, "YAML config file")->required();
+    cmd->add_option("--set", overrides, "override a key: --set model.n_layers=6 (value is YAML)");
+    out_opt = cmd->add_option("--out", out_dir, "run directory (overrides out_dir)");
+    cmd->add_flag("--resume", resume, "continue the run in out_dir from its latest checkpoint");
+    cmd->add_option("--nproc", nproc, "train data-parallel with this many local processes (c10d Gloo); "
+                                      "train.batch_size is per process")
+        ->check(CLI::Range(1, 1024));
   }
 
-  if (*train_cmd) {
+  int run(int argc, char** argv) {
     if (out_opt->count() > 0) {
       if (out_dir.empty()) throw UsageError("--out: must name a directory, got an empty string");
       overrides.push_back("out_dir=" + out_dir);
@@ -270,67 +82,206 @@ int run_cli(int argc, char** argv) {
     Config cfg = load_run_config(config_path, overrides);
     std::signal(SIGINT, on_sigint);
     std::signal(SIGTERM, on_sigterm);
-    if (nproc > 1) {
-      if (dist_env_from_environment().distributed()) {
-        throw UsageError("--nproc: WORLD_SIZE is already set (a launcher such as torchrun started this "
-                         "process); use one or the other");
-      }
-      if (!have_gloo()) throw UsageError("--nproc: this normlab was built without c10d's Gloo (install libgloo-dev and rebuild)");
-      LaunchOptions lo;
-      lo.nproc = nproc;
-      for (int i = 1; i < argc; ++i) {  // the same command line without --nproc
-        const std::string a = argv[i];
-        if (a == "--nproc") {
-          ++i;
-        } else if (a.rfind("--nproc=", 0) != 0) {
-          lo.args.push_back(a);
-        }
-      }
-      lo.threads = cfg.train.threads;
-      lo.dist_timeout_s = cfg.train.dist_timeout;
-      lo.stop = &g_stop;
-      return launch_local_ranks(lo);
-    }
+    if (nproc > 1) return launch(cfg, argc, argv);
     TrainOptions opts;
     opts.resume = resume;
     opts.stop = &g_stop;
     return train(cfg, opts);
   }
-  if (*eval_cmd) return cmd_eval(run_dir, step, data_file, device_name);
-  if (*sample_cmd) return cmd_sample(run_dir, step, prompt, max_new, temperature, top_k, seed, device_name);
-  if (*bench_norms_cmd) {
-    std::cout << format_norm_bench(run_norm_bench(bench_norms_opts)) << std::flush;
+
+  // --nproc W: the same command line without --nproc, started W times as local ranks.
+  int launch(const Config& cfg, int argc, char** argv) {
+    if (dist_env_from_environment().distributed()) {
+      throw UsageError("--nproc: WORLD_SIZE is already set (a launcher such as torchrun started this "
+                       "process); use one or the other");
+    }
+    if (!have_gloo()) throw UsageError("--nproc: this normlab was built without c10d's Gloo (install libgloo-dev and rebuild)");
+    LaunchOptions lo;
+    lo.nproc = nproc;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--nproc") {
+        ++i;
+      } else if (a.rfind("--nproc=", 0) != 0) {
+        lo.args.push_back(a);
+      }
+    }
+    lo.threads = cfg.train.threads;
+    lo.dist_timeout_s = cfg.train.dist_timeout;
+    lo.stop = &g_stop;
+    return launch_local_ranks(lo);
+  }
+};
+
+struct EvalCommand {
+  CLI::App* cmd = nullptr;
+  std::string run_dir, data_file, device_name = "cpu";
+  std::optional<int64_t> step;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("eval", "validation loss of a checkpoint (one JSON line on stdout)");
+    cmd->add_option("--run", run_dir, "run directory")->required();
+    cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
+    cmd->add_option("--data", data_file, "data file (default: the run's data.val)");
+    cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
+  }
+
+  int run() {
+    const auto r = evaluate_run(run_dir, step, data_file, resolve_device(device_name, "--device"));
+    std::cout << JsonObject().add("loss", r.loss).add("windows", r.windows).add("tokens", r.tokens).str()
+              << std::endl;
     return 0;
   }
-  if (*bench_cmd) {
+};
+
+struct SampleCommand {
+  CLI::App* cmd = nullptr;
+  std::string run_dir, prompt, device_name = "cpu";
+  std::optional<int64_t> step;
+  SampleOptions opts;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("sample", "generate bytes from a checkpoint (stdout: the generated bytes only)");
+    cmd->add_option("--run", run_dir, "run directory")->required();
+    cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
+    cmd->add_option("--prompt", prompt, "prompt text")->required();
+    cmd->add_option("--max-new", opts.max_new, "tokens to generate")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--temperature", opts.temperature, "0 = greedy argmax");
+    cmd->add_option("--top-k", opts.top_k, "sample from the k most likely tokens; 0 = all");
+    cmd->add_option("--seed", opts.seed, "sampling seed");
+    cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
+  }
+
+  // Each token is written as soon as it exists: a long generation shows progress, and Ctrl-C
+  // stops after the current token with everything generated so far on stdout.
+  int run() {
+    check_sample_options(opts);
+    const torch::Device device = resolve_device(device_name, "--device");
+    auto lm = load_run_model(run_dir, step, device);
+    const int64_t V = lm.config.model.vocab_size;
+    std::signal(SIGINT, on_sigint);
+    const bool complete = sample_tokens(lm, prompt, opts, device, [&](int64_t next) {
+      if (V <= 256) {
+        std::cout << static_cast<char>(next) << std::flush;
+      } else {
+        std::cout << fmt::format("<{}>", next) << std::flush;
+      }
+      if (!std::cout) throw RuntimeFailure("cannot write the generated bytes to stdout");
+    }, &g_stop);
+    std::cout << std::flush;
+    return complete ? 0 : kInterrupted;
+  }
+};
+
+struct BenchCommand {
+  CLI::App* cmd = nullptr;
+  CLI::App* norms_cmd = nullptr;
+  std::string config_path, profile;
+  std::vector<std::string> overrides;
+  int64_t steps = 20, warmup = 5, threads = -1;
+  bool as_json = false, diag = false;
+  NormBenchOptions norms;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand(
+        "bench", "time the training step of a config (speed, MFU, memory); `bench norms` for the norm kernels");
+    cmd->add_option("-c,--config", config_path, "YAML config file");
+    cmd->add_option("--set", overrides, "override a key, as for train");
+    cmd->add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+    cmd->add_option("--warmup", warmup, "untimed warm-up steps")->check(CLI::NonNegativeNumber);
+    cmd->add_option("--threads", threads, "LibTorch threads (default: train.threads)");
+    cmd->add_flag("--json", as_json, "one JSON line instead of the table");
+    cmd->add_flag("--diag", diag, "make every step a full-diagnostics step (as diag.every: 1); default: none is");
+    cmd->add_option("--profile", profile,
+                    "write a LibTorch profiler trace (chrome://tracing) of the timed steps to this file");
+    norms_cmd = cmd->add_subcommand("norms", "forward+backward of every norm, as a ratio to LibTorch's native layer_norm");
+    norms_cmd->add_option("--rows", norms.rows, "row counts (B*T), comma-separated")->delimiter(',')->capture_default_str();
+    norms_cmd->add_option("--widths", norms.widths, "normalised widths, comma-separated")->delimiter(',')->capture_default_str();
+    norms_cmd->add_option("--warmup", norms.warmup, "untimed rounds")->capture_default_str();
+    norms_cmd->add_option("--repeats", norms.repeats, "timed rounds (median reported)")->capture_default_str();
+    norms_cmd->add_option("--threads", norms.threads, "intra-op threads; 0 = all cores")->capture_default_str();
+    norms_cmd->add_option("--device", norms.device, "cpu, cuda or cuda:N")->capture_default_str();
+    norms_cmd->add_option("--dtype", norms.dtype, "input dtype: fp32 or bf16 (parameters stay fp32)")->capture_default_str();
+  }
+
+  int run() {
+    if (*norms_cmd) {
+      std::cout << format_norm_bench(run_norm_bench(norms)) << std::flush;
+      return 0;
+    }
     if (config_path.empty()) throw UsageError("bench: -c CONFIG is required (or use `normlab bench norms`)");
-    if (bench_threads >= 0) overrides.push_back("train.threads=" + std::to_string(bench_threads));
+    if (threads >= 0) overrides.push_back("train.threads=" + std::to_string(threads));
     Config cfg = load_run_config(config_path, overrides);
-    auto r = bench_training(cfg, config_path, bench_warmup, bench_steps, bench_profile, bench_diag);
+    auto r = bench_training(cfg, config_path, warmup, steps, profile, diag);
     std::cout << (as_json ? bench_json(r) : bench_text(r)) << std::flush;
     return 0;
   }
-  if (*sweep_cmd) {
-    const Sweep sweep = parse_sweep_file(config_path, sweep_opts);
-    if (sweep_cmd->count("--shard") > 0) sweep_run.shard = parse_shard(shard_text);
+};
+
+struct SweepCommand {
+  CLI::App* cmd = nullptr;
+  std::string config_path, shard_text;
+  SweepOptions opts;
+  SweepRunOptions run_opts;
+  bool list_only = false;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand(
+        "sweep", "run a sweep file's points (axes x seeds) as parallel training runs, then summarise them");
+    cmd->add_option("-c,--config", config_path, "sweep YAML file (configs/sweeps/*.yaml)")->required();
+    cmd->add_option("--jobs", run_opts.jobs, "training processes at a time (cores split between them)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    cmd->add_flag("--quick", opts.quick, "apply the sweep file's quick: section (minutes)");
+    cmd->add_option("--set", opts.sets, "override a key in every point: --set train.steps=100");
+    cmd->add_option("--out", opts.out_dir, "sweep directory (overrides out_dir)");
+    cmd->add_option("--shard", shard_text,
+                    "i/n: run only the points whose index is i mod n (Slurm array, several machines)");
+    cmd->add_flag("--list", list_only, "print the points' names (of --shard's points), one per line");
+  }
+
+  int run() {
+    const Sweep sweep = parse_sweep_file(config_path, opts);
+    if (cmd->count("--shard") > 0) run_opts.shard = parse_shard(shard_text);
     if (list_only) {
-      std::cout << list_points(sweep, sweep_run.shard) << std::flush;
+      std::cout << list_points(sweep, run_opts.shard) << std::flush;
       return 0;
     }
     std::signal(SIGINT, on_sigint);
-    sweep_run.stop = &g_stop;
-    return run_sweep(sweep, sweep_run);
+    run_opts.stop = &g_stop;
+    return run_sweep(sweep, run_opts);
   }
-  if (*report_cmd && is_sweep_dir(run_dir)) {
-    const SweepSummary summary = load_sweep_summary(run_dir);
-    std::cout << (as_json ? summary_json(summary) : summary_markdown(summary)) << std::flush;
+};
+
+struct ReportCommand {
+  CLI::App* cmd = nullptr;
+  std::string run_dir;
+  bool as_json = false;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand(
+        "report", "summary of a run (losses, spikes, per-layer gradient profile) or of a sweep directory (its table)");
+    cmd->add_option("run", run_dir, "run or sweep directory")->required();
+    cmd->add_flag("--json", as_json, "the same as one JSON object");
+  }
+
+  int run() {
+    if (is_sweep_dir(run_dir)) {
+      const SweepSummary summary = load_sweep_summary(run_dir);
+      std::cout << (as_json ? summary_json(summary) : summary_markdown(summary)) << std::flush;
+    } else {
+      std::cout << (as_json ? report_json(run_dir) : report_text(run_dir)) << std::flush;
+    }
     return 0;
   }
-  if (*report_cmd) {
-    std::cout << (as_json ? report_json(run_dir) : report_text(run_dir)) << std::flush;
-    return 0;
-  }
-  if (*keys_cmd) {
+};
+
+struct KeysCommand {
+  CLI::App* cmd = nullptr;
+
+  void add(CLI::App& app) { cmd = app.add_subcommand("keys", "list every config key with its default and meaning"); }
+
+  int run() {
     std::cout << describe_keys();
     std::cout << "\nmodel.norm.type:";
     for (const auto& n : norm_registry()) std::cout << fmt::format("\n  {:<12} {}", n.name, n.formula);
@@ -339,6 +290,38 @@ int run_cli(int argc, char** argv) {
     std::cout << std::endl;
     return 0;
   }
+};
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"NormLab: train small GPT-style models and study their normalization layers"};
+  app.require_subcommand(1);
+  TrainCommand train_cmd;
+  EvalCommand eval_cmd;
+  SampleCommand sample_cmd;
+  KeysCommand keys_cmd;
+  BenchCommand bench_cmd;
+  SweepCommand sweep_cmd;
+  ReportCommand report_cmd;
+  train_cmd.add(app);
+  eval_cmd.add(app);
+  sample_cmd.add(app);
+  keys_cmd.add(app);
+  bench_cmd.add(app);
+  sweep_cmd.add(app);
+  report_cmd.add(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help on stdout, errors on stderr
+    return code == 0 ? 0 : 2;
+  }
+  if (*train_cmd.cmd) return train_cmd.run(argc, argv);
+  if (*eval_cmd.cmd) return eval_cmd.run();
+  if (*sample_cmd.cmd) return sample_cmd.run();
+  if (*bench_cmd.cmd) return bench_cmd.run();
+  if (*sweep_cmd.cmd) return sweep_cmd.run();
+  if (*report_cmd.cmd) return report_cmd.run();
+  if (*keys_cmd.cmd) return keys_cmd.run();
   return 2;
 }
 

@@ -181,7 +181,7 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("embed_norm", c.embed_norm, "extra norm after the embedding");
   v.field("pos", c.pos, "positions");
   v.field("ffn", c.ffn, "feed-forward");
-  v.field("bias", c.bias, "biases in attention and FFN linears");
+  v.field("bias", c.bias, "biases in the attention projections (the FFN linears never have one)");
   v.field("tie_embeddings", c.tie_embeddings, "output head shares tok_emb.weight");
   v.field("qk_norm_axis", c.qk_norm_axis, "q/k/v norm over each head (head, size dh) or all heads (all, size d)");
   v.field("qk_norm_position", c.qk_norm_position, "q/k norm before or after RoPE");
@@ -225,7 +225,7 @@ template <class V> void describe(TrainConfig& c, V& v) {
   v.field("dist_timeout", c.dist_timeout, "seconds a rank waits for the others before stopping with an error naming the lost rank");
 }
 template <class V> void describe(EvalConfig& c, V& v) {
-  v.field("every", c.every, "validation every N updates (and at the end); 0 = only at the end");
+  v.field("every", c.every, "validation every N updates, at step 0 and at the end; 0 = at step 0 and the end only");
   v.field("max_windows", c.max_windows, "at most this many ctx windows per evaluation");
 }
 template <class V> void describe(SpikeConfig& c, V& v) {

@@ -43,7 +43,7 @@ class CudaSyncCounter {
   std::unique_ptr<Impl> impl_;
 };
 
-// Autocast (MODEL.md section 7) for ops on `device`'s type while the guard lives: matmuls and
+// Autocast (src/train/README.md) for ops on `device`'s type while the guard lives: matmuls and
 // attention in `dtype` (kBFloat16 or kHalf); kFloat (or kDouble) leaves autocast alone. Restores the
 // previous state on exit and clears autocast's weight-cast cache when the outermost guard ends.
 class AutocastGuard {

@@ -1,4 +1,4 @@
-// Token corpora and batching (MODEL.md section 6). Byte-level by default: a text file's bytes
+// Token corpora and batching (data/README.md). Byte-level by default: a text file's bytes
 // are its tokens; `.bin` files hold little-endian uint16 tokens (nanoGPT layout). Batch offsets
 // are a pure function of (seed, micro-batch index, row), so a resumed run needs only the number
 // of micro-batches consumed to continue exactly.

@@ -217,7 +217,7 @@ class C10dComm final : public Comm {
   void connect_nccl(const c10::intrusive_ptr<c10d::Store>& pg_store) {
 #if NORMLAB_HAVE_NCCL
     try {
-      // Rank r uses cuda:LOCAL_RANK (MODEL.md section 8a), made current before NCCL sees it.
+      // Rank r uses cuda:LOCAL_RANK (src/dist/README.md), made current before NCCL sees it.
       device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.local_rank));
       auto opts = c10d::ProcessGroupNCCL::Options::create();

@@ -1,4 +1,4 @@
-// Several training processes (MODEL.md section 8a): the ranks' environment as torchrun sets it,
+// Several training processes (src/dist/README.md): the ranks' environment as torchrun sets it,
 // and the c10d process group they talk through. Only src/dist/c10d.cpp sees c10d and Gloo; the
 // rest of NormLab sees this interface.
 #pragma once

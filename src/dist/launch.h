@@ -1,5 +1,5 @@
 // `normlab train --nproc W`: W local ranks of this binary, started and watched the way torchrun
-// would (MODEL.md section 8a), so one command trains data-parallel on one machine.
+// would (src/dist/README.md), so one command trains data-parallel on one machine.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// Gradient-norm groups of MODEL.md section 9: total, per block, per block's attention / FFN /
+// Gradient-norm groups of src/metrics/README.md: total, per block, per block's attention / FFN /
 // norms, embedding and head. All groups are reduced in one matrix-vector product over the
 // per-tensor squared norms, so a logging step costs one device-to-host transfer.
 #pragma once

@@ -1,4 +1,4 @@
-// Loss / gradient-norm spike detection (MODEL.md section 9), after llm.c's outlier detector and
+// Loss / gradient-norm spike detection (src/metrics/README.md), after llm.c's outlier detector and
 // OLMo-core's skip-step optimizer: the baseline is the last W values strictly before the current
 // step (skipped steps never enter it); z = (x - mean) / std with the population std (z = 0 when
 // std < 1e-12); the detector is silent until the baseline is full; a spike is z > threshold.
@@ -33,7 +33,7 @@ struct ZScore {
   double z = 0, mean = 0, std = 0;
 };
 
-// OLMo-core's stability score (MODEL.md section 9): the share of logged steps, once the detector
+// OLMo-core's stability score (src/metrics/README.md): the share of logged steps, once the detector
 // is active, whose loss or grad-norm z is above the threshold, so runs compare with one number.
 class SpikeScore {
  public:

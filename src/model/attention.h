@@ -1,4 +1,4 @@
-// Causal multi-head self-attention (MODEL.md section 3) with the contract's options: QK-norm
+// Causal multi-head self-attention (src/model/README.md) with the contract's options: QK-norm
 // (per head, size dh, or over all heads, size d; before or after RoPE), V-norm, RoPE
 // (rotate-half), score softcap, attention gate, NormFormer head scale, Sub-LN inner norm.
 // Optionally records its own statistics (entropy, max logit, sink, per-head max logit) for the

@@ -43,6 +43,17 @@ void check_model_config(const ModelConfig& m, Problems& p) {
           "'all' has no effect without model.qk_norm, model.v_norm or layout " + qkv_layouts);
   if (m.qk_norm_position == QkNormPosition::kAfterRope && !(m.qk_norm || layout_qkv))
     p.add("model.qk_norm_position", "'after_rope' has no effect without model.qk_norm or layout " + qkv_layouts);
+  // An eps that no norm in use reads (dyt, derf, none have none).
+  if (m.norm.eps && !p.has("model.norm.type") && !p.has("model.qk_norm_type")) {
+    const NormType* n = find_norm(m.norm.type);
+    const NormType* q = find_norm(m.qk_norm_type.value_or(m.norm.type));
+    const bool qkv_used = m.qk_norm || m.v_norm || layout_qkv;
+    const bool read = (n && std::isfinite(n->default_eps)) || (qkv_used && q && std::isfinite(q->default_eps));
+    if (!read) {
+      p.add("model.norm.eps", fmt::format("norm type {} has no eps{}; it would do nothing here", m.norm.type,
+                                          qkv_used && q && q != n ? " (nor has the q/k/v norm type " + q->name + ")" : ""));
+    }
+  }
   // A key a norm type or a layout owns, set under another one, would silently do nothing: an
   // error (and the owners' value checks).
   if (!p.has("model.norm.type") && !p.has("model.qk_norm_type") && !p.has("model.layout")) {

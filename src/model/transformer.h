@@ -1,4 +1,4 @@
-// The decoder-only Transformer of MODEL.md: embeddings, L blocks of the configured layout, the
+// The decoder-only Transformer of src/model/README.md: embeddings, L blocks of the configured layout, the
 // final norm when the layout has one, and a (tied by default) output head. Parameter names are
 // the contract's tensor names (section 5).
 #pragma once
@@ -74,7 +74,7 @@ void check_model_config(const ModelConfig& m, Problems& problems);
 // eps for a norm of this type under this config.
 double norm_eps(const ModelConfig& m, const std::string& type);
 
-// Initialises every parameter per MODEL.md section 4 from torch's global generator (seeded by
+// Initialises every parameter per src/model/README.md from torch's global generator (seeded by
 // the caller), in named_parameters() order.
 void init_weights(Transformer& model, const InitConfig& init);
 

@@ -1,4 +1,4 @@
-// A sweep file (/work/notes/SWEEP_FORMAT.md): a base run config, overrides for every point
+// A sweep file (configs/sweeps/README.md): a base run config, overrides for every point
 // (`set:`), axes whose cartesian product gives the points (`axes:`, plus `zip:` groups whose keys
 // vary together), seeds, and a `quick:` variant. This file parses and checks the sweep file,
 // expands it into named points and validates every point's run config before anything runs.

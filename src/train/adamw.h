@@ -1,5 +1,5 @@
 // AdamW (Loshchilov & Hutter 2019) in the exact form of torch.optim.AdamW, with decoupled weight
-// decay on parameters of 2 or more dimensions only (MODEL.md section 7): norm gains, biases and
+// decay on parameters of 2 or more dimensions only (src/train/README.md): norm gains, biases and
 // scales are never decayed. State is named by the contract's tensor names so it checkpoints as
 // `exp_avg.<name>` / `exp_avg_sq.<name>`.
 #pragma once

@@ -1,4 +1,4 @@
-// Run-directory checkpoints (MODEL.md section 8): checkpoints/step_<8 digits>/ holding
+// Run-directory checkpoints (src/train/README.md): checkpoints/step_<8 digits>/ holding
 // model.safetensors (weights and buffers, config in the metadata), trainer.safetensors (AdamW
 // state) and state.json (step, RNG, data position). Each directory is written under a temporary
 // name and renamed when complete; LATEST is then replaced atomically.

@@ -1,4 +1,4 @@
-// Validation loss (MODEL.md section 6): mean next-token cross-entropy in nats over the
+// Validation loss (data/README.md): mean next-token cross-entropy in nats over the
 // non-overlapping windows at 0, ctx, 2ctx, ..., at most max_windows, in eval mode.
 #pragma once
 
@@ -12,7 +12,7 @@ struct EvalResult {
   int64_t windows = 0;
   int64_t tokens = 0;  // predicted tokens = windows * ctx
   double eff_rank = 0; // exp(entropy of s / sum(s)), s the singular values of the head's input
-                       // states over the first kEffRankPositions positions (MODEL.md section 9)
+                       // states over the first kEffRankPositions positions (src/metrics/README.md)
 };
 
 constexpr int64_t kEffRankPositions = 1024;

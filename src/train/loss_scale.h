@@ -1,4 +1,4 @@
-// Dynamic loss scaling for fp16 training (MODEL.md section 7), in the form of
+// Dynamic loss scaling for fp16 training (src/train/README.md), in the form of
 // torch.cuda.amp.GradScaler: the loss is multiplied by the scale before the backward; a step whose
 // gradients are not all finite is an overflow: its update is skipped and the scale halves; after
 // `growth_interval` consecutive finite steps the scale doubles. A pure state machine: the step

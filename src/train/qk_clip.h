@@ -1,4 +1,4 @@
-// QK-Clip (Kimi K2's MuonClip, applied to AdamW; MODEL.md section 7): after an applied update,
+// QK-Clip (Kimi K2's MuonClip, applied to AdamW; src/train/README.md): after an applied update,
 // for every block and head whose max pre-softmax score S over this step's micro-batches exceeds
 // tau, the rows of q_proj and k_proj (weights and biases) that produce the head are multiplied by
 // sqrt(tau / S), so the head's logits on the same inputs shrink by tau / S. S comes from the

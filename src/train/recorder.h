@@ -1,4 +1,4 @@
-// The one writer of a run directory (MODEL.md, run directory): config.yaml, train.log,
+// The one writer of a run directory (src/train/README.md, run directory): config.yaml, train.log,
 // metrics.jsonl (and metrics.csv), checkpoints and spike forensics. A run has one, on the process
 // that records (rank 0 of W); the other ranks have none and write nothing.
 #pragma once

@@ -1,5 +1,5 @@
 // The safetensors file format (8-byte little-endian header length, JSON header, raw
-// little-endian data), F32 tensors only, as MODEL.md section 8 requires for model and optimizer
+// little-endian data), F32 tensors only, as src/train/README.md requires for model and optimizer
 // state. The header's __metadata__ carries string key/values (format, resolved config).
 #pragma once
 

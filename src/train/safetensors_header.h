@@ -1,6 +1,6 @@
 // The header of a safetensors file, parsed and checked without LibTorch, so that the checks can
-// be fuzzed on their own (tests/fuzz/safetensors_fuzz.cpp). F32 tensors only, as MODEL.md
-// section 8 requires.
+// be fuzzed on their own (tests/fuzz/safetensors_fuzz.cpp). F32 tensors only, as the checkpoint
+// format of src/train/README.md requires.
 #pragma once
 
 #include <cstddef>

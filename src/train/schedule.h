@@ -1,4 +1,4 @@
-// Learning-rate schedule (MODEL.md section 7): linear warmup lr*(s+1)/warmup for s < warmup,
+// Learning-rate schedule (src/train/README.md): linear warmup lr*(s+1)/warmup for s < warmup,
 // then cosine (or linear) decay reaching optim.min_lr at s = train.steps, or constant.
 #pragma once
 

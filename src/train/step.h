@@ -34,7 +34,7 @@ struct Pass {
   torch::Tensor micro_sq;
 };
 
-// The simple noise scale B_simple = tr(S) / |G|^2 (MODEL.md section 9; McCandlish et al. 2018,
+// The simple noise scale B_simple = tr(S) / |G|^2 (src/metrics/README.md; McCandlish et al. 2018,
 // appendix A) from n > 1 gradients of batches of `small` sequences each: `mean_small_sq` the mean
 // of their squared norms, `big_sq` the squared norm of their average (a batch of n * small).
 // In sequences; NaN when n < 2. Unbiased but noisy: a single estimate may be negative.
@@ -46,11 +46,11 @@ torch::ScalarType precision_dtype(Precision precision);
 // Forward and backward over cfg.train.accum micro-batches starting at global micro-batch index
 // `micro_batch` (advanced); gradients are left in .grad(). diag: capture activation/attention
 // statistics and output-logit statistics of the first micro-batch. The forward runs under
-// autocast in train.precision (MODEL.md section 7), the backward outside it; the loss stays fp32.
+// autocast in train.precision (src/train/README.md), the backward outside it; the loss stays fp32.
 // loss_scale (fp16) multiplies the loss before the backward, so the gradients come out scaled.
 // On CUDA each micro-batch is copied to the device from pinned memory without a host sync.
 // With W ranks, micro-batch k is the one a single process with batch W*B would draw, and rank r
-// takes its rows r*B .. (r+1)*B-1 (MODEL.md section 8a). A reducer is armed before the last
+// takes its rows r*B .. (r+1)*B-1 (src/dist/README.md). A reducer is armed before the last
 // micro-batch's backward, so its all-reduces start while that backward runs.
 Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag,
@@ -75,7 +75,7 @@ struct Trainable {
 };
 Trainable make_trainable(const Config& cfg, const torch::Device& device);
 
-// What a step does with its gradients (MODEL.md sections 7 and 9), in order of precedence:
+// What a step does with its gradients (src/train/README.md and src/metrics/README.md), in order of precedence:
 // an fp16 overflow (finite loss, non-finite scaled gradients, loss scaling on) skips the update;
 // a non-finite loss or gradient norm skips it or stops the run (diag.nonfinite); a loss or
 // gradient-norm spike skips it or stops the run when diag.spike.action says so; else update.

@@ -47,7 +47,7 @@ std::string human_duration(double s) {
   return fmt::format("{}s", t);
 }
 
-// The fp16 loss scale a fresh run starts from: 2^16 (MODEL.md section 7). Test hook, like
+// The fp16 loss scale a fresh run starts from: 2^16 (src/train/README.md). Test hook, like
 // NORMLAB_CRASH_AT: NORMLAB_TEST_LOSS_SCALE overrides it, so a test can force overflows.
 double initial_loss_scale() {
   const char* v = std::getenv("NORMLAB_TEST_LOSS_SCALE");
@@ -70,7 +70,7 @@ class Run {
   int go() {
     if (env_.distributed()) {
       // One rendezvous before anything else, so a rank that fails below takes the others with it.
-      // auto: NCCL on CUDA where this build has it, else Gloo (MODEL.md section 8a).
+      // auto: NCCL on CUDA where this build has it, else Gloo (src/dist/README.md).
       DistBackend backend = cfg_.train.dist_backend;
       if (backend == DistBackend::kAuto) backend = device_.is_cuda() && have_nccl() ? DistBackend::kNccl : DistBackend::kGloo;
       if (backend == DistBackend::kNccl && !device_.is_cuda()) {
@@ -220,7 +220,9 @@ class Run {
     }
     const NormType* norm = find_norm(cfg_.model.norm.type);
     const NormType* qk_norm = find_norm(cfg_.model.qk_norm_type.value_or(cfg_.model.norm.type));
-    if ((norm && norm->batch_statistics) || (cfg_.model.qk_norm && qk_norm && qk_norm->batch_statistics)) {
+    const LayoutType* layout = find_layout(cfg_.model.layout);
+    const bool qkv_used = cfg_.model.qk_norm || cfg_.model.v_norm || (layout && layout->qkv_norm);
+    if ((norm && norm->batch_statistics) || (qkv_used && qk_norm && qk_norm->batch_statistics)) {
       spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
                    "token's normalisation sees later tokens of the batch (a causal leak; eval uses "
                    "running statistics)");
@@ -391,7 +393,7 @@ class Run {
     const double loss = o.loss;
     const GradNorms& g = o.grads;
     // fp16 overflow: not a spike, not a failure: the update was skipped and the scale halved
-    // (MODEL.md section 7).
+    // (src/train/README.md).
     if (o.action == StepAction::kSkipOverflow) {
       record(rec.add("tokens", state_.tokens).add("skipped", true).add("overflow", true));
       if (log_now) {
@@ -436,7 +438,7 @@ class Run {
   }
 
   // The rest of an updated step's train record: tokens, speed, per-layer gradient norms and, on
-  // diagnostics steps, the statistics (MODEL.md section 9).
+  // diagnostics steps, the statistics (src/metrics/README.md).
   JsonObject& add_update_fields(JsonObject& rec, const StepOutcome& o, double tok_s) const {
     const GradNorms& g = o.grads;
     JsonObject layers;

@@ -1,4 +1,4 @@
-// The training loop (MODEL.md sections 7-9): AdamW with decay groups, warmup + decay schedule,
+// The training loop (src/train/README.md and src/metrics/README.md): AdamW with decay groups, warmup + decay schedule,
 // global-norm clipping, gradient accumulation, periodic evaluation, atomic checkpoints, exact
 // resume, and metrics.jsonl records. Ctrl-C (SIGINT) finishes the current update, writes a
 // checkpoint and returns kInterrupted.

@@ -1,4 +1,4 @@
-// Data parallel on the CPU (MODEL.md section 8a): c10d Gloo over loopback, ranks started by
+// Data parallel on the CPU (src/dist/README.md): c10d Gloo over loopback, ranks started by
 // `normlab train --nproc 2` or by hand with torchrun's variables. W ranks x batch B must train as
 // one process with batch W*B; every rank must take the same decisions; a lost rank must stop the
 // others with a one-line error naming it.

@@ -26,7 +26,24 @@ std::string read_doc(const std::string& relative) {
   return ss.str();
 }
 
-// The backticked names on the README line that starts with `prefix`.
+// The names in the first column of the Markdown tables under the heading `heading` (up to the
+// next heading of the same level).
+std::set<std::string> table_names(const std::string& doc, const std::string& heading) {
+  std::set<std::string> out;
+  const auto at = doc.find("\n" + heading + "\n");
+  if (at == std::string::npos) return out;
+  const auto end = doc.find("\n## ", at + 1);
+  std::istringstream lines(doc.substr(at, end == std::string::npos ? std::string::npos : end - at));
+  std::string line;
+  const std::regex row("^\\| `([a-z0-9_]+)` \\|");
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (std::regex_search(line, m, row)) out.insert(m[1]);
+  }
+  return out;
+}
+
+// Every backticked name on the README line that starts with `prefix`.
 std::set<std::string> listed(const std::string& readme, const std::string& prefix) {
   std::istringstream lines(readme);
   std::string line;
@@ -40,19 +57,40 @@ std::set<std::string> listed(const std::string& readme, const std::string& prefi
   return {};
 }
 
-TEST(DocsTest, ReadmeListsExactlyTheRegisteredNormsAndLayouts) {
-  const std::string readme = read_doc("README.md");
+TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsAndLayouts) {
+  const std::string doc = read_doc("src/model/README.md");
   std::set<std::string> norms, layouts;
   for (const auto& n : norm_registry()) norms.insert(n.name);
   for (const auto& l : layout_registry()) layouts.insert(l.name);
-  EXPECT_EQ(listed(readme, "**Norms:**"), norms);
-  EXPECT_EQ(listed(readme, "**Layouts:**"), layouts);
+  EXPECT_EQ(table_names(doc, "## Norms"), norms);
+  EXPECT_EQ(table_names(doc, "## Layouts"), layouts);
+}
+
+// The front door may name fewer (it links to the tables), never a name that does not exist.
+TEST(DocsTest, EveryNormAndLayoutTheReadmeNamesIsRegistered) {
+  const std::string readme = read_doc("README.md");
+  const auto norms = listed(readme, "**Norms:**"), layouts = listed(readme, "**Layouts:**");
+  EXPECT_FALSE(norms.empty());
+  EXPECT_FALSE(layouts.empty());
+  for (const auto& n : norms) EXPECT_NE(find_norm(n), nullptr) << "README.md names norm " << n;
+  for (const auto& l : layouts) EXPECT_NE(find_layout(l), nullptr) << "README.md names layout " << l;
 }
 
 TEST(DocsTest, ReadmeIsAFrontDoorOfAtMost250Lines) {
   const std::string readme = read_doc("README.md");
   EXPECT_LE(std::count(readme.begin(), readme.end(), '\n'), 250);
-  EXPECT_EQ(readme.find("../shared"), std::string::npos);
+  EXPECT_EQ(readme.find(std::string("..") + "/shared"), std::string::npos);
+}
+
+// The repository stands on its own: no tracked file names a path outside it (the external
+// contract's file, a sibling checkout, a developer's machine).
+TEST(DocsTest, NoTrackedFileNamesAPathOutsideTheRepository) {
+  const std::string root = testing::source_dir();
+  if (testing::run_command("git -C '" + root + "' rev-parse --git-dir").status != 0) GTEST_SKIP() << "not a git checkout";
+  // The patterns are split so that this file does not match them itself.
+  const std::string patterns = std::string("-e '\\.\\./shar") + "ed' -e 'MODEL\\.m" + "d' -e '/wor" + "k/' -e '/hom" + "e/'";
+  const auto r = testing::run_command("git -C '" + root + "' grep -I -n -E " + patterns);
+  EXPECT_EQ(r.out, "") << "tracked files naming paths outside the repository:\n" << r.out;
 }
 
 // Every `key: value` / `key=value` in backticks whose key is a config choice (a norm, a layout or
@@ -119,7 +157,7 @@ std::set<std::string> record_keys(const YAML::Node& r) {
   return out;
 }
 
-TEST(DocsTest, EveryMetricsKeyOfAFullDiagnosticsRunIsDocumented) {
+TEST(DocsRunTest, EveryMetricsKeyOfAFullDiagnosticsRunIsDocumented) {
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "run");
   c.train.steps = 12;

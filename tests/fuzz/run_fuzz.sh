@@ -15,22 +15,23 @@ SECONDS_EACH="${1:-60}"
 OUT="$ROOT/build-fuzz"
 mkdir -p "$OUT"
 CXX="${CXX:-clang++}"
-# clang and its fuzzer/sanitizer runtime (Debian 12's clang 14), installed when missing
+# clang and its fuzzer/sanitizer runtime (Debian 12's clang 14): scripts/setup.sh --fuzz installs them
 if ! command -v "$CXX" >/dev/null || ! dpkg-query -W -f='${Status}' libclang-rt-14-dev 2>/dev/null | grep -q "ok installed"; then
-  echo "run_fuzz: installing clang libclang-rt-14-dev" >&2
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-14-dev >&2
+  echo "run_fuzz: clang and libclang-rt-14-dev are missing; install them with: scripts/setup.sh --fuzz" >&2
+  exit 2
 fi
 FLAGS=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -I"$ROOT/src")
 CORE=("$ROOT/src/core/fs.cpp" "$ROOT/src/core/errors.cpp" "$ROOT/src/core/crash_point.cpp")
-"$CXX" "${FLAGS[@]}" "$ROOT/tests/fuzz/config_fuzz.cpp" "$ROOT/src/config/load.cpp" "${CORE[@]}" \
+# The config loader without LibTorch: the model's registries replaced by a stand-in owner table.
+CONFIG=("$ROOT/src/config/load.cpp" "$ROOT/src/config/yaml_strict.cpp" "$ROOT/src/config/validate.cpp"
+        "$ROOT/src/config/dump.cpp" "$ROOT/src/config/owned_keys.cpp" "$ROOT/tests/fuzz/key_owners_stub.cpp")
+"$CXX" "${FLAGS[@]}" "$ROOT/tests/fuzz/config_fuzz.cpp" "${CONFIG[@]}" "${CORE[@]}" \
   -lyaml-cpp -lfmt -o "$OUT/config_fuzz"
 "$CXX" "${FLAGS[@]}" "$ROOT/tests/fuzz/safetensors_fuzz.cpp" "$ROOT/src/train/safetensors_header.cpp" \
   "${CORE[@]}" -lyaml-cpp -lfmt -o "$OUT/safetensors_fuzz"
 "$CXX" "${FLAGS[@]}" -DNORMLAB_SOURCE_DIR="\"$ROOT\"" "$ROOT/tests/fuzz/sweep_fuzz.cpp" \
-  "$ROOT/src/sweep/sweep_config.cpp" "$ROOT/src/config/load.cpp" "$ROOT/src/core/json.cpp" \
+  "$ROOT/src/sweep/sweep_config.cpp" "${CONFIG[@]}" "$ROOT/src/core/json.cpp" \
   "${CORE[@]}" -lyaml-cpp -lfmt -lspdlog -o "$OUT/sweep_fuzz"
 
 mkdir -p "$OUT/corpus/config" "$OUT/corpus/safetensors" "$OUT/corpus/sweep"

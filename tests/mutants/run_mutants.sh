@@ -1,26 +1,29 @@
 #!/bin/bash
-# Issue 16's check that each reliability finding's test fails without its fix: each patch here
-# disables one fix (tests/mutants/mutants.txt says which, and which test must then fail); this
-# applies it, rebuilds build/ (Debian's LibTorch), runs the named tests, reverts. Not part of CI:
-# about 20 minutes on 2 cores. The patches were made against commit d613cb3 and may need
-# refreshing when the code they touch changes (git apply then reports it).
+# Each guarantee's test is seen to fail without its fix: each patch here disables one fix
+# (tests/mutants/mutants.txt says which, and which test must then fail); this applies it, rebuilds
+# build/ (Debian's LibTorch), runs the named tests, reverts. .ci/run runs it after the suite and
+# fails when a patch no longer applies or a mutant survives (its test passed): a patch that stopped
+# applying after a change to the code it touches is refreshed by making the same one-line change
+# again and `git diff > tests/mutants/NN-name.patch`.
 # Run from a clean work tree: tests/mutants/run_mutants.sh
 set -u
+bad=0
 cd "$(dirname "$0")/../.."
 export OMP_WAIT_POLICY=passive OPENBLAS_THREAD_TIMEOUT=4
 (cd build && make -j2 normlab normlab_tests 2>&1 | grep -E " error")
 for p in tests/mutants/*.patch; do
   n=$(basename $p .patch)
   f=$(cat tests/mutants/$n.filter)
-  git apply $p || { echo "$n: APPLY FAILED"; continue; }
+  git apply $p || { echo "$n: APPLY FAILED"; bad=1; continue; }
   if ! (cd build && make -j2 normlab normlab_tests 2>&1 | grep -E " error|Error " ); then :; fi
   extra=""
   [[ $n == 04-* ]] && extra="--gtest_repeat=3"
   timeout -s KILL 240 build/tests/normlab_tests --gtest_filter="$f" $extra > /tmp/mutant-$n.log 2>&1
   rc=$?
   pkill -f "normlab train -c /tmp/normlab_test_" 2>/dev/null
-  if [ $rc -ne 0 ]; then echo "$n: KILLED-BY-MUTANT (test failed, rc=$rc) [$f]"; else echo "$n: SURVIVED (tests passed) [$f]"; fi
+  if [ $rc -ne 0 ]; then echo "$n: KILLED-BY-MUTANT (test failed, rc=$rc) [$f]"; else echo "$n: SURVIVED (tests passed) [$f]"; bad=1; fi
   git apply -R $p
 done
 (cd build && make -j2 normlab normlab_tests 2>&1 | grep -E " error")
 echo ALLDONE
+exit $bad

@@ -140,7 +140,7 @@ TEST(CudaBench, MfuIsAgainstThePeakOfTheGpu) {
   EXPECT_GT(r.peak_device_mib, 0.0);
 }
 
-// The precisions of MODEL.md section 7 on a GPU: bf16 and fp16 follow fp32 on the tiny model
+// The precisions of src/train/README.md on a GPU: bf16 and fp16 follow fp32 on the tiny model
 // (losses within 3 %, final validation within 2 %); fp16 records carry the loss scale, 2^16 at the
 // start; the train records' grad_norm is of the unscaled gradients (close to fp32's).
 TEST(CudaPrecision, Bf16AndFp16FollowFp32) {

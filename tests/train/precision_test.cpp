@@ -1,4 +1,4 @@
-// Mixed precision (MODEL.md section 7) on the CPU: the config rules, autocast, norms computing in
+// Mixed precision (src/train/README.md) on the CPU: the config rules, autocast, norms computing in
 // fp32 and casting once, bf16 training, and the fp16 loss-scaling arithmetic (the fp16 trainer
 // itself needs CUDA: tests/train/cuda_test.cpp, suite CudaPrecision).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// QK-Clip (MODEL.md section 7): the clip puts every head whose max logit S exceeded tau at
+// QK-Clip (src/train/README.md): the clip puts every head whose max logit S exceeded tau at
 // exactly tau on the batch S was measured on, leaves the others alone, and counts the heads.
 #include "train/qk_clip.h"
 

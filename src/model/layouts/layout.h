@@ -51,7 +51,7 @@ struct LayoutType {
   // Fill this layout's auto values (once, in resolve_model_config), so the resolved config
   // records the numbers and the plan and init read them.
   std::function<void(ModelConfig& m)> resolve;
-  // Runs after the init scheme has drawn every parameter (MODEL.md section 4's per-layout rules).
+  // Runs after the init scheme has drawn every parameter (the per-layout init rules of src/model/README.md).
   std::function<void(TransformerImpl& model, const ModelConfig& m)> init;
 };
 

@@ -2,7 +2,7 @@
 //   y = x / sqrt(mean(x^2) + eps) * weight,        weight[n] = 1, default eps 1e-6.
 // rmsnorm_1p (Gemma 2/3, Qwen3-Next):
 //   y = x / sqrt(mean(x^2) + eps) * (1 + weight),  weight[n] = 0,
-// so weight decay pulls the gain towards 1 instead of 0.
+// so the gain starts at 1 with its parameter at 0 (norm parameters are never weight-decayed here).
 // Contiguous float32 CPU input runs a hand-written forward and backward (cpu_kernels.h) wrapped as
 // a custom autograd function; double, strided or non-CPU input runs the composed ops
 // (reference_forward), which the fast path is tested against.

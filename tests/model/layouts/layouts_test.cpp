@@ -1,4 +1,4 @@
-// Every registered layout is pinned to its contract equation (MODEL.md section 2), its exact
+// Every registered layout is pinned to its contract equation (src/model/README.md), its exact
 // parameter names (section 5), and causality. A layout added to the registry without an entry
 // here fails LayoutTest.EveryRegisteredLayoutHasAnEquationTest.
 #include <gtest/gtest.h>

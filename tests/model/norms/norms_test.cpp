@@ -1,4 +1,4 @@
-// Every registered norm against MODEL.md section 1: output against the formula written out here
+// Every registered norm against src/model/README.md: output against the formula written out here
 // with plain loops in double (no call into the module's code), finite-difference gradients,
 // invariances, init values and tensor names, BatchNorm's statistics and its causal leak, and a
 // short training run. The parameterised suites iterate norm_registry(), so a newly registered norm
@@ -309,7 +309,7 @@ TEST_P(NormGradientTest, FiniteDifferencesMatchAutogradForInputAndEveryParameter
 INSTANTIATE_TEST_SUITE_P(AllNorms, NormGradientTest, ::testing::ValuesIn(registered_names()),
                          param_name);
 
-// ---- Init values, default eps, parameter and buffer names (MODEL.md sections 1 and 5).
+// ---- Init values, default eps, parameter and buffer names (src/model/README.md).
 
 struct TensorInit {
   std::vector<int64_t> shape;  // {0} stands for {n}

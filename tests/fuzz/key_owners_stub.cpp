@@ -1,0 +1,22 @@
+// The fuzz targets build the config loader without LibTorch, so without the model's registries:
+// this table stands in for model/key_owners.cpp with one owner of each shape the registries use
+// (a norm's boolean and number keys, a layout's auto numbers, an auto integer and a named choice),
+// so the loader's handling of owned keys is fuzzed all the same.
+#include "config/owned_keys.h"
+
+namespace normlab {
+
+const std::vector<KeyOwner>& key_owners() {
+  static const std::vector<KeyOwner> owners = {
+      {OwnerKind::kNorm, "layernorm", "norm", {{"bias", KeyKind::kBoolean, true, "layernorm has a bias"}}},
+      {OwnerKind::kNorm, "dyt", "norm", {{"dyt_alpha", KeyKind::kNumber, 0.5, "initial alpha of dyt"}}},
+      {OwnerKind::kLayout, "deepnorm", "deepnorm",
+       {{"alpha", KeyKind::kNumber, {}, "residual scale"}, {"beta", KeyKind::kNumber, {}, "init gain"}}},
+      {OwnerKind::kLayout, "mix", "mix", {{"post_layers", KeyKind::kInteger, {}, "post blocks"}}},
+      {OwnerKind::kLayout, "normformer", "normformer",
+       {{"resid_scale", KeyKind::kName, std::string("none"), "skip scales", {"none", "ffn", "all"}}}},
+  };
+  return owners;
+}
+
+}  // namespace normlab
