@@ -364,7 +364,7 @@ TEST(ConfigBaseTest, OverrideFilesMergeOverTheirBaseAndNameTheRightFile) {
     std::ofstream b(dir / "base.yaml");
     b << "model:\n  d_model: 64\n  n_heads: 4\n  norm: {type: rmsnorm, eps: 1.0e-4}\ntrain: {steps: 9}\n";
     std::ofstream o(dir / "over.yaml");
-    o << "# comment\nbase: base.yaml\nmodel:\n  norm: {type: dyt}\n  n_heads: 3\n";
+    o << "# comment\nbase: base.yaml\nmodel:\n  norm: {type: layernorm}\n  n_heads: 3\n";
   }
   try {
     check_and_resolve(parse_config_file(dir / "over.yaml"), false);
@@ -375,7 +375,7 @@ TEST(ConfigBaseTest, OverrideFilesMergeOverTheirBaseAndNameTheRightFile) {
   }
   auto c = parse_config_file(dir / "over.yaml", {"model.n_heads=8"}).config;
   EXPECT_EQ(c.model.d_model, 64);          // from base
-  EXPECT_EQ(c.model.norm.type, "dyt");     // overlay
+  EXPECT_EQ(c.model.norm.type, "layernorm");  // overlay
   EXPECT_DOUBLE_EQ(*c.model.norm.eps, 1e-4);  // merged key by key
   EXPECT_EQ(c.train.steps, 9);
   {
