@@ -10,15 +10,13 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/json.h"
-#include "config/load.h"
-#include "metrics/spike.h"
 
 namespace normlab {
 
 const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames = {
     "steps",  "final_train_loss", "best_val_loss",         "best_val_excess", "diverged",
-    "spikes", "spike_score",      "max_grad_norm",         "grad_ratio_first_last", "tok_per_s",
-    "wall_s"};
+    "spikes", "spike_score",      "max_grad_norm",         "grad_ratio_first_last", "final_eff_rank",
+    "tok_per_s", "wall_s"};
 
 namespace {
 namespace fs = std::filesystem;
@@ -32,20 +30,6 @@ double num(const YAML::Node& n) {
   } catch (const YAML::Exception&) {
     return kNaN;
   }
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-void keep_min(double& acc, double v) {
-  if (std::isfinite(v) && !(acc <= v)) acc = v;
-}
-void keep_max(double& acc, double v) {
-  if (std::isfinite(v) && !(acc >= v)) acc = v;
 }
 
 std::string csv_field(const std::string& s) {
@@ -83,7 +67,7 @@ std::string md_number(SummaryColumn c, double v, bool aggregated) {
 
 const std::array<const char*, kNumSummaryColumns> kMarkdownHeaders = {
     "steps",  "final loss", "best val", "excess", "diverged",
-    "spikes", "spike score", "max gnorm", "g0/gL", "tok/s", "wall s"};
+    "spikes", "spike score", "max gnorm", "g0/gL", "eff rank", "tok/s", "wall s"};
 
 constexpr const char* kLegend =
     "final loss: last train loss; best val: lowest validation loss; excess: best val above the "
@@ -91,71 +75,35 @@ constexpr const char* kLegend =
     "is not below the first (aggregated: fraction of seeds); spikes: loss and grad-norm spike "
     "records; spike score: share of logged steps (once the detector is active) with loss or grad-norm z "
     "above diag.spike.zscore (OLMo-core's stability score); max gnorm: largest gradient norm before clipping; g0/gL: first- over last-block "
-    "gradient norm at step 0; tok/s: median training throughput; wall s: wall time of the point.";
-
-// The run's diag.spike.zscore (its resolved config.yaml), else the contract's default.
-double run_spike_zscore(const std::string& run) {
-  const std::string path = (fs::path(run) / "config.yaml").string();
-  if (!file_exists(path)) return DiagConfig{}.spike.zscore;
-  try {
-    return parse_config_file(path).config.diag.spike.zscore;
-  } catch (const std::exception&) {
-    return DiagConfig{}.spike.zscore;
-  }
-}
+    "gradient norm at step 0; eff rank: effective rank of the head's input states at the last "
+    "evaluation; tok/s: median training throughput; wall s: wall time of the point.";
 
 }  // namespace
 
-SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore) {
+// The columns are RunDerived's numbers (src/metrics/records.h): nothing is computed here.
+SummaryValues summary_values(const RunRecords& r) {
   SummaryValues v;
   v.fill(kNaN);
-  if (!file_exists(metrics_path)) return v;
-  bool any_train = false, nonfinite = false;
-  double first_loss = kNaN, last_loss = kNaN, best_val = kNaN, best_excess = kNaN, max_gnorm = kNaN;
-  double ratio = kNaN;
-  int64_t last_step = -1, spikes = 0;
-  std::vector<double> tok_per_s;
-  SpikeScore score(spike_zscore);
-  for (YAML::Node r : read_json_lines(
-           metrics_path)) {  // non-const: a missing key gives an empty node, not a throw
-    if (!r["kind"]) continue;
-    const std::string kind = r["kind"].as<std::string>();
-    if (r["nonfinite"] && r["nonfinite"].as<bool>()) nonfinite = true;
-    if (kind == "train") {
-      const double loss = num(r["loss"]);
-      if (!any_train) {
-        first_loss = loss;
-        const YAML::Node g = r["layers"]["grad_norm"];
-        if (g && g.IsSequence() && g.size() > 0) ratio = num(g[0]) / num(g[g.size() - 1]);
-      }
-      any_train = true;
-      last_loss = loss;
-      last_step = r["step"].as<int64_t>();
-      keep_max(max_gnorm, num(r["grad_norm"]));
-      if (const double t = num(r["tok_per_s"]); std::isfinite(t)) tok_per_s.push_back(t);
-      score.add(num(r["loss_z"]), num(r["grad_norm_z"]));
-    } else if (kind == "eval") {
-      keep_min(best_val, num(r["val_loss"]));
-      keep_min(best_excess, num(r["val_excess"]));
-    } else if (kind == "spike") {
-      ++spikes;
-    }
-  }
-  if (any_train) {
-    v[kSteps] = static_cast<double>(last_step + 1);
-    v[kFinalTrainLoss] = last_loss;
-    v[kGradRatioFirstLast] = ratio;
-    v[kTokPerS] = median(tok_per_s);
-  }
-  if (any_train || nonfinite) {
-    v[kDiverged] = nonfinite || !std::isfinite(last_loss) || !(last_loss < first_loss) ? 1 : 0;
-  }
-  v[kBestValLoss] = best_val;
-  v[kBestValExcess] = best_excess;
-  v[kSpikes] = static_cast<double>(spikes);
-  v[kSpikeScore] = score.value();
-  v[kMaxGradNorm] = max_gnorm;
+  if (!r.has_metrics) return v;
+  const RunDerived& d = r.derived;
+  if (d.last_step >= 0) v[kSteps] = static_cast<double>(d.last_step + 1);
+  v[kFinalTrainLoss] = d.final_train_loss;
+  v[kBestValLoss] = d.best_val_loss;
+  v[kBestValExcess] = d.best_val_excess;
+  v[kDiverged] = d.diverged;
+  v[kSpikes] = static_cast<double>(d.spikes);
+  v[kSpikeScore] = d.spike_score;
+  v[kMaxGradNorm] = d.max_grad_norm;
+  v[kGradRatioFirstLast] = d.grad_ratio_first_last;
+  v[kFinalEffRank] = d.final_eff_rank;
+  v[kTokPerS] = d.tok_per_s;
   return v;
+}
+
+SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore) {
+  RunInfo info;
+  info.spike_zscore = spike_zscore;
+  return summary_values(read_records(metrics_path, info));
 }
 
 std::optional<PointRecord> read_point_record(const std::string& run_dir) {
@@ -205,7 +153,8 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
     r.name = p.name;
     for (const auto& [k, v] : p.overrides) r.axis_values.push_back(v);
     r.seed = std::to_string(p.seed);
-    r.values = run_metrics((fs::path(run) / "metrics.jsonl").string(), run_spike_zscore(run));
+    r.values = file_exists((fs::path(run) / "metrics.jsonl").string()) ? summary_values(read_run(run))
+                                                                        : summary_values(RunRecords{});
     const auto rec = read_point_record(run);
     r.status = rec ? rec->status : "pending";
     r.values[kWallS] = rec ? rec->wall_s : kNaN;

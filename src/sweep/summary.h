@@ -1,4 +1,4 @@
-// The sweep's results table (/work/notes/SWEEP_FORMAT.md, "summary.csv"): one row per run with
+// The sweep's results table (configs/sweeps/README.md, "summary.csv"): one row per run with
 // numbers computed from its metrics.jsonl and point.json, then mean and population-std rows over
 // the seeds of each axis combination; written as summary.csv (for scripts) and summary.md (for
 // people), and printed by `normlab report SWEEP_DIR`.
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics/records.h"
 #include "sweep/sweep_config.h"
 
 namespace normlab {
@@ -25,6 +26,7 @@ enum SummaryColumn {
   kSpikeScore,
   kMaxGradNorm,
   kGradRatioFirstLast,
+  kFinalEffRank,
   kTokPerS,
   kWallS,
   kNumSummaryColumns
@@ -33,9 +35,10 @@ extern const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames;
 
 using SummaryValues = std::array<double, kNumSummaryColumns>;
 
-// Everything but wall_s from one metrics.jsonl (NaN where the records do not have it; all NaN
-// when the file does not exist).
-// spike_zscore: the run's diag.spike.zscore, for spike_score.
+// Everything but wall_s: the run's derived numbers (src/metrics/records.h) as columns (NaN where
+// the records do not have them; all NaN when there is no metrics.jsonl).
+SummaryValues summary_values(const RunRecords& run);
+// The same from one metrics.jsonl file on its own; spike_zscore: the run's diag.spike.zscore.
 SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore = 6);
 
 // <run>/point.json: the sweep's record of one point.

@@ -1,0 +1,292 @@
+#include "metrics/records.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <initializer_list>
+
+#include "config/config.h"
+#include "core/errors.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "data/corpus.h"
+#include "metrics/spike.h"
+
+namespace normlab {
+namespace {
+namespace fs = std::filesystem;
+
+const double kNaN = std::nan("");
+
+// A JSON number; null (a non-finite value), absent or not a number: NaN.
+double num(const YAML::Node& n) {
+  if (!n || !n.IsScalar()) return kNaN;
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    return kNaN;
+  }
+}
+
+bool flag(const YAML::Node& n) {
+  if (!n || !n.IsScalar()) return false;
+  try {
+    return n.as<bool>();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+std::vector<double> vec(const YAML::Node& n) {
+  std::vector<double> v;
+  if (n && n.IsSequence()) {
+    for (const auto& x : n) v.push_back(num(x));
+  }
+  return v;
+}
+
+bool integer(const YAML::Node& n, int64_t& out) {
+  if (!n || !n.IsScalar()) return false;
+  try {
+    out = n.as<int64_t>();
+    return true;
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+TrainRecord parse_train(const YAML::Node& r, int64_t step) {
+  TrainRecord t;
+  t.step = step;
+  t.loss = num(r["loss"]);
+  t.lr = num(r["lr"]);
+  t.grad_norm = num(r["grad_norm"]);
+  t.loss_z = num(r["loss_z"]);
+  t.grad_norm_z = num(r["grad_norm_z"]);
+  integer(r["tokens"], t.tokens);
+  t.tok_per_s = num(r["tok_per_s"]);
+  t.grad_norm_embed = num(r["grad_norm_embed"]);
+  t.grad_norm_head = num(r["grad_norm_head"]);
+  t.skipped = flag(r["skipped"]);
+  t.nonfinite = flag(r["nonfinite"]);
+  const YAML::Node layers = r["layers"];
+  if (layers && layers.IsMap()) {
+    for (auto it = layers.begin(); it != layers.end(); ++it) {
+      if (it->second.IsSequence()) t.layers.emplace_back(it->first.as<std::string>(), vec(it->second));
+    }
+  }
+  return t;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+}
+
+// node[k0][k1]..., an empty node where a level is missing (yaml-cpp throws on a missing level).
+YAML::Node lookup(const YAML::Node& node, const char* const* k, const char* const* end) {
+  if (k == end) return node;
+  if (!node || !node.IsMap() || !node[*k]) return YAML::Node();
+  return lookup(node[*k], k + 1, end);
+}
+
+// A run's config.yaml is the resolved config the run wrote (src/train/README.md): the few facts the
+// derivations need are read from it as written, so a run directory stays readable when it is moved
+// away from its data or read by a binary whose config keys differ.
+RunInfo read_info(const std::string& path) {
+  RunInfo info;
+  info.spike_zscore = SpikeConfig{}.zscore;
+  if (!file_exists(path)) return info;
+  try {
+    const YAML::Node c = YAML::LoadFile(path);
+    // c[a][b]..., an empty node where a level is missing (yaml-cpp throws on a missing level).
+    auto at = [&c](std::initializer_list<const char*> keys) { return lookup(c, keys.begin(), keys.end()); };
+    auto text = [](const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : std::string(); };
+    info.layout = text(at({"model", "layout"}));
+    info.norm = text(at({"model", "norm", "type"}));
+    info.val_path = text(at({"data", "val"}));
+    integer(at({"model", "n_layers"}), info.n_layers);
+    integer(at({"model", "d_model"}), info.d_model);
+    if (const double z = num(at({"diag", "spike", "zscore"})); std::isfinite(z)) info.spike_zscore = z;
+  } catch (const YAML::Exception& e) {
+    info.config_error = fmt::format("{}: {}; defaults used", path, e.what());
+  }
+  return info;
+}
+
+void add_warnings(RunRecords& r) {
+  RunDerived& d = r.derived;
+  if (!r.info.config_error.empty()) d.warnings.push_back(r.info.config_error);
+  std::vector<const TrainRecord*> entropy, logit_max;
+  for (const auto& t : r.train) {
+    if (t.layer("attn_entropy")) entropy.push_back(&t);
+    if (t.layer("attn_logit_max")) logit_max.push_back(&t);
+  }
+  if (!entropy.empty()) {
+    const auto& last = *entropy.back()->layer("attn_entropy");
+    const auto& first = *entropy.front()->layer("attn_entropy");
+    for (size_t i = 0; i < last.size(); ++i) {
+      if (last[i] < kEntropyCollapseNats) {
+        d.warnings.push_back(fmt::format(
+            "attention entropy collapse in blocks.{}: {:.3f} nats at step {} (was {:.3f} at step {}); "
+            "its heads attend to a single position",
+            i, last[i], entropy.back()->step, i < first.size() ? first[i] : kNaN, entropy.front()->step));
+      }
+    }
+  }
+  if (logit_max.size() > 2) {
+    const TrainRecord& mid = *logit_max[logit_max.size() / 2];
+    const TrainRecord& end = *logit_max.back();
+    const auto& first = *mid.layer("attn_logit_max");
+    const auto& last = *end.layer("attn_logit_max");
+    for (size_t i = 0; i < last.size() && i < first.size(); ++i) {
+      if (last[i] > kLogitGrowthFloor && last[i] > kLogitGrowthFactor * first[i]) {
+        d.warnings.push_back(fmt::format(
+            "growing attention logits in blocks.{}: max {:.1f} at step {} (was {:.2f} at step {}); "
+            "QK-norm or attn_softcap bound them",
+            i, last[i], end.step, first[i], mid.step));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<double>* TrainRecord::layer(const std::string& name) const {
+  for (const auto& [n, v] : layers) {
+    if (n == name) return &v;
+  }
+  return nullptr;
+}
+
+double GradProfile::first_last() const { return blocks.empty() ? kNaN : blocks.front() / blocks.back(); }
+
+RunRecords read_records(const std::string& metrics_path, const RunInfo& info) {
+  RunRecords r;
+  r.info = info;
+  r.has_metrics = file_exists(metrics_path);
+  for (YAML::Node rec : read_json_lines(metrics_path)) {  // non-const: a missing key gives an empty node
+    int64_t step = 0;
+    if (!rec.IsMap() || !rec["kind"] || !rec["kind"].IsScalar() || !integer(rec["step"], step)) continue;
+    const std::string kind = rec["kind"].as<std::string>();
+    if (kind == "train") {
+      r.train.push_back(parse_train(rec, step));
+    } else if (kind == "eval") {
+      EvalRecord e;
+      e.step = step;
+      e.val_loss = num(rec["val_loss"]);
+      e.has_eff_rank = static_cast<bool>(rec["eff_rank"]);
+      e.eff_rank = num(rec["eff_rank"]);
+      e.val_excess = num(rec["val_excess"]);
+      r.eval.push_back(e);
+    } else if (kind == "spike") {
+      SpikeRecord s;
+      s.step = step;
+      s.metric = rec["metric"] && rec["metric"].IsScalar() ? rec["metric"].as<std::string>() : "";
+      s.action = rec["action"] && rec["action"].IsScalar() ? rec["action"].as<std::string>() : "";
+      s.value = num(rec["value"]);
+      s.mean = num(rec["mean"]);
+      s.std = num(rec["std"]);
+      s.z = num(rec["z"]);
+      r.spikes.push_back(s);
+    }
+  }
+  derive(r);
+  return r;
+}
+
+RunRecords read_run(const std::string& dir) {
+  const fs::path run(dir);
+  if (!fs::is_directory(run)) throw UsageError(dir + ": run directory not found");
+  const std::string metrics = (run / "metrics.jsonl").string();
+  if (!file_exists(metrics)) throw UsageError(dir + ": no metrics.jsonl (not a NormLab run?)");
+  RunRecords r = read_records(metrics, read_info((run / "config.yaml").string()));
+  r.dir = dir;
+  return r;
+}
+
+// Every derived number of src/metrics/README.md ("Derived numbers"), in the order of that table.
+void derive(RunRecords& r) {
+  RunDerived d;
+  // Progress: the last train record, skipped or not; skipped updates and the non-finite ones.
+  std::vector<double> tok_per_s;
+  SpikeScore score(r.info.spike_zscore);
+  std::vector<const TrainRecord*> with_profile;
+  size_t most_series = 0;
+  for (size_t i = 0; i < r.train.size(); ++i) {
+    const TrainRecord& t = r.train[i];
+    d.last_step = t.step;
+    if (t.tokens >= 0) d.tokens = t.tokens;
+    if (t.skipped) {
+      ++d.skipped;
+      if (t.nonfinite) ++d.nonfinite;
+    } else {
+      d.final_train_loss = t.loss;
+      if (t.layer("grad_norm")) with_profile.push_back(&t);
+      // The last full-diagnostics record: the last applied one with the most per-layer series.
+      if (!t.layers.empty() && t.layers.size() >= most_series) {
+        most_series = t.layers.size();
+        d.diag_index = static_cast<int64_t>(i);
+      }
+    }
+    // Spike score: every train record, skipped ones included (src/metrics/README.md).
+    score.add(t.loss_z, t.grad_norm_z);
+    if (std::isfinite(t.grad_norm) && !(d.max_grad_norm >= t.grad_norm)) d.max_grad_norm = t.grad_norm;
+    if (std::isfinite(t.tok_per_s)) tok_per_s.push_back(t.tok_per_s);
+  }
+  d.spike_score = score.value();
+  d.tok_per_s = median(tok_per_s);
+  d.spikes = static_cast<int64_t>(r.spikes.size());
+
+  // Divergence: a non-finite train record anywhere, or the last train loss (skipped records
+  // included) not finite or not below the first.
+  if (!r.train.empty()) {
+    const bool any_nonfinite =
+        std::any_of(r.train.begin(), r.train.end(), [](const TrainRecord& t) { return t.nonfinite; });
+    const double first = r.train.front().loss, last = r.train.back().loss;
+    d.diverged = any_nonfinite || !std::isfinite(last) || !(last < first) ? 1 : 0;
+  }
+
+  // Gradient-norm profiles: first, middle and last applied records with layers.grad_norm.
+  auto profile = [](const TrainRecord& t) {
+    return GradProfile{t.step, *t.layer("grad_norm"), t.grad_norm_embed, t.grad_norm_head};
+  };
+  if (!with_profile.empty()) {
+    d.profiles.push_back(profile(*with_profile.front()));
+    if (with_profile.size() > 2) d.profiles.push_back(profile(*with_profile[with_profile.size() / 2]));
+    if (with_profile.size() > 1) d.profiles.push_back(profile(*with_profile.back()));
+    d.grad_ratio_first_last = d.profiles.front().first_last();
+  }
+
+  // Validation: the entropy floor the run recorded (val_loss - val_excess), else floor.json.
+  const EvalRecord* best = nullptr;
+  for (const auto& e : r.eval) {
+    if (std::isfinite(e.val_loss) && std::isfinite(e.val_excess)) d.entropy_floor = e.val_loss - e.val_excess;
+    if (std::isfinite(e.val_loss) && (!best || e.val_loss < best->val_loss)) best = &e;
+    if (e.has_eff_rank) d.final_eff_rank = e.eff_rank;
+  }
+  if (!std::isfinite(d.entropy_floor)) {
+    if (auto f = read_entropy_floor(r.info.val_path)) d.entropy_floor = f->floor;
+  }
+  auto excess = [&](const EvalRecord& e) {
+    return std::isfinite(e.val_excess) ? e.val_excess : e.val_loss - d.entropy_floor;
+  };
+  if (!r.eval.empty()) {
+    d.final_val_loss = r.eval.back().val_loss;
+    d.final_val_step = r.eval.back().step;
+    d.final_val_excess = excess(r.eval.back());
+  }
+  if (best) {
+    d.best_val_loss = best->val_loss;
+    d.best_val_step = best->step;
+    d.best_val_excess = excess(*best);
+  }
+  r.derived = std::move(d);
+  add_warnings(r);
+}
+
+}  // namespace normlab

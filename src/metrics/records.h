@@ -1,0 +1,110 @@
+// The one reader of a run's records (src/metrics/README.md, "Records"): metrics.jsonl parsed into
+// typed train / eval / spike records, plus every number derived from them, each defined once
+// (src/metrics/README.md, "Derived numbers"). `normlab report` (report.cpp), the sweep summary
+// (src/sweep/summary.cpp) and scripts/plot.py (through `normlab report --json`) read runs through
+// this module and compute nothing on their own. The writer is the trainer (src/train/trainer.cpp).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace normlab {
+
+// Warning thresholds of the report (src/metrics/README.md, "normlab report").
+constexpr double kEntropyCollapseNats = 0.1;  // mean attention entropy of a layer below this
+// Max attention logit grew by this factor over the second half of the logged run (last vs
+// middle record; attention sharpening early in training is normal) and is above the floor.
+constexpr double kLogitGrowthFactor = 2.0;
+constexpr double kLogitGrowthFloor = 30.0;
+
+// layers.<name> of one train record, in the record's order (name without the "layers." prefix).
+using RecordLayers = std::vector<std::pair<std::string, std::vector<double>>>;
+
+// A key absent from a record reads as NaN (numbers), false (flags) or empty (series).
+struct TrainRecord {
+  int64_t step = 0;
+  double loss = std::nan(""), lr = std::nan(""), grad_norm = std::nan("");
+  double loss_z = std::nan(""), grad_norm_z = std::nan("");
+  int64_t tokens = -1;  // -1: absent
+  double tok_per_s = std::nan("");
+  double grad_norm_embed = std::nan(""), grad_norm_head = std::nan("");
+  bool skipped = false, nonfinite = false;
+  RecordLayers layers;
+  // The series layers.<name>, or nullptr where the record has none.
+  const std::vector<double>* layer(const std::string& name) const;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double val_loss = std::nan(""), eff_rank = std::nan(""), val_excess = std::nan("");
+  bool has_eff_rank = false;  // the key is there (its value may be null: non-finite states)
+};
+
+struct SpikeRecord {
+  int64_t step = 0;
+  std::string metric, action;
+  double value = std::nan(""), mean = std::nan(""), std = std::nan(""), z = std::nan("");
+};
+
+// From the run's config.yaml (defaults where there is none).
+struct RunInfo {
+  std::string layout, norm, val_path;
+  int64_t n_layers = 0, d_model = 0;
+  double spike_zscore = 6;   // diag.spike.zscore
+  std::string config_error;  // config.yaml exists but does not parse: the defaults are used
+};
+
+// The per-layer gradient norms of one applied train record (Xiong et al. 2020, Figure 3).
+struct GradProfile {
+  int64_t step = 0;
+  std::vector<double> blocks;  // layers.grad_norm
+  double embed = std::nan(""), head = std::nan("");
+  double first_last() const;  // blocks.front() / blocks.back(), NaN without blocks
+};
+
+// The derived numbers (src/metrics/README.md, "Derived numbers"). NaN / -1 = not available.
+struct RunDerived {
+  int64_t last_step = -1;  // step of the last train record (skipped ones included)
+  int64_t tokens = 0;      // tokens of the last train record that has them
+  int64_t skipped = 0, nonfinite = 0;
+  double final_train_loss = std::nan("");  // loss of the last applied train record
+  double final_val_loss = std::nan(""), best_val_loss = std::nan("");
+  int64_t final_val_step = -1, best_val_step = -1;
+  double entropy_floor = std::nan(""), final_val_excess = std::nan(""), best_val_excess = std::nan("");
+  int64_t spikes = 0;  // spike records
+  double spike_score = std::nan("");
+  double diverged = std::nan("");  // 1 or 0; NaN when there is nothing to judge
+  double max_grad_norm = std::nan(""), tok_per_s = std::nan(""), grad_ratio_first_last = std::nan("");
+  double final_eff_rank = std::nan("");
+  std::vector<GradProfile> profiles;  // first, middle, last applied records with layers.grad_norm
+  int64_t diag_index = -1;            // index in train of the last full-diagnostics record
+  std::vector<std::string> warnings;
+};
+
+struct RunRecords {
+  std::string dir;
+  RunInfo info;
+  std::vector<TrainRecord> train;
+  std::vector<EvalRecord> eval;
+  std::vector<SpikeRecord> spikes;
+  RunDerived derived;
+  bool has_metrics = false;  // metrics.jsonl exists
+  const TrainRecord* diag_record() const {
+    return derived.diag_index >= 0 ? &train[static_cast<size_t>(derived.diag_index)] : nullptr;
+  }
+};
+
+// <dir>/metrics.jsonl and <dir>/config.yaml. Throws UsageError when dir is not a directory or has
+// no metrics.jsonl.
+RunRecords read_run(const std::string& dir);
+// One metrics.jsonl file on its own, with the run facts that would come from config.yaml (at least
+// spike_zscore; val_path for the entropy-floor fallback). A missing file gives no records.
+RunRecords read_records(const std::string& metrics_path, const RunInfo& info = {});
+
+// The derivations, exposed for tests: fills r.derived from r's records and r.info.
+void derive(RunRecords& r);
+
+}  // namespace normlab
