@@ -21,7 +21,7 @@ template <class E>
 struct ChoiceTable;
 
 template <class E>
-constexpr bool is_choice_v = false;
+inline constexpr bool is_choice_v = false;
 
 template <class E>
 const char* choice_name(E v) {
@@ -56,4 +56,4 @@ std::string choice_names(const char* sep = " | ") {
     static constexpr ChoiceName<E> entries[] = {__VA_ARGS__};    \
   };                                                             \
   template <>                                                    \
-  constexpr bool is_choice_v<E> = true
+  inline constexpr bool is_choice_v<E> = true
