@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots for NormLab runs and sweeps: PNGs a newcomer can read, written next to the data.
 
-    scripts/plot.py DIR [--group-by KEY] [--out OUTDIR] [--runs]
+    scripts/plot.py DIR [--group-by KEY] [--out OUTDIR] [--runs] [--normlab PATH]
 
     DIR              a run directory (holds metrics.jsonl) or a sweep directory (holds summary.csv
                      or runs/*/point.json, see `normlab sweep`)
@@ -10,6 +10,8 @@
                      default: the first axis of summary.csv that takes more than one value
     --out OUTDIR     where the PNGs go (default: DIR/plots/)
     --runs           sweep only: also write every run's own plots (OUTDIR/runs/<name>/)
+    --normlab PATH   the normlab binary (default: $NORMLAB_BINARY, else build/normlab in the
+                     repository)
 
 Each file written is printed on stdout, one path a line.
 
@@ -19,7 +21,7 @@ Run (from metrics.jsonl, config.yaml):
     grad_heatmap.png  per-block gradient norm (layers.grad_norm) over steps, log colour scale
     grad_profile.png  per-block gradient norm at the first, ~25%, 50% and last logged steps
     layers.png        residual-stream RMS (act_rms) and attention max logit / entropy per block
-  Only when the run logs the series (MODEL.md section 9; older runs simply lack these files):
+  Only when the run logs the series (src/metrics/README.md; older runs simply lack these files):
     act_max.png           max |x| of the residual stream per position over steps (log), and against
                           depth next to act_rms at a few steps (massive activations)
     attn_sink.png         attention probability on position 0 per block over steps, with the level
@@ -40,15 +42,19 @@ Sweep (from summary.csv, runs/*/point.json, runs/*/metrics.jsonl):
   axes form groups within each category:
     best_val_compare.png   best val loss per category and group: mean over seeds with a min..max bar,
                            every seed a dot, diverged/failed seeds as x at the top; below it, when
-                           available, the spike score (summary.csv's spike_score, else the share of
-                           logged steps with loss_z or grad_norm_z above diag.spike.zscore, default
-                           6) and the final eff_rank in the same layout
+                           available, the spike score and the final eff_rank in the same layout
     grad_profile_step0.png per-block gradient norm of each point's first logged update (step 0)
                            against block index, log y, seeds averaged (Xiong et al. 2020, Fig. 3)
     block_cos_profile.png  layers.block_cos of each point's last diagnostic step against block index,
                            seeds averaged; only when the runs log block_cos
 Diverged or failed runs are drawn as x markers pinned to the top of the axes (with a note), so they
 do not stretch the y scale.
+
+This script derives no number from the records: the entropy floor, the spike score, divergence,
+final train loss, best and final val loss and the final eff_rank of a run come from
+`normlab report --json RUN` (src/metrics/records.cpp defines each once), a sweep's from its
+summary.csv (the same numbers), falling back to `normlab report --json` per run where a cell is
+empty. metrics.jsonl is read only for the series drawn over steps and the spike records marked.
 
 Environment: matplotlib (Agg backend, headless) and numpy. When they are missing the script
 re-execs itself under /usr/bin/python3; if they are still missing it installs nothing: it prints the
@@ -74,6 +80,39 @@ DPI = 100
 
 def _log(msg):
     print("plot.py: " + msg, file=sys.stderr, flush=True)
+
+
+NORMLAB = {"path": None, "warned": False}
+
+
+def normlab_binary():
+    """--normlab PATH, else $NORMLAB_BINARY, else build/normlab in the repository."""
+    return NORMLAB["path"] or os.environ.get("NORMLAB_BINARY") or os.path.join(REPO_ROOT, "build", "normlab")
+
+
+def normlab_report(run_dir):
+    """`normlab report --json RUN`: the run's derived numbers (src/metrics/records.cpp), or {} with
+    a note on stderr when the binary is missing or fails (the plots then go without them)."""
+    import subprocess
+    binary = normlab_binary()
+    try:
+        out = subprocess.run([binary, "report", "--json", run_dir], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    except OSError as e:
+        if not NORMLAB["warned"]:
+            _log("cannot run %s (%s): no spike score, divergence or best/final val loss from the records; "
+                 "pass --normlab PATH or set NORMLAB_BINARY" % (binary, e))
+            NORMLAB["warned"] = True
+        return {}
+    if out.returncode != 0:
+        _log("%s report --json %s failed: %s" % (binary, run_dir, out.stderr.strip()[-500:]))
+        return {}
+    try:
+        j = json.loads(out.stdout)
+    except ValueError:
+        _log("%s report --json %s: not JSON" % (binary, run_dir))
+        return {}
+    return j if isinstance(j, dict) else {}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -114,7 +153,8 @@ def ensure_environment():
 
 
 # ----------------------------------------------------------------------------------------------
-# reading: metrics.jsonl, config.yaml, floor.json, summary.csv, point.json (standard library only)
+# reading: metrics.jsonl, config.yaml, floor.json, summary.csv, point.json (standard library only),
+# and `normlab report --json` for every derived number
 # ----------------------------------------------------------------------------------------------
 
 def num(x):
@@ -259,15 +299,26 @@ class Run:
         self.label = label or os.path.basename(self.path.rstrip("/"))
         self.train, self.evals, self.spike_records = read_metrics(os.path.join(self.path, "metrics.jsonl"))
         self.cfg = read_simple_yaml(os.path.join(self.path, "config.yaml"))
+        self._report = None
         self.floor_train, self.floor_val = find_floor(self.path, self.cfg)
-        # the eval records carry the floor themselves: val_loss - val_excess
-        fl = [num(e.get("val_loss")) - num(e.get("val_excess")) for e in self.evals]
-        fl = [v for v in fl if finite(v)]
-        if fl:
-            fl.sort()
-            self.floor_val = fl[len(fl) // 2]
+        # the floor the run's eval records carry (`normlab report`'s entropy_floor) comes first
+        fl = self.derived("entropy_floor")
+        if finite(fl):
+            self.floor_val = fl
             if not finite(self.floor_train):
-                self.floor_train = self.floor_val
+                self.floor_train = fl
+
+    @property
+    def report(self):
+        """`normlab report --json` of this run (run once, on first use)."""
+        if self._report is None:
+            self._report = normlab_report(self.path)
+        return self._report
+
+    def derived(self, key):
+        """A derived number of the run (normlab report --json: spike_score, diverged,
+        final_train_loss, best_val_loss, final_val_loss, eff_rank, entropy_floor ...), nan when absent."""
+        return num(self.report.get(key))
 
     def describe(self):
         c = self.cfg
@@ -316,47 +367,17 @@ class Run:
         steps, rows = self.layer_matrix(key)
         return (steps[0], rows[0]) if steps else (None, None)
 
-    def spike_threshold(self):
-        thr = num(self.cfg.get("diag.spike.zscore"))
-        return thr if finite(thr) else 6.0
-
-    def spike_score(self):
-        """Share of train records with an active detector (loss_z or grad_norm_z present) whose loss
-        or grad-norm z exceeds diag.spike.zscore (MODEL.md section 9, OLMo-core's stability score);
-        nan when the detector never became active."""
-        thr, n, hits = self.spike_threshold(), 0, 0
-        for r in self.train:
-            zs = [num(r.get(k)) for k in ("loss_z", "grad_norm_z") if k in r]
-            if not zs:
-                continue
-            n += 1
-            hits += 1 if any(finite(z) and z > thr for z in zs) else 0
-        return hits / n if n else float("nan")
-
-    def final_eval(self, key):
-        """The last finite value of an eval-record key (eff_rank, val_loss), or nan."""
-        v = [num(e.get(key)) for e in self.evals]
-        v = [x for x in v if finite(x)]
-        return v[-1] if v else float("nan")
-
     def nonfinite_steps(self):
         return [r["step"] for r in self.train
                 if r.get("nonfinite") is True or not finite(num(r.get("loss")))]
 
     def spike_marks(self):
-        """{metric: [(step, value, z)]} from spike records, plus train records whose loss_z /
-        grad_norm_z exceed the threshold (diag.spike.zscore, default 6) without a record."""
-        thr = self.spike_threshold()
+        """{metric: [(step, value, z)]}: the run's spike records, as the detector wrote them."""
         marks = {"loss": {}, "grad_norm": {}}
         for s in self.spike_records:
             m = s.get("metric")
             if m in marks:
                 marks[m][int(s["step"])] = (num(s.get("value")), num(s.get("z")))
-        for r in self.train:
-            for m in marks:
-                z = num(r.get(m + "_z"))
-                if finite(z) and z > thr and r["step"] not in marks[m]:
-                    marks[m][r["step"]] = (num(r.get(m)), z)
         return {m: sorted((s, v, z) for s, (v, z) in d.items()) for m, d in marks.items()}
 
 
@@ -694,7 +715,7 @@ def no_data_note(ax, text):
 
 def plot_run_extras(run, outdir, head):
     """The diagnostics a run logs only on full-diagnostics steps or only with some options
-    (MODEL.md section 9): each figure is written only when its series is in metrics.jsonl, so an
+    (src/metrics/README.md): each figure is written only when its series is in metrics.jsonl, so an
     older run gets none of them."""
     import numpy as np
     plt = mpl()
@@ -873,8 +894,8 @@ def plot_run_extras(run, outdir, head):
 # ----------------------------------------------------------------------------------------------
 
 FIXED_COLUMNS = ["row", "name", "seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                 "best_val_excess", "diverged", "spikes", "max_grad_norm", "grad_ratio_first_last",
-                 "tok_per_s", "wall_s", "spike_score", "eff_rank", "final_eff_rank"]
+                 "best_val_excess", "diverged", "spikes", "spike_score", "max_grad_norm",
+                 "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
 
 
 def short_name(key, keys):
@@ -959,30 +980,22 @@ class Sweep:
                  "seed": r.get("seed") or (str(pj.get("seed")) if pj.get("seed") is not None else ""),
                  "status": r.get("status") or pj.get("status") or ""}
             self.points.append(p)
-        # numbers: summary.csv first, the run's metrics.jsonl when the summary lacks them
+        # numbers: summary.csv first, `normlab report --json` of the run where a cell is empty (both
+        # are the numbers of src/metrics/records.cpp)
         for p in self.points:
             r = p["row"]
             run = Run(p["dir"], p["name"]) if os.path.isfile(os.path.join(p["dir"], "metrics.jsonl")) else None
             p["run"] = run
-            ftl, bvl, div = num(r.get("final_train_loss")), num(r.get("best_val_loss")), num(r.get("diverged"))
-            if run is not None:
-                if not finite(ftl) and run.train:
-                    ftl = num(run.train[-1].get("loss"))
-                if not finite(bvl):
-                    v = [num(e.get("val_loss")) for e in run.evals]
-                    v = [x for x in v if finite(x)]
-                    bvl = min(v) if v else float("nan")
-                if not finite(div) and run.train:
-                    first, last = num(run.train[0].get("loss")), num(run.train[-1].get("loss"))
-                    div = 1.0 if (run.nonfinite_steps() or not finite(last)
-                                  or (len(run.train) > 1 and finite(first) and last >= first)) else 0.0
+
+            def value(column, report_key):
+                v = num(r.get(column))
+                return v if finite(v) or run is None else run.derived(report_key)
             st = str(p["status"])
-            p["final"], p["best_val"] = ftl, bvl
-            sp, er = num(r.get("spike_score")), num(r.get("final_eff_rank", r.get("eff_rank")))
-            if run is not None:
-                sp = sp if finite(sp) else run.spike_score()
-                er = er if finite(er) else run.final_eval("eff_rank")
-            p["spike_score"], p["eff_rank"] = sp, er
+            p["final"] = value("final_train_loss", "final_train_loss")
+            p["best_val"] = value("best_val_loss", "best_val_loss")
+            p["spike_score"] = value("spike_score", "spike_score")
+            p["eff_rank"] = value("final_eff_rank", "eff_rank")
+            div = value("diverged", "diverged")
             p["diverged"] = (finite(div) and div > 0) or st in ("diverged",)
             p["failed"] = st == "failed"
         self.axes = [a for a in self.axes if any(a in p["over"] for p in self.points)]
@@ -1521,6 +1534,9 @@ def parse_args(argv):
     ap.add_argument("--group-by", default=None, metavar="KEY", help="sweep axis to colour loss curves by")
     ap.add_argument("--out", default=None, metavar="OUTDIR", help="output folder (default DIR/plots)")
     ap.add_argument("--runs", action="store_true", help="sweep: also plot every run")
+    ap.add_argument("--normlab", default=None, metavar="PATH",
+                    help="the normlab binary whose `report --json` gives every derived number "
+                         "(default: $NORMLAB_BINARY, else build/normlab in the repository)")
     args = ap.parse_args(argv)
     if not os.path.isdir(args.dir):
         ap.error("%r is not a directory" % args.dir)
@@ -1542,6 +1558,7 @@ def kind_of(d):
 
 def main(argv):
     args = parse_args(argv)
+    NORMLAB["path"] = args.normlab
     kind = kind_of(args.dir)
     if kind is None:
         print("plot.py: %s is neither a run directory (metrics.jsonl) nor a sweep directory "

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Synthetic run and sweep directories for tests/scripts/plot_test.sh: the files scripts/plot.py
-reads (metrics.jsonl, config.yaml, point.json, summary.csv) in the formats of MODEL.md sections 8
+reads (metrics.jsonl, config.yaml, point.json, summary.csv) in the formats of src/train/README.md
 and 9 and src/sweep/summary.cpp, with made-up but plausible numbers. Not a model of training: the
 point is that every series plot.py draws is there (or, for the old-style ones, absent).
 
     tests/scripts/plot_fixtures.py OUTDIR
 
 writes
-    OUTDIR/run_new    a run with every diagnostic of MODEL.md section 9, including block_cos,
+    OUTDIR/run_new    a run with every diagnostic of src/metrics/README.md, including block_cos,
                       act_max, attn_sink, grad_noise_scale, qk_clipped, eval eff_rank and spike z
     OUTDIR/run_old    the same run without those (what a binary before them writes)
     OUTDIR/sweep_cat  model.layout x model.norm.type (3 x 2), 2 seeds, new fields, a summary.csv
@@ -129,16 +129,16 @@ def write_sweep(d, axes, seeds, new, with_summary, diverge=None):
     if not with_summary:
         return
     head = ["row", "name"] + keys + ["seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                                     "best_val_excess", "diverged", "spikes", "max_grad_norm",
-                                     "grad_ratio_first_last", "tok_per_s", "wall_s", "spike_score"]
+                                     "best_val_excess", "diverged", "spikes", "spike_score", "max_grad_norm",
+                                     "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
     out = [head]
     for name, c, seed, div in rows:
-        # numbers left empty: plot.py then takes them from the run's metrics.jsonl
+        # numbers left empty: plot.py then takes them from `normlab report --json` of the run
         out.append(["run", name] + c + [str(seed), "0", "done", "", "", "", "", "1" if div else "0"] + [""] * 7)
     for c in combos:
         g = ",".join("%s=%s" % (k.split(".", 1)[1], v) for k, v in zip(keys, c))
         for kind in ("mean", "std"):
-            out.append([kind, g] + c + ["", str(len(seeds)), "%d/%d done" % (len(seeds), len(seeds))] + [""] * 11)
+            out.append([kind, g] + c + ["", str(len(seeds)), "%d/%d done" % (len(seeds), len(seeds))] + [""] * 12)
     with open(os.path.join(d, "summary.csv"), "w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(out)  # names hold commas: quoted as summary.cpp does
 

@@ -12,6 +12,7 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PLOT="$ROOT/scripts/plot.py"
 export MPLBACKEND=Agg OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+export NORMLAB_BINARY="$BIN"  # plot.py takes every derived number from `normlab report --json`
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/normlab_plot_test.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 cd "$ROOT"  # the config's data paths are relative to the repository root
