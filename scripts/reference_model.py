@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent float64 reference implementation of the NormLab model contract (docs: MODEL.md).
+"""Independent float64 reference implementation of the NormLab model contract (docs: src/model/README.md, data/README.md, src/train/README.md).
 
 Written from the contract text only, to cross-check the C++ trainer's checkpoints.
 
@@ -11,14 +11,14 @@ Written from the contract text only, to cross-check the C++ trainer's checkpoint
         -> internal consistency checks on synthetic checkpoints (no C++ involved)
     reference_model.py initcheck --run DIR [--step N (default 0)]
         -> checks a checkpoint saved before any update (train.save_init: true) against the
-           initialisation rules of MODEL.md section 4 (constants exactly, random tensors by
+           initialisation rules of src/model/README.md (constants exactly, random tensors by
            sample mean / std); one JSON line {"ok":..,"tensors":..,"failures":..}, exit 1 on failure
 
 Only the standard library, numpy and PyYAML are used. All computation is float64.
 Any tensor the contract does not call for under the run's config, or any missing / mis-shaped
 tensor, is a hard error naming the tensor (this is a contract check, not a loader).
 
-READINGS of MODEL.md where the text leaves a choice (2025 methods: derf, rmsnorm_free, subln,
+READINGS of the contract (src/model/README.md) where the text leaves a choice (2025 methods: derf, rmsnorm_free, subln,
 hybrid, lns, layerscale, qk_norm_axis, qk_norm_position, v_norm, attn_gate, subln.gamma); each
 follows the cited paper's standard form where the contract is silent:
  R1  derf: `bias` is always present (as for dyt); `model.norm.bias: false` drops only layernorm's

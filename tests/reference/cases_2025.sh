@@ -1,5 +1,5 @@
 # The 2025 combinations check_reference.sh adds (sourced by it): every new norm, layout and
-# attention option of MODEL.md, alone and combined. Same format as the existing cases:
+# attention option of src/model/README.md, alone and combined. Same format as the existing cases:
 # "LAYOUT NORM [--set extra ...]".
 #
 # Optional init check (needs `--set train.save_init=true` in the case's training command): the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Contract check: checkpoints of many layout x norm x option combinations, evaluated and sampled
 # by normlab and by scripts/reference_model.py (an independent numpy implementation written from
-# MODEL.md alone), must agree: eval loss to 1e-4 relative, identical greedy samples.
+# the contract in src/model/README.md alone), must agree: eval loss to 1e-4 relative, identical greedy samples.
 # Usage: check_reference.sh NORMLAB_BINARY   (run from the repository root)
 set -euo pipefail
 BIN="$1"
