@@ -139,7 +139,8 @@ def write_safetensors(path, tensors, metadata):
 # ----------------------------------------------------------------------------------------------
 
 DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "rmsnorm_1p": 1e-6, "scalenorm": 1e-5,
-               "batchnorm": 1e-5, "dyt": None, "none": None, "derf": None, "rmsnorm_free": 1e-6}
+               "batchnorm": 1e-5, "dyt": None, "none": None, "derf": None, "rmsnorm_free": 1e-6,
+               "ssnorm": 1e-6}
 LAYOUTS = ("pre", "post", "deepnorm", "sandwich", "normformer", "reordered", "mix",
            "subln", "hybrid", "lns")
 FINAL_NORM_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "mix", "subln", "hybrid", "lns")
@@ -320,6 +321,8 @@ class Params:
             return r.normal(0.0, 0.1, shape)
         if kind == "scalenorm_w":
             return math.sqrt(shape[0] if shape else 1) * (1.0 + r.normal(0.0, 0.1, (1,)))
+        if kind == "ssnorm_w":
+            return 1.0 + r.normal(0.0, 0.2, shape)
         if kind == "bn_mean":
             return r.normal(0.0, 0.3, shape)
         if kind == "bn_var":
@@ -422,6 +425,8 @@ class Norm:
             self.shift = params.take(p + "shift", (1,), "derf_shift")
             self.w = params.take(p + "weight", (n,), "norm_w")
             self.b = params.take(p + "bias", (n,), "norm_b")
+        elif ntype == "ssnorm":
+            self.w = params.take(p + "weight", (1,), "ssnorm_w")
         elif ntype in ("none", "rmsnorm_free"):
             pass
         else:
@@ -450,6 +455,8 @@ class Norm:
             return self.w * erf_np(self.alpha[0] * x + self.shift[0]) + self.b
         if t == "rmsnorm_free":
             return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)
+        if t == "ssnorm":   # one scalar gain for every channel
+            return self.w[0] * x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + self.eps)
         return x
 
 
@@ -1241,6 +1248,21 @@ def selftest_2025(check, rng, tmp):
     B, T = 2, 16
     toks = rng.integers(0, 256, size=(B, T))
     base = _base_model_cfg
+
+    # -- ssnorm: one scalar weight[1], default eps 1e-6, RMS of the output = |weight| (up to eps),
+    #    scale invariant, and equal to rmsnorm with every channel's gain set to that scalar
+    cfg = ModelConfig(base(norm={"type": "ssnorm"}))
+    check(cfg.eps_for("ssnorm") == 1e-6, "ssnorm default eps")
+    pr = Params(tensors={"x.weight": np.array([1.7])})
+    sn = make_norm(cfg, pr, "x", 16)
+    check(set(pr.used) == {"x.weight"} and pr.used["x.weight"].shape == (1,), "ssnorm takes one scalar weight")
+    x = 3.0 * rng.normal(size=(5, 7, 16))
+    y = sn(x)
+    ms = (x * x).mean(-1)
+    check(_maxdev(np.sqrt((y * y).mean(-1)), 1.7 * np.sqrt(ms / (ms + 1e-6))) < 1e-13, "ssnorm RMS formula")
+    check(_maxdev(sn(7.0 * x), y) < 1e-6, "ssnorm not scale invariant")
+    rms = make_norm(ModelConfig(base(norm={"type": "rmsnorm"})), Params(tensors={"x.weight": np.full(16, 1.7)}), "x", 16)
+    check(_maxdev(rms(x), y) < 1e-14, "ssnorm differs from rmsnorm with a constant gain")
 
     # -- rmsnorm_free: no parameters, unit RMS up to eps, scale invariance, default eps 1e-6
     cfg = ModelConfig(base(norm={"type": "rmsnorm_free"}))

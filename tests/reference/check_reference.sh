@@ -30,6 +30,8 @@ cases+=("pre layernorm --set model.norm.eps=0.01 --set init.scheme=xavier")
 # rmsnorm_free (issue 15's first new norm): the main stream, a layout with many slots, QK-norm
 cases+=("pre rmsnorm_free" "sandwich rmsnorm_free --set model.norm.eps=0.001")
 cases+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=rmsnorm_free --set model.pos=rope")
+# ssnorm (Single-Scale RMSNorm): the main stream, a layout with many slots, QK-norm
+cases+=("pre ssnorm" "sandwich ssnorm" "pre layernorm --set model.qk_norm=true --set model.qk_norm_type=ssnorm")
 # The 2025 methods (issue 15): derf, subln, hybrid, lns, layerscale, qk_norm_axis/position,
 # v_norm, attn_gate, subln.gamma; init-time options too, since checkpoints record their effect.
 source "$(dirname "$0")/cases_2025.sh"
