@@ -898,6 +898,38 @@ def read_tokens(path):
     return np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
 
 
+def stream_stats(model, full, step):
+    """The residual-stream statistics of the train record of update `step` (src/metrics/README.md):
+    over every element of micro-batch `step`'s stream entering each block and after the last one,
+    act_rms = sqrt(mean(x^2)), act_max = max|x|, act_kurtosis = mean(x^4) / mean(x^2)^2, and
+    block_cos = mean over positions of cos(x_in, x_out). The checkpoint must hold the weights
+    after `step` updates; data.shuffle false and train.accum 1, so row r of micro-batch k starts
+    at ((k*B + r) * ctx) mod (N - ctx - 1) (data/README.md)."""
+    data, train, c = full.get("data") or {}, full.get("train") or {}, model.cfg
+    if data.get("shuffle", True) or int(train.get("accum", 1)) != 1:
+        raise UsageError("stream needs data.shuffle: false and train.accum: 1 in the run's config")
+    toks = read_tokens(data["train"])
+    B, n = int(train.get("batch_size", 16)), len(toks)
+    rows = [toks[((step * B + r) * c.ctx) % (n - c.ctx - 1):][:c.ctx] for r in range(B)]
+    x = model.embed(np.array(rows), np.arange(c.ctx))
+    out = {"act_rms": [], "act_max": [], "act_kurtosis": [], "block_cos": []}
+
+    def stream(v):
+        m2 = float((v * v).mean())
+        out["act_rms"].append(math.sqrt(m2))
+        out["act_max"].append(float(np.abs(v).max()))
+        out["act_kurtosis"].append(float((v ** 4).mean()) / (m2 * m2))
+
+    for b in model.blocks:
+        stream(x)
+        y = b.forward(x, b.attention_full)
+        cos = (x * y).sum(-1) / np.maximum(np.linalg.norm(x, axis=-1) * np.linalg.norm(y, axis=-1), 1e-30)
+        out["block_cos"].append(float(cos.mean()))
+        x = y
+    stream(x)
+    return out
+
+
 def eval_windows(n_tokens, ctx, max_windows):
     n = (n_tokens - ctx - 1) // ctx + 1 if n_tokens >= ctx + 1 else 0
     if max_windows is not None and max_windows > 0:
@@ -1678,6 +1710,9 @@ def main(argv=None):
     ps.add_argument("--step", type=int)
     ps.add_argument("--prompt", required=True)
     ps.add_argument("--max-new", type=int, default=200)
+    pst = sub.add_parser("stream")
+    pst.add_argument("--run", required=True)
+    pst.add_argument("--step", type=int, default=0)
     sub.add_parser("selftest")
     pi = sub.add_parser("initcheck")
     pi.add_argument("--run", required=True)
@@ -1705,6 +1740,10 @@ def main(argv=None):
             sys.stdout.write(json.dumps({"ok": not fails, "tensors": n, "failures": len(fails)}) + "\n")
             sys.stdout.flush()
             return 0 if not fails else 1
+        if args.cmd == "stream":
+            sys.stdout.write(json.dumps(stream_stats(model, full, args.step)) + "\n")
+            sys.stdout.flush()
+            return 0
         if args.cmd == "eval":
             data = args.data
             if data is None:

@@ -69,4 +69,35 @@ PYEOF
 done
 n=${#cases[@]}
 if [ $fail -eq 0 ]; then echo "reference check: all $n combinations agree"; fi
+
+# The residual-stream statistics of the train records (layers.act_rms, act_max, act_kurtosis,
+# block_cos; src/metrics/README.md) against the reference's forward over the same micro-batch,
+# from the initial weights (step 0's record and step_00000000), to 1e-4 relative.
+stream_cases=("pre layernorm" "post rmsnorm" "deepnorm layernorm" "pre ssnorm" "hybrid rmsnorm --set model.pos=rope")
+for c in "${stream_cases[@]}"; do
+  i=$((i + 1))
+  read -r layout norm extra <<<"$c"
+  run="$tmp/run$i"
+  # shellcheck disable=SC2086
+  if ! "$BIN" train -c configs/default.yaml --out "$run" --set model.layout="$layout" --set model.norm.type="$norm" \
+      "${common[@]}" --set train.steps=2 --set data.shuffle=false --set train.save_init=true --set diag.every=1 \
+      $extra 2>"$tmp/log$i"; then
+    echo "FAIL stream [$c]: training failed"; tail -3 "$tmp/log$i"; fail=1; continue
+  fi
+  ref="$($PY scripts/reference_model.py stream --run "$run" --step 0)"
+  if ! $PY - "$run/metrics.jsonl" "$ref" <<'PYEOF'
+import json, sys
+rec = next(r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "train" and r["step"] == 0)
+ref = json.loads(sys.argv[2])
+worst = {}
+for key, want in ref.items():
+    got = rec["layers"][key]
+    assert len(got) == len(want), (key, len(got), len(want))
+    worst[key] = max(abs(g - w) / max(abs(w), 1e-12) for g, w in zip(got, want))
+print("  stream max rel: " + ", ".join(f"{k} {v:.1e}" for k, v in worst.items()))
+sys.exit(0 if max(worst.values()) <= 1e-4 else 1)
+PYEOF
+  then echo "FAIL stream [$c]: statistics differ"; fail=1; continue; fi
+  echo "ok stream [$c]"
+done
 exit $fail
