@@ -28,6 +28,8 @@ Run (from metrics.jsonl, config.yaml):
                           of uniform causal attention
     block_cos.png         cos(stream entering, stream leaving) per block: depth x step heatmap
                           (near 1 = the block barely changes the stream)
+    layers_<name>.png     every other layers.<name> series (layers.act_kurtosis, and any statistic
+                          added later): one line per block or stream position over steps
     eff_rank.png          val loss and the effective rank of the final representation per eval
     grad_noise_scale.png  the simple gradient noise scale B_simple over diagnostic steps
     qk_clip.png           number of attention heads QK-Clip clipped per logged step
@@ -886,7 +888,36 @@ def plot_run_extras(run, outdir, head):
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         fig.tight_layout()
         written.append(save(fig, os.path.join(outdir, "qk_clip.png")))
+
+    # ---- every other per-layer series the records hold (layers_<name>.png): a statistic added to
+    # the model's LayerSeries gets its figure without a change here -------------------------------
+    drawn = {"grad_norm", "grad_norm_attn", "grad_norm_ffn", "grad_norm_norms", "update_ratio", "act_rms",
+             "act_max", "attn_entropy", "attn_logit_max", "attn_sink", "block_cos"}
+    names = []
+    for r in run.train:
+        for k in (r.get("layers") or {}) if isinstance(r.get("layers"), dict) else ():
+            if k not in drawn and k not in names:
+                names.append(k)
+    gx, grows = run.layer_matrix("grad_norm")
+    blocks = len(grows[0]) if grows else -1  # L: layers.grad_norm is in every train record
+    for name in names:
+        xs, rows = run.layer_matrix(name)
+        if not xs or not np.isfinite(np.array(rows, dtype=float)).any():
+            continue
+        n = len(rows[0])
+        stream = n == blocks + 1  # act_* series: L + 1 stream positions
+        labs = (["entering block %d" % j for j in range(n - 1)] + ["after last block"]) if stream else \
+               ["block %d" % j for j in range(n)]
+        pos = np.array([v for row in rows for v in row if v is not None and np.isfinite(v)], dtype=float)
+        fig, ax = plt.subplots(figsize=(7.6, 4.9))
+        per_layer_lines(ax, xs, rows, labs, "layers.%s over training" % name, name,
+                        logy=bool(len(pos)) and pos.min() > 0 and pos.max() / pos.min() > 30,
+                        colorbar_label="stream position" if stream else "block index")
+        fig.suptitle(textwrap.fill("%s: layers.%s (src/metrics/README.md)" % (head, name), 70))
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "layers_%s.png" % name)))
     return written
+
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1525,7 +1556,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(prog="plot.py", description="PNG plots of a NormLab run or sweep directory.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Run: loss.png grad_heatmap.png grad_profile.png layers.png, and when "
-                                        "logged act_max.png attn_sink.png block_cos.png eff_rank.png "
+                                        "logged act_max.png attn_sink.png block_cos.png eff_rank.png layers_<series>.png "
                                         "grad_noise_scale.png qk_clip.png; sweep: loss_curves.png "
                                         "final_vs_lr.png final_vs_depth.png, and with a categorical axis "
                                         "best_val_compare.png grad_profile_step0.png block_cos_profile.png. "
