@@ -33,7 +33,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 source "$ROOT/scripts/torch_env.sh"
-PKGS=(cmake g++ make ccache libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgloo-dev
+PKGS=(cmake g++ make ccache pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgloo-dev
+      libsentencepiece-dev libssl-dev
       libopenblas0-pthread libopenblas0-openmp python3 python3-numpy python3-yaml python3-matplotlib)
 # Debian's LibTorch for every family (bench.sh always builds its 1.13 side too).
 PKGS+=(libtorch-dev)

@@ -39,8 +39,8 @@ class TempDir {
 inline Config tiny_config(const std::string& out_dir) {
   Config c;
   c.out_dir = out_dir;
-  c.data.train = source_dir() + "/data/toy/train.txt";
-  c.data.val = source_dir() + "/data/toy/val.txt";
+  c.data.train = {source_dir() + "/data/toy/train.txt"};
+  c.data.val = {source_dir() + "/data/toy/val.txt"};
   c.model.ctx = 32;
   c.model.d_model = 32;
   c.model.n_layers = 2;

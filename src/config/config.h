@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "config/choice.h"
 #include "config/owned_keys.h"
@@ -44,10 +45,22 @@ NORMLAB_CHOICE(SpikeAction, {SpikeAction::kLog, "log"}, {SpikeAction::kSkip, "sk
 enum class NonFinitePolicy { kSkip, kStop };
 NORMLAB_CHOICE(NonFinitePolicy, {NonFinitePolicy::kSkip, "skip"}, {NonFinitePolicy::kStop, "stop"});
 
+// How token files are read (data/README.md): auto tells llm.c shards by their header's magic and
+// reads other files as bytes, but refuses a headerless .bin (its token width cannot be guessed).
+enum class TokenFormat { kAuto, kBytes, kU16, kU32, kLlmc };
+NORMLAB_CHOICE(TokenFormat, {TokenFormat::kAuto, "auto"}, {TokenFormat::kBytes, "bytes"}, {TokenFormat::kU16, "u16"},
+               {TokenFormat::kU32, "u32"}, {TokenFormat::kLlmc, "llmc"});
+
+// data.train / data.val: one file, a list, or glob patterns, read as one stream in order. A glob
+// is expanded (sorted) when the config is resolved, so the resolved config lists the files.
+using PathList = std::vector<std::string>;
+
 struct DataConfig {
-  std::string train = "data/toy/train.txt";  // text (bytes) or .bin (uint16 LE tokens)
-  std::string val = "data/toy/val.txt";
-  bool shuffle = true;  // true: random window offsets from the seed; false: sequential
+  PathList train{"data/toy/train.txt"};
+  PathList val{"data/toy/val.txt"};
+  TokenFormat format = TokenFormat::kAuto;
+  std::string tokenizer;  // a SentencePiece model; empty = none (tokens are shown as bytes)
+  bool shuffle = true;    // true: random window offsets from the seed; false: sequential
 };
 
 struct NormConfig {
@@ -155,8 +168,10 @@ struct Config {
 //   field(name, T& value, help)      for a leaf
 //   section(name, S& sub)            for a nested struct (calls describe(sub, visitor))
 template <class V> void describe(DataConfig& c, V& v) {
-  v.field("train", c.train, "training data: text file (bytes) or .bin (uint16 tokens)");
-  v.field("val", c.val, "validation data, same formats");
+  v.field("train", c.train, "training data: a file, a list of files or a glob, read as one stream");
+  v.field("val", c.val, "validation data, the same way");
+  v.field("format", c.format, "token files: auto (llm.c header or bytes), bytes, u16, u32 (headerless LE) or llmc");
+  v.field("tokenizer", c.tokenizer, "SentencePiece model for sample's prompt and output and eval's val_bpb; empty = none");
   v.field("shuffle", c.shuffle, "random window offsets (true) or sequential (false)");
 }
 template <class V> void describe(NormConfig& c, V& v) {

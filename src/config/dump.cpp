@@ -44,6 +44,13 @@ std::string repr(const std::array<double, 2>& v) {
   return fmt::format("[{}, {}]", repr(v[0]), repr(v[1]));
 }
 template <>
+std::string repr(const PathList& v) {
+  if (v.size() == 1) return v[0];
+  std::string o = "[";
+  for (size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + v[i];
+  return o + "]";
+}
+template <>
 std::string repr(const OwnedField& f) {
   return key_value_text(f.value);
 }
@@ -96,6 +103,12 @@ class Dumper {
       out_ << YAML::Null;
     }
   }
+  void emit(const PathList& v) {
+    if (v.size() == 1) return emit(v[0]);
+    out_ << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& p : v) out_ << YAML::DoubleQuoted << p;
+    out_ << YAML::EndSeq;
+  }
   void emit(const std::array<double, 2>& v) {
     out_ << YAML::Flow << YAML::BeginSeq << repr(v[0]) << repr(v[1]) << YAML::EndSeq;
   }
@@ -138,7 +151,7 @@ class FlatLister {
 
 // A key matches "optim.*" when it starts with "optim.".
 constexpr const char* kResumeMayChange[] = {
-    "out_dir",          "data.val",         "optim.*",       "train.steps",
+    "out_dir",          "data.val",         "data.format",   "data.tokenizer",   "optim.*",       "train.steps",
     "train.log_every",  "train.checkpoint_every",            "train.save_init",
     "train.threads",    "train.device",     "train.precision",     "train.dist_backend", "train.dist_timeout", "eval.*",        "diag.every",
     "diag.spike.zscore", "diag.spike.action", "diag.per_param", "diag.nonfinite",

@@ -120,6 +120,22 @@ bool convert(const YAML::Node& n, std::optional<std::string>& out, std::string& 
   if (ok) out = v;
   return ok;
 }
+// data.train / data.val: one file name, or a non-empty list of them.
+bool convert(const YAML::Node& n, PathList& out, std::string& expected) {
+  expected = "a file name, a glob or a non-empty list of them";
+  if (n.IsScalar()) {
+    out = {n.Scalar()};
+    return true;
+  }
+  if (!n.IsSequence() || n.size() == 0) return false;
+  PathList v;
+  for (const auto& item : n) {
+    if (!item.IsScalar()) return false;
+    v.push_back(item.Scalar());
+  }
+  out = std::move(v);
+  return true;
+}
 bool convert(const YAML::Node& n, std::array<double, 2>& out, std::string& expected) {
   expected = "a list of two finite numbers";
   if (!n.IsSequence() || n.size() != 2) return false;

@@ -8,6 +8,8 @@
 
 namespace normlab {
 
+constexpr int64_t kMaxVocab = 2147483647;  // token ids are int32 (SentencePiece) and int64 tensors
+
 void validate_config(const Config& c, Problems& p) {
   auto positive = [&](const std::string& key, int64_t v) {
     if (v <= 0) p.add(key, fmt::format("{} must be a positive integer", v));
@@ -16,8 +18,9 @@ void validate_config(const Config& c, Problems& p) {
     if (!(v >= 0)) p.add(key, fmt::format("{} must be >= 0", v));
   };
   const auto& m = c.model;
-  if (m.vocab_size < 2 || m.vocab_size > 65536) {
-    p.add("model.vocab_size", fmt::format("{} must be in [2, 65536] (tokens are uint16)", m.vocab_size));
+  if (m.vocab_size < 2 || m.vocab_size > kMaxVocab) {
+    p.add("model.vocab_size", fmt::format("{} must be in [2, {}] (tokens are at most uint32, ids int32)",
+                                          m.vocab_size, kMaxVocab));
   }
   positive("model.ctx", m.ctx);
   positive("model.d_model", m.d_model);
@@ -78,8 +81,12 @@ void validate_config(const Config& c, Problems& p) {
   if (!(c.diag.spike.zscore > 0))
     p.add("diag.spike.zscore", fmt::format("{} must be > 0", c.diag.spike.zscore));
   if (c.out_dir.empty()) p.add("out_dir", "must not be empty");
-  if (c.data.train.empty()) p.add("data.train", "must name a file");
-  if (c.data.val.empty()) p.add("data.val", "must name a file");
+  for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
+    if (paths->empty()) p.add(key, "must name a file");
+    for (const std::string& f : *paths) {
+      if (f.empty()) p.add(key, "must not hold an empty file name");
+    }
+  }
 }
 
 }  // namespace normlab

@@ -73,6 +73,17 @@ JsonObject& JsonObject::add(std::string_view k, const std::vector<double>& v) {
   body_ += ']';
   return *this;
 }
+JsonObject& JsonObject::add(std::string_view k, const std::vector<std::string>& v) {
+  key(k);
+  body_ += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) body_ += ',';
+    body_ += json_quote(v[i]);
+  }
+  body_ += ']';
+  return *this;
+}
+
 JsonObject& JsonObject::add(std::string_view k, const std::vector<int64_t>& v) {
   key(k);
   body_ += '[';

@@ -27,6 +27,7 @@ class JsonObject {
   JsonObject& add(std::string_view key, const char* v) { return add(key, std::string_view(v)); }
   JsonObject& add(std::string_view key, const std::vector<double>& v);
   JsonObject& add(std::string_view key, const std::vector<int64_t>& v);
+  JsonObject& add(std::string_view key, const std::vector<std::string>& v);
   JsonObject& add(std::string_view key, const JsonObject& v);
   JsonObject& add_raw(std::string_view key, std::string_view json);
   bool empty() const { return body_.empty(); }

@@ -108,7 +108,9 @@ RunInfo read_info(const std::string& path) {
     auto text = [](const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : std::string(); };
     info.layout = text(at({"model", "layout"}));
     info.norm = text(at({"model", "norm", "type"}));
-    info.val_path = text(at({"data", "val"}));
+    // data.val: one file (a string), or a list whose only entry is it; a stream of several has no floor
+    const YAML::Node val = at({"data", "val"});
+    info.val_path = val.IsSequence() && val.size() == 1 ? text(val[0]) : text(val);
     integer(at({"model", "n_layers"}), info.n_layers);
     integer(at({"model", "d_model"}), info.d_model);
     if (const double z = num(at({"diag", "spike", "zscore"})); std::isfinite(z)) info.spike_zscore = z;

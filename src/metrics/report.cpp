@@ -24,10 +24,8 @@ std::string layer_table(const TrainRecord& t) {
     rows = std::max(rows, v.size());
   }
   std::string o = fmt::format(
-      "\nper-layer diagnostics at step {} (block_cos near 1: the block barely changes the stream", t.step);
-  o += rows > blocks ? "; series of L+1 values: row blocks.i is the stream entering block i, out the stream after "
-                       "the last block)\n"
-                     : ")\n";
+      "\nper-layer diagnostics at step {} (block_cos near 1: the block barely changes the stream)\n", t.step);
+  if (rows > blocks) o += "(series of L+1 values: row blocks.i is the stream entering block i, out the stream leaving the last block)\n";
   for (size_t c0 = 0; c0 < t.layers.size(); c0 += kLayerColumnsPerBlock) {
     const size_t c1 = std::min(t.layers.size(), c0 + kLayerColumnsPerBlock);
     if (c0) o += "\n";

@@ -60,8 +60,10 @@ std::string comparable(Config c) {
   c.out_dir.clear();
   // Runs written before data paths were stored absolute hold them relative to the directory the
   // sweep ran from.
-  for (std::string* p : {&c.data.train, &c.data.val}) {
-    if (!p->empty()) *p = fs::absolute(*p).lexically_normal().string();
+  for (PathList* paths : {&c.data.train, &c.data.val}) {
+    for (std::string& p : *paths) {
+      if (!p.empty()) p = fs::absolute(p).lexically_normal().string();
+    }
   }
   return dump_config(c);
 }

@@ -56,7 +56,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
                            const std::string& profile_path, bool diag) {
   configure_threads(cfg.train.threads);
   const torch::Device device = resolve_device(choice_name(cfg.train.device), "train.device");
-  Corpus data = Corpus::load(cfg.data.train);
+  Corpus data = Corpus::load(cfg.data.train, cfg.data.format);
   Trainable t = make_trainable(cfg, device);
   Transformer& model = t.model;
   BenchResult r;

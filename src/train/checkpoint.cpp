@@ -63,7 +63,8 @@ void set_torch_rng_state_hex(const std::string& hex) {
 }
 
 void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
-                     const TrainState& st, const std::string& config_yaml) {
+                     const TrainState& st, const std::string& config_yaml,
+                     const std::map<std::string, std::string>& metadata) {
   for (const auto& [name, t] : model_tensors(model)) {
     if (!torch::isfinite(t).all().item<bool>()) {
       throw RuntimeFailure("refusing to save " + checkpoint_name(st.step) + ": " + name + " is not finite");
@@ -76,7 +77,12 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
   fs::remove_all(tmp);
   fs::create_directories(tmp);
   write_file_atomic((tmp / "model.safetensors").string(),
-                    safetensors_bytes(model_tensors(model), {{"format", "normlab"}, {"config", config_yaml}}));
+                    safetensors_bytes(model_tensors(model), [&] {
+                      auto m = metadata;
+                      m["format"] = "normlab";
+                      m["config"] = config_yaml;
+                      return m;
+                    }()));
   if (optimizer) {
     write_file_atomic((tmp / "trainer.safetensors").string(),
                       safetensors_bytes(optimizer->state(), {{"format", "normlab"}}));
@@ -164,6 +170,10 @@ std::string checkpoint_config(const std::string& ckpt_dir) {
   auto it = file.metadata.find("config");
   if (it == file.metadata.end()) throw RuntimeFailure(path + ": no config in __metadata__");
   return it->second;
+}
+
+std::map<std::string, std::string> checkpoint_metadata(const std::string& ckpt_dir) {
+  return read_safetensors((fs::path(ckpt_dir) / "model.safetensors").string()).metadata;
 }
 
 int64_t checkpoint_world_size(const std::string& ckpt_dir) {

@@ -4,6 +4,7 @@
 // name and renamed when complete; LATEST is then replaced atomically.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -31,9 +32,14 @@ struct TrainState {
 
 std::string checkpoint_name(int64_t step);  // "step_00000500"
 
-// Writes out_dir/checkpoints/step_<step>/ and points LATEST at it.
+// Writes out_dir/checkpoints/step_<step>/ and points LATEST at it; `metadata` goes into
+// model.safetensors' __metadata__ beside "format" and "config" (the tokenizer and its SHA-256).
 void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
-                     const TrainState& state, const std::string& config_yaml);
+                     const TrainState& state, const std::string& config_yaml,
+                     const std::map<std::string, std::string>& metadata = {});
+
+// A checkpoint's model.safetensors __metadata__ (format, config, tokenizer, tokenizer_sha256, ...).
+std::map<std::string, std::string> checkpoint_metadata(const std::string& ckpt_dir);
 
 // The checkpoint directory for `step`, or LATEST's when step is nullopt. Throws UsageError when
 // the run or the step does not exist, listing the steps there are.

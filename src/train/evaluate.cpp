@@ -12,12 +12,25 @@ torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets)
                                               targets.reshape({-1}));
 }
 
+std::optional<int64_t> bytes_behind_targets(const Corpus& corpus, const std::vector<int64_t>& offsets, int64_t ctx,
+                                            const Tokenizer* tokenizer) {
+  if (corpus.tokens_are_bytes()) return static_cast<int64_t>(offsets.size()) * ctx;
+  if (!tokenizer) return std::nullopt;
+  int64_t bytes = 0;
+  std::vector<int64_t> targets(static_cast<size_t>(ctx));
+  for (int64_t off : offsets) {
+    corpus.copy(off + 1, ctx, targets.data());
+    for (int64_t t : targets) bytes += tokenizer->token_bytes(t);
+  }
+  return bytes;
+}
+
 EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_windows,
-                    const torch::Device& device, int64_t batch_size) {
+                    const torch::Device& device, const Tokenizer* tokenizer, int64_t batch_size) {
   const int64_t ctx = model->config().ctx;
   const auto offsets = eval_offsets(corpus.size(), ctx, max_windows);
   if (offsets.empty()) {
-    throw UsageError(corpus.path() + ": too short for one evaluation window of ctx + 1 tokens");
+    throw UsageError(corpus.name() + ": too short for one evaluation window of ctx + 1 tokens");
   }
   const bool was_training = model->is_training();
   model->eval();
@@ -46,6 +59,8 @@ EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_window
   r.loss = sum.item<double>() / static_cast<double>(r.windows);
   r.tokens = r.windows * ctx;
   r.eff_rank = effective_rank(torch::cat(states));
+  r.bytes = bytes_behind_targets(corpus, offsets, ctx, tokenizer);
+  if (r.bytes && *r.bytes > 0) r.bpb = r.loss * static_cast<double>(r.tokens) / (static_cast<double>(*r.bytes) * std::log(2.0));
   return r;
 }
 

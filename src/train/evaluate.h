@@ -2,7 +2,10 @@
 // non-overlapping windows at 0, ctx, 2ctx, ..., at most max_windows, in eval mode.
 #pragma once
 
+#include <optional>
+
 #include "data/corpus.h"
+#include "data/tokenizer.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -13,7 +16,15 @@ struct EvalResult {
   int64_t tokens = 0;  // predicted tokens = windows * ctx
   double eff_rank = 0; // exp(entropy of s / sum(s)), s the singular values of the head's input
                        // states over the first kEffRankPositions positions (src/metrics/README.md)
+  std::optional<int64_t> bytes;  // bytes of text behind the predicted tokens, where known
+  std::optional<double> bpb;     // bits per byte: loss * tokens / (bytes * ln 2)
 };
+
+// The bytes of text behind the predicted (target) tokens of the evaluation windows: one per
+// token when every file is read as bytes; with a tokenizer, the sum of its token_bytes; else
+// unknown (nullopt): raw token files without a tokenizer say nothing about bytes.
+std::optional<int64_t> bytes_behind_targets(const Corpus& corpus, const std::vector<int64_t>& offsets, int64_t ctx,
+                                            const Tokenizer* tokenizer);
 
 constexpr int64_t kEffRankPositions = 1024;
 
@@ -21,7 +32,7 @@ constexpr int64_t kEffRankPositions = 1024;
 double effective_rank(const torch::Tensor& h);
 
 EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_windows,
-                    const torch::Device& device, int64_t batch_size = 16);
+                    const torch::Device& device, const Tokenizer* tokenizer = nullptr, int64_t batch_size = 16);
 
 // Mean cross-entropy of logits (B, T, V) against targets (B, T), in fp32.
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);

@@ -23,19 +23,41 @@ LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, 
   load_model_weights(lm.checkpoint, lm.model);
   lm.model->to(device);
   lm.model->eval();
+  if (!lm.config.data.tokenizer.empty()) {
+    lm.tokenizer = Tokenizer::load(lm.config.data.tokenizer);
+    const auto meta = checkpoint_metadata(lm.checkpoint);
+    const auto it = meta.find("tokenizer_sha256");
+    if (it != meta.end() && it->second != lm.tokenizer->sha256()) {
+      throw UsageError(fmt::format("{}: the tokenizer changed since {} was written (SHA-256 {} there, {} now); "
+                                   "restore the model file it was trained with", lm.config.data.tokenizer,
+                                   lm.checkpoint, it->second, lm.tokenizer->sha256()));
+    }
+  }
   return lm;
 }
 
 EvalResult evaluate_run(const std::string& run, std::optional<int64_t> step, std::string data,
                         const torch::Device& device) {
   auto lm = load_run_model(run, step, device);
-  if (data.empty()) data = lm.config.data.val;
-  Corpus corpus = Corpus::load(data);
-  if (corpus.max_token() >= lm.config.model.vocab_size) {
-    throw UsageError(fmt::format("{}: holds token {} >= the model's vocab_size {}", data, corpus.max_token(),
-                                 lm.config.model.vocab_size));
+  const Corpus corpus = data.empty() ? Corpus::load(lm.config.data.val, lm.config.data.format)
+                                     : Corpus::load(data, lm.config.data.format);
+  if (const auto bad = corpus.first_token_at_or_above(lm.config.model.vocab_size)) {
+    throw UsageError(fmt::format("{}: holds token {} at position {} >= the model's vocab_size {}", bad->path,
+                                 bad->token, bad->position, lm.config.model.vocab_size));
   }
-  return evaluate(lm.model, corpus, lm.config.eval.max_windows, device);
+  return evaluate(lm.model, corpus, lm.config.eval.max_windows, device, lm.tokenizer ? &*lm.tokenizer : nullptr);
+}
+
+std::vector<int64_t> prompt_tokens(const LoadedModel& lm, const std::string& prompt) {
+  if (prompt.empty()) throw UsageError("--prompt must not be empty");
+  const int64_t V = lm.config.model.vocab_size;
+  if (lm.tokenizer) return lm.tokenizer->encode(prompt);
+  std::vector<int64_t> tokens;
+  for (unsigned char c : prompt) {
+    if (c >= V) throw UsageError(fmt::format("--prompt: byte {} is outside the model's vocabulary of {}", c, V));
+    tokens.push_back(c);
+  }
+  return tokens;
 }
 
 void check_sample_options(const SampleOptions& o) {
@@ -48,14 +70,9 @@ void check_sample_options(const SampleOptions& o) {
   }
 }
 
-bool sample_tokens(LoadedModel& lm, const std::string& prompt, const SampleOptions& o, const torch::Device& device,
+bool sample_tokens(LoadedModel& lm, std::vector<int64_t> tokens, const SampleOptions& o, const torch::Device& device,
                    const std::function<void(int64_t token)>& on_token, const std::atomic<bool>* stop) {
   const int64_t V = lm.config.model.vocab_size, ctx = lm.config.model.ctx;
-  std::vector<int64_t> tokens;
-  for (unsigned char c : prompt) {
-    if (c >= V) throw UsageError(fmt::format("--prompt: byte {} is outside the model's vocabulary of {}", c, V));
-    tokens.push_back(c);
-  }
   if (tokens.empty()) throw UsageError("--prompt must not be empty");
   std::mt19937_64 rng(o.seed);
   torch::NoGradGuard ng;

@@ -7,6 +7,7 @@
 
 #include "config/load.h"
 #include "core/errors.h"
+#include "core/sha256.h"
 
 namespace normlab {
 namespace fs = std::filesystem;
@@ -83,7 +84,12 @@ void Recorder::spike_forensics(int64_t step, const JsonObject& forensics) {
 }
 
 void Recorder::checkpoint(Transformer& model, const AdamW* optimizer, const TrainState& state) {
-  save_checkpoint(cfg_.out_dir, model, optimizer, state, config_yaml_);
+  // The tokenizer the tokens mean something under: its path and SHA-256 with the weights, so a later
+  // `sample` or `eval` can tell when the model file changed (read once, at the first checkpoint).
+  if (!cfg_.data.tokenizer.empty() && tokenizer_metadata_.empty()) {
+    tokenizer_metadata_ = {{"tokenizer", cfg_.data.tokenizer}, {"tokenizer_sha256", sha256_file_hex(cfg_.data.tokenizer)}};
+  }
+  save_checkpoint(cfg_.out_dir, model, optimizer, state, config_yaml_, tokenizer_metadata_);
 }
 
 void Recorder::check_log() const {

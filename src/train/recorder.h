@@ -3,6 +3,7 @@
 // that records (rank 0 of W); the other ranks have none and write nothing.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,7 @@ class Recorder {
   bool resuming_ = false, starting_over_ = false;
   std::string checkpoint_dir_;
   std::string config_yaml_;
+  std::map<std::string, std::string> tokenizer_metadata_;  // tokenizer, tokenizer_sha256
   std::unique_ptr<LogFile> log_file_;
   std::unique_ptr<MetricsSink> sink_;
 };

@@ -1,12 +1,16 @@
 #include "train/run_config.h"
 
+#include <glob.h>
+
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "core/errors.h"
 #include "core/fs.h"
 #include "core/system.h"
 #include "data/corpus.h"
+#include "data/tokenizer.h"
 #include "model/transformer.h"
 #include "train/device.h"
 
@@ -26,6 +30,25 @@ MemoryEstimate estimate_training_memory(const Config& c) {
   return e;
 }
 
+std::string resolve_data_paths(PathList& paths) {
+  PathList out;
+  for (const std::string& p : paths) {
+    if (p.find_first_of("*?[") == std::string::npos) {
+      if (!file_exists(p)) return fmt::format("file '{}' not found", std::filesystem::absolute(p).string());
+      out.push_back(std::filesystem::absolute(p).lexically_normal().string());
+      continue;
+    }
+    glob_t g{};
+    const int rc = ::glob(p.c_str(), GLOB_ERR, nullptr, &g);  // sorted, as glob(3) does by default
+    std::vector<std::string> matches(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    if (rc != 0 || matches.empty()) return fmt::format("the pattern '{}' matches no file", p);
+    for (const std::string& m : matches) out.push_back(std::filesystem::absolute(m).lexically_normal().string());
+  }
+  paths = std::move(out);
+  return "";
+}
+
 Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   Config& c = loaded.config;
   Problems problems(loaded.source);
@@ -38,22 +61,54 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
     }
   }
   if (check_data_files) {
-    for (std::string* path : {&c.data.train, &c.data.val}) {
-      if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
-    }
-    for (const auto& [key, path] : {std::pair{"data.train", c.data.train}, std::pair{"data.val", c.data.val}}) {
-      if (path.empty() || problems.has(key)) continue;
-      if (!file_exists(path)) {
-        problems.add(key, fmt::format("file '{}' not found", path));
+    for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
+      if (problems.has(key)) continue;
+      if (const std::string why = resolve_data_paths(*paths); !why.empty()) {
+        problems.add(key, why);
         continue;
       }
-      Corpus corpus = Corpus::load(path);
-      if (corpus.size() < c.model.ctx + 2) {
-        problems.add(key, fmt::format("'{}' has {} tokens; need at least ctx + 2 = {}", path,
-                                      corpus.size(), c.model.ctx + 2));
-      } else if (corpus.max_token() >= c.model.vocab_size) {
-        problems.add(key, fmt::format("'{}' holds token {} >= model.vocab_size {}", path,
-                                      corpus.max_token(), c.model.vocab_size));
+      try {
+        const Corpus corpus = Corpus::load(*paths, c.data.format);
+        if (corpus.size() < c.model.ctx + 2) {
+          problems.add(key, fmt::format("'{}' has {} tokens; need at least ctx + 2 = {}", corpus.name(),
+                                        corpus.size(), c.model.ctx + 2));
+        } else if (const auto bad = corpus.first_token_at_or_above(c.model.vocab_size)) {
+          problems.add(key, fmt::format("'{}' holds token {} at position {} (the first one) >= model.vocab_size {}",
+                                        bad->path, bad->token, bad->position, c.model.vocab_size));
+        }
+      } catch (const UsageError& e) {
+        problems.add(key, e.what());
+      }
+    }
+    if (!c.data.tokenizer.empty()) {
+      c.data.tokenizer = std::filesystem::absolute(c.data.tokenizer).lexically_normal().string();
+      if (!file_exists(c.data.tokenizer)) {
+        problems.add("data.tokenizer", fmt::format("file '{}' not found", c.data.tokenizer));
+      } else {
+        try {
+          const Tokenizer tok = Tokenizer::load(c.data.tokenizer);
+          if (tok.vocab_size() > c.model.vocab_size) {
+            problems.add("data.tokenizer", fmt::format("'{}' has {} pieces but model.vocab_size is {}",
+                                                       c.data.tokenizer, tok.vocab_size(), c.model.vocab_size));
+          }
+        } catch (const UsageError& e) {
+          problems.add("data.tokenizer", e.what());
+        }
+        // Text read as bytes is not what a tokenizer's ids index: encode it first.
+        for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
+          if (problems.has(key)) continue;
+          for (const std::string& f : *paths) {
+            try {
+              if (map_token_file(f, c.data.format).format == TokenFormat::kBytes) {
+                problems.add("data.tokenizer", fmt::format(
+                    "{} is read as bytes (a text file), not as the tokenizer's ids; encode it with `normlab "
+                    "tokenize encode` and train on the shard", f));
+                break;
+              }
+            } catch (const UsageError&) {
+            }
+          }
+        }
       }
     }
   }

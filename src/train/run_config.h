@@ -19,6 +19,11 @@ Config load_run_config(const std::string& path, const std::vector<std::string>& 
 // memory is checked against this machine's too.
 Config check_and_resolve(LoadedConfig loaded, bool check_data_files);
 
+// data.train / data.val as files: each glob pattern (a name holding * ? or [) replaced by its
+// matches in sorted order, every name made absolute. Returns the problem ("" when none): a file
+// that does not exist or a pattern that matches nothing.
+std::string resolve_data_paths(PathList& paths);
+
 // A lower bound on what training a config holds in memory, in bytes: float32 weights, gradients
 // and both AdamW moments (16 bytes a parameter), and the activations one micro-batch keeps for
 // its backward pass (per block a few d_model- and d_ff-wide rows and the attention

@@ -20,6 +20,7 @@
 #include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "data/tokenizer.h"
 #include "train/evaluate.h"
 #include "train/loss_scale.h"
 #include "train/run_config.h"
@@ -91,9 +92,10 @@ class Run {
     }
     if (comm_) share_start(/*failed=*/false);
     configure_threads(threads_per_rank(cfg_.train.threads, env_, std::max<int64_t>(1, std::thread::hardware_concurrency())));
-    train_data_ = Corpus::load(cfg_.data.train);
-    val_data_ = Corpus::load(cfg_.data.val);
-    floor_ = read_entropy_floor(cfg_.data.val);
+    train_data_ = Corpus::load(cfg_.data.train, cfg_.data.format);
+    val_data_ = Corpus::load(cfg_.data.val, cfg_.data.format);
+    if (cfg_.data.val.size() == 1) floor_ = read_entropy_floor(cfg_.data.val[0]);
+    if (!cfg_.data.tokenizer.empty()) tokenizer_ = Tokenizer::load(cfg_.data.tokenizer);
 
     t_ = make_trainable(cfg_, device_);
     step_ = std::make_unique<TrainStep>(cfg_, t_, train_data_, device_, scaler_, loss_spikes_, grad_spikes_,
@@ -181,8 +183,12 @@ class Run {
     Config saved = check_and_resolve(parse_config_text(checkpoint_config(checkpoint_dir_), where),
                                      /*check_data_files=*/false);
     std::error_code ec;
-    if (saved.data.train != cfg_.data.train && fs::equivalent(saved.data.train, cfg_.data.train, ec)) {
-      saved.data.train = cfg_.data.train;  // the same file reached by another path
+    if (saved.data.train.size() == cfg_.data.train.size()) {
+      bool same = true;  // the same files, some reached by another path
+      for (size_t i = 0; i < saved.data.train.size() && same; ++i) {
+        same = saved.data.train[i] == cfg_.data.train[i] || fs::equivalent(saved.data.train[i], cfg_.data.train[i], ec);
+      }
+      if (same) saved.data.train = cfg_.data.train;
     }
     const auto was = flat_values(saved), now = flat_values(cfg_);
     std::vector<std::string> problems;
@@ -235,8 +241,9 @@ class Run {
                  "({:.2f}M non-embedding)", cfg_.out_dir, cfg_.model.layout, cfg_.model.norm.type,
                  cfg_.model.n_layers, cfg_.model.d_model, cfg_.model.n_heads, cfg_.model.ctx,
                  n_all / 1e6, n_body / 1e6);
-    spdlog::info("data: {} ({} tokens), val {} ({} tokens), {} threads", cfg_.data.train,
-                 train_data_.size(), cfg_.data.val, val_data_.size(), torch::get_num_threads());
+    spdlog::info("data: {} ({} tokens, {}), val {} ({} tokens), {} threads", train_data_.name(),
+                 train_data_.size(), choice_name(train_data_.files()[0].format), val_data_.name(),
+                 val_data_.size(), torch::get_num_threads());
     if (floor_) {
       spdlog::info("val entropy floor {:.4f} nats/token, unigram entropy {:.4f}", floor_->floor, floor_->unigram);
     }
@@ -249,14 +256,18 @@ class Run {
 
   void run_eval() {
     if (!writer()) return;  // rank 0 evaluates while the others go on to the next exchange
-    auto r = evaluate(t_.model, val_data_, cfg_.eval.max_windows, device_);
+    auto r = evaluate(t_.model, val_data_, cfg_.eval.max_windows, device_, tokenizer_ ? &*tokenizer_ : nullptr);
     if (std::isnan(state_.best_val) || r.loss < state_.best_val) state_.best_val = r.loss;
     JsonObject rec;
     rec.add("kind", "eval").add("step", state_.step).add("val_loss", r.loss).add("eff_rank", r.eff_rank);
     std::string excess;
+    if (r.bpb) {
+      rec.add("val_bpb", *r.bpb);
+      excess += fmt::format(", {:.4f} bits/byte", *r.bpb);
+    }
     if (floor_) {
       rec.add("val_excess", r.loss - floor_->floor);
-      excess = fmt::format(" (floor {:.4f}, excess {:.4f})", floor_->floor, r.loss - floor_->floor);
+      excess += fmt::format(" (floor {:.4f}, excess {:.4f})", floor_->floor, r.loss - floor_->floor);
     }
     record(rec);
     spdlog::info("eval step {}: val_loss {:.4f}{}", state_.step, r.loss, excess);
@@ -336,7 +347,8 @@ class Run {
         .add("zscore_threshold", cfg_.diag.spike.zscore)
         .add("loss", JsonObject().add("value", loss).add("mean", zl.mean).add("std", zl.std).add("z", zl.z))
         .add("grad_norm", JsonObject().add("value", gnorm).add("mean", zg.mean).add("std", zg.std).add("z", zg.z))
-        .add("batch", JsonObject().add("data", cfg_.data.train).add("ctx", cfg_.model.ctx)
+        .add("batch", JsonObject().add("data", cfg_.data.train).add("format", choice_name(cfg_.data.format))
+                          .add("ctx", cfg_.model.ctx)
                           .add("window_tokens", cfg_.model.ctx + 1).add_raw("micro_batches", offsets))
         .add_raw("layers", layers)
         .add_raw("layers_by_jump", ranking);
@@ -523,6 +535,7 @@ class Run {
   std::string checkpoint_dir_;  // the checkpoint a resume starts from
   torch::Device device_;
   Corpus train_data_, val_data_;
+  std::optional<Tokenizer> tokenizer_;  // data.tokenizer: the bytes behind val tokens (val_bpb)
   std::optional<EntropyFloor> floor_;
   Trainable t_;
   std::unique_ptr<TrainStep> step_;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/errors.h"
+#include "data/corpus.h"
 #include "train/run_config.h"
 #include "test_util.h"
 
@@ -173,8 +174,8 @@ TEST(ConfigTest, NonFiniteNumbersAreRejectedEverywhere) {
 TEST(ConfigTest, AModelThatCannotFitIsOneProblemNamingTheEstimate) {
   const std::string data = testing::source_dir() + "/data/toy/";
   LoadedConfig l = parse_config_text("model: {d_model: 1048576, n_heads: 4, d_ff: 4096}\n", "cfg.yaml");
-  l.config.data.train = data + "train.txt";
-  l.config.data.val = data + "val.txt";
+  l.config.data.train = {data + "train.txt"};
+  l.config.data.val = {data + "val.txt"};
   try {
     check_and_resolve(l, /*check_data_files=*/true);
     FAIL() << "accepted";
@@ -199,13 +200,13 @@ TEST(ConfigTest, RelativeDataPathsAreStoredAbsoluteSoTheRunWorksFromAnyDirectory
   namespace fs = std::filesystem;
   const fs::path train = fs::path(testing::source_dir()) / "data/toy/train.txt";
   LoadedConfig l = parse_config_text("", "cfg.yaml");
-  l.config.data.train = fs::relative(train).string();
-  l.config.data.val = fs::relative(fs::path(testing::source_dir()) / "data/toy/val.txt").string();
-  ASSERT_TRUE(fs::path(l.config.data.train).is_relative());
+  l.config.data.train = {fs::relative(train).string()};
+  l.config.data.val = {fs::relative(fs::path(testing::source_dir()) / "data/toy/val.txt").string()};
+  ASSERT_TRUE(fs::path(l.config.data.train[0]).is_relative());
   Config c = check_and_resolve(l, /*check_data_files=*/true);
-  EXPECT_TRUE(fs::path(c.data.train).is_absolute()) << c.data.train;
-  EXPECT_TRUE(fs::equivalent(c.data.train, train));
-  EXPECT_NE(dump_config(c).find("train: \"" + c.data.train + "\""), std::string::npos);
+  EXPECT_TRUE(fs::path(c.data.train[0]).is_absolute()) << c.data.train[0];
+  EXPECT_TRUE(fs::equivalent(c.data.train[0], train));
+  EXPECT_NE(dump_config(c).find("train: \"" + c.data.train[0] + "\""), std::string::npos);
 }
 
 TEST(ConfigTest, OnlyScheduleLoggingAndDiagnosticKeysMayChangeOnResume) {
@@ -236,7 +237,7 @@ TEST(ConfigTest, ValueRules) {
     const char* yaml;
     const char* expect;
   } cases[] = {
-      {"model: {vocab_size: 70000}", "model.vocab_size: 70000 must be in [2, 65536]"},
+      {"model: {vocab_size: 1}", "model.vocab_size: 1 must be in [2, 2147483647]"},
       {"model: {ctx: 0}", "model.ctx: 0 must be a positive integer"},
       {"model: {n_layers: -2}", "model.n_layers: -2 must be a positive integer"},
       {"model: {d_ff: 0}", "model.d_ff: 0 must be a positive integer"},
@@ -337,6 +338,72 @@ TEST(ConfigTest, DescribeKeysListsEveryLeafOnce) {
                         "diag.spike.action", "eval.max_windows"}) {
     EXPECT_NE(keys.find(std::string(k) + " "), std::string::npos) << k;
   }
+}
+
+// The problems of a config whose data files are checked.
+std::vector<std::string> data_problems(const std::string& yaml) {
+  try {
+    check_and_resolve(parse_config_text(yaml, "cfg.yaml"), /*check_data_files=*/true);
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+TEST(ConfigTest, DataFilesAreAListOrGlobsResolvedInSortedOrderAndDumpedAsAList) {
+  testing::TempDir dir;
+  const std::string toy = testing::source_dir() + "/data/toy/";
+  for (const char* name : {"b.txt", "a.txt", "c.txt"}) std::filesystem::copy_file(toy + "val.txt", dir / name);
+  const std::string yaml = "data: {train: ['" + dir / "[ab].txt" + "', '" + dir / "c.txt" + "'], val: " + toy +
+                           "val.txt}\nmodel: {ctx: 16}\n";
+  const Config c = check_and_resolve(parse_config_text(yaml, "cfg.yaml"), /*check_data_files=*/true);
+  EXPECT_EQ(c.data.train, (PathList{dir / "a.txt", dir / "b.txt", dir / "c.txt"}));  // glob sorted, then the list
+  ASSERT_EQ(c.data.val.size(), 1u);
+  // The resolved config lists the files and reloads to the same list; one file stays a string.
+  const std::string dumped = dump_config(c);
+  EXPECT_NE(dumped.find("train: [\"" + dir / "a.txt" + "\", "), std::string::npos) << dumped;
+  EXPECT_EQ(parse_config_text(dumped).config.data.train, c.data.train);
+  EXPECT_NE(dumped.find("val: \"" + c.data.val[0] + "\""), std::string::npos);
+
+  auto p = data_problems("data: {train: '" + dir / "*.nothing" + "'}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("cfg.yaml:1: data.train: the pattern '" + dir / "*.nothing" + "' matches no file"),
+            std::string::npos) << p[0];
+  p = data_problems("data: {train: []}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("data.train: expected a file name, a glob or a non-empty list of them, got a list"),
+            std::string::npos) << p[0];
+}
+
+TEST(ConfigTest, TokenFileProblemsAreOneLineConfigErrorsNamingFileAndPosition) {
+  testing::TempDir dir;
+  const std::string toy = testing::source_dir() + "/data/toy/val.txt";
+  std::vector<uint32_t> toks(200, 3);
+  toks[150] = 300;
+  write_llmc_shard(dir / "big.bin", toks);
+  toks[150] = 3;
+  write_llmc_shard(dir / "ok.bin", toks);
+  {
+    std::ofstream raw(dir / "raw.bin", std::ios::binary);
+    raw << std::string(400, '\1');
+  }
+  auto p = data_problems("data: {train: [" + dir / "ok.bin" + ", " + dir / "big.bin" + "], val: " + toy +
+                         "}\nmodel: {ctx: 16}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("cfg.yaml:1: data.train: '" + dir / "big.bin" +
+                      "' holds token 300 at position 150 (the first one) >= model.vocab_size 256"),
+            std::string::npos) << p[0];
+  p = data_problems("data: {train: " + dir / "raw.bin" + ", val: " + toy + "}\nmodel: {ctx: 16}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("data.train: " + dir / "raw.bin" + ": a .bin file without an llm.c header"), std::string::npos)
+      << p[0];
+  // Named, the same file trains: 200 u16 tokens of value 257 = 0x0101 exceed 256 as they should.
+  p = data_problems("data: {train: " + dir / "raw.bin" + ", format: u16, val: " + dir / "raw.bin" +
+                    "}\nmodel: {ctx: 16, vocab_size: 300}\n");
+  EXPECT_TRUE(p.empty()) << p[0];
+  p = data_problems("data: {format: u24}\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("data.format: expected one of: auto, bytes, u16, u32, llmc"), std::string::npos) << p[0];
 }
 
 TEST(ConfigTest, MissingDataFilesAreConfigProblems) {

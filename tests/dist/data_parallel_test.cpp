@@ -199,7 +199,7 @@ TEST(DataParallelTest, ASpikeInOneRanksRowsIsSkippedByEveryRank) {
   TempDir dir;
   Config one = dp_config(dir / "one", "pre", 8), two = dp_config(dir / "two", "pre", 4);
   for (Config* c : {&one, &two}) {
-    c->data.train = corpus_with_noise_in_rank1_rows(dir, 40);
+    c->data.train = {corpus_with_noise_in_rank1_rows(dir, 40)};
     c->data.shuffle = false;
     c->diag.spike.window = 24;
     c->diag.spike.zscore = 4;

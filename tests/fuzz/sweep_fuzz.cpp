@@ -67,14 +67,13 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   }
   if (!layouts.count(c.model.layout)) problems.add("model.layout", "not a registered layout");
   if (check_data_files) {
-    for (std::string* path : {&c.data.train, &c.data.val}) {
-      if (!path->empty()) *path = (copy_root / *path).lexically_normal().string();
-    }
-    if (!c.data.train.empty() && !problems.has("data.train") && !file_exists(c.data.train)) {
-      problems.add("data.train", "file '" + c.data.train + "' not found");
-    }
-    if (!c.data.val.empty() && !problems.has("data.val") && !file_exists(c.data.val)) {
-      problems.add("data.val", "file '" + c.data.val + "' not found");
+    for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
+      for (std::string& path : *paths) {
+        if (!path.empty()) path = (copy_root / path).lexically_normal().string();
+        if (!path.empty() && !problems.has(key) && !file_exists(path)) {
+          problems.add(key, "file '" + path + "' not found");
+        }
+      }
     }
   }
   problems.raise_if_any();

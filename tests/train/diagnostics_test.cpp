@@ -78,7 +78,7 @@ std::string spiky_corpus(const testing::TempDir& dir, int64_t block_start, int64
 Config spiky_config(const testing::TempDir& dir, const std::string& action) {
   Config c = testing::tiny_config(dir / ("run_" + action));
   // Each step reads B*ctx = 128 tokens in order; the random block covers steps 60 and 61.
-  c.data.train = spiky_corpus(dir, 60 * 128, 256);
+  c.data.train = {spiky_corpus(dir, 60 * 128, 256)};
   c.data.shuffle = false;
   c.train.steps = 66;
   c.train.log_every = 1;

@@ -212,7 +212,7 @@ TEST(TrainerRunDirTest, AFailedResumeChangesNothingAndNamesEveryRefusedKey) {
     ASSERT_EQ(e.problems().size(), 2u);
     EXPECT_NE(e.problems()[0].find(": --resume: model.d_model: is 64 but the run has 32 "
                                    "(checkpoints/step_00000020); only these keys may change on resume: "
-                                   "out_dir, data.val, optim.*, train.steps"), std::string::npos)
+                                   "out_dir, data.val, data.format, data.tokenizer, optim.*, train.steps"), std::string::npos)
         << e.problems()[0];
     EXPECT_NE(e.problems()[1].find("train.batch_size: is 8 but the run has 4"), std::string::npos)
         << e.problems()[1];
