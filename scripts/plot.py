@@ -925,7 +925,7 @@ def plot_run_extras(run, outdir, head):
 # ----------------------------------------------------------------------------------------------
 
 FIXED_COLUMNS = ["row", "name", "seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                 "best_val_excess", "diverged", "spikes", "spike_score", "max_grad_norm",
+                 "best_val_excess", "best_val_bpb", "diverged", "spikes", "spike_score", "max_grad_norm",
                  "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
 
 

@@ -184,6 +184,7 @@ RunRecords read_records(const std::string& metrics_path, const RunInfo& info) {
       e.has_eff_rank = static_cast<bool>(rec["eff_rank"]);
       e.eff_rank = num(rec["eff_rank"]);
       e.val_excess = num(rec["val_excess"]);
+      e.val_bpb = num(rec["val_bpb"]);
       r.eval.push_back(e);
     } else if (kind == "spike") {
       SpikeRecord s;
@@ -281,11 +282,13 @@ void derive(RunRecords& r) {
     d.final_val_loss = r.eval.back().val_loss;
     d.final_val_step = r.eval.back().step;
     d.final_val_excess = excess(r.eval.back());
+    d.final_val_bpb = r.eval.back().val_bpb;
   }
   if (best) {
     d.best_val_loss = best->val_loss;
     d.best_val_step = best->step;
     d.best_val_excess = excess(*best);
+    d.best_val_bpb = best->val_bpb;
   }
   r.derived = std::move(d);
   add_warnings(r);

@@ -39,7 +39,7 @@ struct TrainRecord {
 
 struct EvalRecord {
   int64_t step = 0;
-  double val_loss = std::nan(""), eff_rank = std::nan(""), val_excess = std::nan("");
+  double val_loss = std::nan(""), eff_rank = std::nan(""), val_excess = std::nan(""), val_bpb = std::nan("");
   bool has_eff_rank = false;  // the key is there (its value may be null: non-finite states)
 };
 
@@ -74,6 +74,7 @@ struct RunDerived {
   double final_val_loss = std::nan(""), best_val_loss = std::nan("");
   int64_t final_val_step = -1, best_val_step = -1;
   double entropy_floor = std::nan(""), final_val_excess = std::nan(""), best_val_excess = std::nan("");
+  double final_val_bpb = std::nan(""), best_val_bpb = std::nan("");  // val_bpb of those eval records
   int64_t spikes = 0;  // spike records
   double spike_score = std::nan("");
   double diverged = std::nan("");  // 1 or 0; NaN when there is nothing to judge

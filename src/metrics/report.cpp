@@ -68,6 +68,10 @@ std::string report_text(const std::string& run_dir) {
                    excess(s.final_val_excess));
   o += fmt::format("            best  {:.4f} at step {}{}\n", s.best_val_loss, s.best_val_step,
                    excess(s.best_val_excess));
+  if (std::isfinite(s.final_val_bpb) || std::isfinite(s.best_val_bpb)) {
+    o += fmt::format("val bpb     final {:.4f}, best {:.4f} bits/byte (at the best val loss)\n", s.final_val_bpb,
+                     s.best_val_bpb);
+  }
   o += fmt::format("spikes      {}\n", s.spikes);
   for (size_t k = 0; k < r.spikes.size() && k < 10; ++k) {
     const auto& p = r.spikes[k];
@@ -128,7 +132,8 @@ std::string report_json(const std::string& run_dir) {
       .add("entropy_floor", s.entropy_floor).add("final_train_loss", s.final_train_loss).add("final_val_loss", s.final_val_loss)
       .add("final_val_step", s.final_val_step).add("final_val_excess", s.final_val_excess)
       .add("best_val_loss", s.best_val_loss).add("best_val_step", s.best_val_step)
-      .add("best_val_excess", s.best_val_excess).add("spike_score", s.spike_score).add("spike_count", s.spikes)
+      .add("best_val_excess", s.best_val_excess).add("final_val_bpb", s.final_val_bpb)
+      .add("best_val_bpb", s.best_val_bpb).add("spike_score", s.spike_score).add("spike_count", s.spikes)
       .add("diverged", s.diverged).add("max_grad_norm", s.max_grad_norm).add("tok_per_s", s.tok_per_s)
       .add("grad_ratio_first_last", s.grad_ratio_first_last).add("eff_rank", s.final_eff_rank)
       .add("block_cos", diag_series(r, "block_cos")).add("attn_sink", diag_series(r, "attn_sink"))

@@ -14,7 +14,7 @@
 namespace normlab {
 
 const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames = {
-    "steps",  "final_train_loss", "best_val_loss",         "best_val_excess", "diverged",
+    "steps",  "final_train_loss", "best_val_loss",         "best_val_excess", "best_val_bpb", "diverged",
     "spikes", "spike_score",      "max_grad_norm",         "grad_ratio_first_last", "final_eff_rank",
     "tok_per_s", "wall_s"};
 
@@ -90,6 +90,7 @@ SummaryValues summary_values(const RunRecords& r) {
   v[kFinalTrainLoss] = d.final_train_loss;
   v[kBestValLoss] = d.best_val_loss;
   v[kBestValExcess] = d.best_val_excess;
+  v[kBestValBpb] = d.best_val_bpb;
   v[kDiverged] = d.diverged;
   v[kSpikes] = static_cast<double>(d.spikes);
   v[kSpikeScore] = d.spike_score;

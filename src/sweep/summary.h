@@ -21,6 +21,7 @@ enum SummaryColumn {
   kFinalTrainLoss,
   kBestValLoss,
   kBestValExcess,
+  kBestValBpb,
   kDiverged,
   kSpikes,
   kSpikeScore,

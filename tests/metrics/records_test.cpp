@@ -179,6 +179,7 @@ TEST(RecordsTest, ReportAndSweepSummaryAgreeOnTheSameRunDirectory) {
   same(kFinalTrainLoss, "final_train_loss");
   same(kBestValLoss, "best_val_loss");
   same(kBestValExcess, "best_val_excess");
+  same(kBestValBpb, "best_val_bpb");
   same(kDiverged, "diverged");
   same(kSpikes, "spike_count");
   same(kSpikeScore, "spike_score");

@@ -129,16 +129,16 @@ def write_sweep(d, axes, seeds, new, with_summary, diverge=None):
     if not with_summary:
         return
     head = ["row", "name"] + keys + ["seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                                     "best_val_excess", "diverged", "spikes", "spike_score", "max_grad_norm",
+                                     "best_val_excess", "best_val_bpb", "diverged", "spikes", "spike_score", "max_grad_norm",
                                      "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
     out = [head]
     for name, c, seed, div in rows:
         # numbers left empty: plot.py then takes them from `normlab report --json` of the run
-        out.append(["run", name] + c + [str(seed), "0", "done", "", "", "", "", "1" if div else "0"] + [""] * 7)
+        out.append(["run", name] + c + [str(seed), "0", "done", "", "", "", "", "", "1" if div else "0"] + [""] * 7)
     for c in combos:
         g = ",".join("%s=%s" % (k.split(".", 1)[1], v) for k, v in zip(keys, c))
         for kind in ("mean", "std"):
-            out.append([kind, g] + c + ["", str(len(seeds)), "%d/%d done" % (len(seeds), len(seeds))] + [""] * 12)
+            out.append([kind, g] + c + ["", str(len(seeds)), "%d/%d done" % (len(seeds), len(seeds))] + [""] * 13)
     with open(os.path.join(d, "summary.csv"), "w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(out)  # names hold commas: quoted as summary.cpp does
 
