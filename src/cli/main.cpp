@@ -25,6 +25,7 @@
 #include "data/tokenizer.h"
 #include "dist/comm.h"
 #include "dist/launch.h"
+#include "metrics/compare.h"
 #include "metrics/report.h"
 #include "model/transformer.h"
 #include "sweep/runner.h"
@@ -195,6 +196,29 @@ struct SampleCommand {
     if (lm.tokenizer && !generated.empty()) flush_text(true);
     std::cout << std::flush;
     return complete ? 0 : kInterrupted;
+  }
+};
+
+// compare: runs side by side (src/metrics/README.md, "Comparing runs").
+struct CompareCommand {
+  CLI::App* cmd = nullptr;
+  std::vector<std::string> runs;
+  std::string by;
+  bool json = false;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("compare", "where runs first differ and by how much; grouped by a config key, whether "
+                                        "their best validation losses differ significantly");
+    cmd->add_option("runs", runs, "run or sweep directories (a sweep counts as its runs)")->required();
+    cmd->add_option("--by", by, "group runs by this config key (e.g. model.layout), seeds as samples: mean, 95% "
+                                "interval and Welch's t-test of the best validation loss");
+    cmd->add_flag("--json", json, "one JSON object on stdout instead of text");
+  }
+
+  int run() {
+    const Comparison c = compare_runs(runs, by);
+    std::cout << (json ? comparison_json(c) : comparison_text(c)) << std::endl;
+    return 0;
   }
 };
 
@@ -369,6 +393,7 @@ int run_cli(int argc, char** argv) {
   SweepCommand sweep_cmd;
   ReportCommand report_cmd;
   TokenizeCommand tokenize_cmd;
+  CompareCommand compare_cmd;
   train_cmd.add(app);
   eval_cmd.add(app);
   sample_cmd.add(app);
@@ -377,6 +402,7 @@ int run_cli(int argc, char** argv) {
   sweep_cmd.add(app);
   report_cmd.add(app);
   tokenize_cmd.add(app);
+  compare_cmd.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -391,6 +417,7 @@ int run_cli(int argc, char** argv) {
   if (*report_cmd.cmd) return report_cmd.run();
   if (*keys_cmd.cmd) return keys_cmd.run();
   if (*tokenize_cmd.cmd) return tokenize_cmd.run();
+  if (*compare_cmd.cmd) return compare_cmd.run();
   return 2;
 }
 

@@ -1,0 +1,381 @@
+#include "metrics/compare.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/fs.h"
+#include "core/json.h"
+#include "metrics/records.h"
+
+namespace normlab {
+
+namespace {
+namespace fs = std::filesystem;
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Continued fraction of the regularised incomplete beta function (modified Lentz).
+double beta_cf(double a, double b, double x) {
+  const double tiny = 1e-300, eps = 1e-15;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  if (std::fabs(d) < tiny) d = tiny;
+  d = 1 / d;
+  double h = d;
+  for (int m = 1; m <= 10000; ++m) {
+    const double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    d = 1 + aa * d;
+    if (std::fabs(d) < tiny) d = tiny;
+    c = 1 + aa / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    h *= d * c;
+    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    d = 1 + aa * d;
+    if (std::fabs(d) < tiny) d = tiny;
+    c = 1 + aa / c;
+    if (std::fabs(c) < tiny) c = tiny;
+    d = 1 / d;
+    const double del = d * c;
+    h *= del;
+    if (std::fabs(del - 1) < eps) break;
+  }
+  return h;
+}
+
+// I_x(a, b).
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_cf(a, b, x) / a;
+  return 1 - front * beta_cf(b, a, 1 - x) / b;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+double variance_of(const std::vector<double>& v, double mean) {  // sample variance (n - 1)
+  double s = 0;
+  for (double x : v) s += (x - mean) * (x - mean);
+  return v.size() > 1 ? s / static_cast<double>(v.size() - 1) : kNaN;
+}
+
+// a != b in any bit, NaN equal to NaN.
+bool differs(double a, double b) {
+  if (std::isnan(a) && std::isnan(b)) return false;
+  return !(a == b) || std::signbit(a) != std::signbit(b);
+}
+
+// Keeps the largest difference; a value finite on one side only ranks above every finite
+// difference and is reported as NaN (JSON null).
+void account(SeriesDiff& d, int64_t step, int64_t index, double a, double b) {
+  ++d.compared;
+  if (!differs(a, b)) return;
+  const bool finite = std::isfinite(a) && std::isfinite(b);
+  const double rank = finite ? std::fabs(a - b) : std::numeric_limits<double>::infinity();
+  const double held = std::isnan(d.max_abs_diff) ? std::numeric_limits<double>::infinity() : d.max_abs_diff;
+  if (d.step >= 0 && !(rank > held)) return;
+  d.max_abs_diff = finite ? rank : kNaN;
+  d.step = step;
+  d.index = index;
+  d.a = a;
+  d.b = b;
+}
+
+PairComparison compare_pair(const RunRecords& a, const RunRecords& b) {
+  PairComparison p;
+  p.a = a.dir;
+  p.b = b.dir;
+  p.loss.name = "loss";
+  p.val_loss.name = "val_loss";
+  std::map<int64_t, const TrainRecord*> b_train;
+  for (const auto& t : b.train) b_train[t.step] = &t;
+  std::map<std::string, SeriesDiff> layers;
+  std::vector<std::string> layer_order;
+  for (const auto& ta : a.train) {
+    const auto it = b_train.find(ta.step);
+    if (it == b_train.end()) continue;
+    const TrainRecord& tb = *it->second;
+    ++p.common_steps;
+    if (differs(ta.loss, tb.loss) && !p.first_divergent_step) p.first_divergent_step = ta.step;
+    account(p.loss, ta.step, -1, ta.loss, tb.loss);
+    for (const auto& [name, va] : ta.layers) {
+      const std::vector<double>* vb = tb.layer(name);
+      if (!vb || vb->size() != va.size()) continue;
+      auto [pos, fresh] = layers.try_emplace(name);
+      if (fresh) {
+        pos->second.name = "layers." + name;
+        layer_order.push_back(name);
+      }
+      for (size_t i = 0; i < va.size(); ++i) account(pos->second, ta.step, static_cast<int64_t>(i), va[i], (*vb)[i]);
+    }
+  }
+  std::map<int64_t, double> b_val;
+  for (const auto& e : b.eval) b_val[e.step] = e.val_loss;
+  for (const auto& e : a.eval) {
+    const auto it = b_val.find(e.step);
+    if (it != b_val.end()) account(p.val_loss, e.step, -1, e.val_loss, it->second);
+  }
+  for (const auto& name : layer_order) p.layers.push_back(layers[name]);
+  p.identical = p.loss.step < 0 && p.val_loss.step < 0;
+  for (const auto& l : p.layers) p.identical = p.identical && l.step < 0;
+  return p;
+}
+
+// The runs an argument names: itself, or a sweep's runs/*/ (sorted).
+std::vector<std::string> runs_of(const std::string& arg) {
+  if (file_exists((fs::path(arg) / "metrics.jsonl").string())) return {arg};
+  const fs::path runs = fs::path(arg) / "runs";
+  std::vector<std::string> out;
+  if (fs::is_directory(runs)) {
+    for (const auto& e : fs::directory_iterator(runs)) {
+      if (file_exists((e.path() / "metrics.jsonl").string())) out.push_back(e.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw UsageError(arg + ": neither a run (no metrics.jsonl) nor a sweep with runs");
+  return out;
+}
+
+// The value of a dotted key in a run's config.yaml, as written there.
+std::string config_value(const std::string& run, const std::string& key) {
+  const std::string path = (fs::path(run) / "config.yaml").string();
+  if (!file_exists(path)) throw UsageError(run + ": no config.yaml to read --by " + key + " from");
+  YAML::Node n;
+  try {
+    n = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw UsageError(fmt::format("{}: {}", path, e.what()));
+  }
+  std::stringstream ss(key);
+  std::string part;
+  while (std::getline(ss, part, '.')) {
+    if (!n.IsMap() || !n[part]) throw UsageError(fmt::format("{}: --by {}: no such key", path, key));
+    n = n[part];
+  }
+  if (n.IsScalar()) return n.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << n;
+  return out.c_str();
+}
+
+JsonObject diff_json(const SeriesDiff& d) {
+  JsonObject j;
+  j.add("compared", d.compared).add("max_abs_diff", d.step < 0 ? 0.0 : d.max_abs_diff);
+  if (d.step >= 0) {
+    j.add("step", d.step);
+    if (d.index >= 0) j.add("index", d.index);
+    j.add("a", d.a).add("b", d.b);
+  } else {
+    j.add_raw("step", "null");
+  }
+  return j;
+}
+
+std::string diff_text(const SeriesDiff& d) {
+  if (d.compared == 0) return fmt::format("  {:<24} nothing to compare\n", d.name);
+  if (d.step < 0) return fmt::format("  {:<24} identical ({} values)\n", d.name, d.compared);
+  const std::string where = d.index >= 0 ? fmt::format("step {}, position {}", d.step, d.index)
+                                         : fmt::format("step {}", d.step);
+  return fmt::format("  {:<24} max |diff| {:.4g} at {} ({:.6g} vs {:.6g})\n", d.name, d.max_abs_diff, where, d.a, d.b);
+}
+
+std::string opt_number(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : "n/a"; }
+}  // namespace
+
+double student_t_cdf(double t, double df) {
+  if (std::isnan(t) || !(df > 0)) return kNaN;
+  if (std::isinf(t)) return t > 0 ? 1 : 0;
+  const double tail = 0.5 * incomplete_beta(df / 2, 0.5, df / (df + t * t));  // P(T > |t|)
+  return t > 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  if (!(p > 0 && p < 1) || !(df > 0)) return kNaN;
+  double lo = -1, hi = 1;
+  while (student_t_cdf(lo, df) > p) lo *= 2;
+  while (student_t_cdf(hi, df) < p) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-13 * std::max(1.0, std::fabs(hi)); ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (student_t_cdf(mid, df) < p ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
+  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+  const double ma = mean_of(a), mb = mean_of(b);
+  const double qa = variance_of(a, ma) / na, qb = variance_of(b, mb) / nb;
+  WelchResult r;
+  const double se2 = qa + qb;
+  if (se2 == 0) {
+    r.df = na + nb - 2;
+    r.t = ma == mb ? 0 : std::copysign(std::numeric_limits<double>::infinity(), ma - mb);
+    r.p = ma == mb ? 1 : 0;
+    return r;
+  }
+  r.t = (ma - mb) / std::sqrt(se2);
+  r.df = se2 * se2 / (qa * qa / (na - 1) + qb * qb / (nb - 1));
+  r.p = 2 * student_t_cdf(-std::fabs(r.t), r.df);
+  return r;
+}
+
+Comparison compare_runs(const std::vector<std::string>& args, const std::string& by) {
+  Comparison c;
+  c.by = by;
+  for (const auto& a : args) {
+    for (auto& r : runs_of(a)) c.runs.push_back(std::move(r));
+  }
+  if (c.runs.size() < 2) throw UsageError("compare: needs at least two runs (a sweep counts as its runs)");
+  std::vector<RunRecords> recs;
+  for (const auto& r : c.runs) recs.push_back(read_run(r));
+  if (by.empty()) {
+    for (size_t i = 1; i < recs.size(); ++i) c.pairs.push_back(compare_pair(recs[0], recs[i]));
+    return c;
+  }
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const std::string v = config_value(c.runs[i], by);
+    auto it = std::find_if(c.groups.begin(), c.groups.end(), [&](const GroupStats& g) { return g.value == v; });
+    if (it == c.groups.end()) {
+      c.groups.push_back(GroupStats{});
+      it = c.groups.end() - 1;
+      it->value = v;
+    }
+    it->runs.push_back(c.runs[i]);
+    const double best = recs[i].derived.best_val_loss;
+    if (std::isfinite(best)) {
+      it->samples.push_back(best);
+    } else {
+      ++it->without_value;
+    }
+  }
+  for (auto& g : c.groups) {
+    if (g.samples.empty()) continue;
+    g.mean = mean_of(g.samples);
+    g.std = g.samples.size() > 1 ? std::sqrt(variance_of(g.samples, g.mean)) : kNaN;
+    if (g.samples.size() > 1) {
+      const double n = static_cast<double>(g.samples.size());
+      const double half = student_t_quantile(0.975, n - 1) * g.std / std::sqrt(n);
+      g.ci_low = g.mean - half;
+      g.ci_high = g.mean + half;
+    }
+  }
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    for (size_t j = i + 1; j < c.groups.size(); ++j) {
+      const GroupStats &a = c.groups[i], &b = c.groups[j];
+      GroupTest t;
+      t.a = a.value;
+      t.b = b.value;
+      t.diff = a.samples.empty() || b.samples.empty() ? kNaN : a.mean - b.mean;
+      if (a.samples.size() >= 2 && b.samples.size() >= 2) {
+        const WelchResult w = welch_t_test(a.samples, b.samples);
+        t.t = w.t;
+        t.df = w.df;
+        t.p = w.p;
+      }
+      c.tests.push_back(t);
+    }
+  }
+  return c;
+}
+
+std::string comparison_text(const Comparison& c) {
+  std::string o;
+  if (c.by.empty()) {
+    o += fmt::format("reference   {}\n", c.runs[0]);
+    for (const auto& p : c.pairs) {
+      o += fmt::format("\ncompared    {}\n", p.b);
+      o += fmt::format("  {:<24} {}\n", "train steps in both", p.common_steps);
+      o += fmt::format("  {:<24} {}\n", "first divergent step",
+                       p.first_divergent_step ? std::to_string(*p.first_divergent_step)
+                                              : std::string("none: the losses are bit-identical"));
+      o += diff_text(p.loss);
+      o += diff_text(p.val_loss);
+      for (const auto& l : p.layers) o += diff_text(l);
+    }
+    return o;
+  }
+  o += fmt::format("best validation loss by {} (runs as samples; 95 % interval of the mean, t distribution)\n", c.by);
+  for (const auto& g : c.groups) {
+    o += fmt::format("  {:<20} n {:<3} mean {:.5f}  std {}  95% [{}, {}]{}\n", g.value, g.samples.size(),
+                     g.samples.empty() ? kNaN : g.mean, opt_number(std::isfinite(g.std) ? std::optional(g.std) : std::nullopt),
+                     opt_number(g.ci_low), opt_number(g.ci_high),
+                     g.without_value ? fmt::format("  ({} without a finite value)", g.without_value) : "");
+  }
+  if (!c.tests.empty()) o += "Welch's t-test, two-sided:\n";
+  for (const auto& t : c.tests) {
+    o += fmt::format("  {} - {}: diff {:.5f}  t {}  df {}  p {}\n", t.a, t.b, t.diff, opt_number(t.t), opt_number(t.df),
+                     t.p ? fmt::format("{:.3g}", *t.p) : "n/a (fewer than 2 runs in a group)");
+  }
+  return o;
+}
+
+std::string comparison_json(const Comparison& c) {
+  JsonObject j;
+  j.add("runs", c.runs);
+  if (c.by.empty()) {
+    std::string pairs = "[";
+    for (size_t i = 0; i < c.pairs.size(); ++i) {
+      const auto& p = c.pairs[i];
+      JsonObject pj;
+      pj.add("a", p.a).add("b", p.b).add("common_steps", p.common_steps);
+      if (p.first_divergent_step) {
+        pj.add("first_divergent_step", *p.first_divergent_step);
+      } else {
+        pj.add_raw("first_divergent_step", "null");
+      }
+      pj.add("identical", p.identical).add("loss", diff_json(p.loss)).add("val_loss", diff_json(p.val_loss));
+      JsonObject layers;
+      for (const auto& l : p.layers) layers.add(l.name.substr(7), diff_json(l));
+      pj.add("layers", layers);
+      pairs += (i ? "," : "") + pj.str();
+      if (c.pairs.size() == 1) {  // two runs: the pair's findings at the top level too
+        if (p.first_divergent_step) {
+          j.add("first_divergent_step", *p.first_divergent_step);
+        } else {
+          j.add_raw("first_divergent_step", "null");
+        }
+        j.add("identical", p.identical);
+      }
+    }
+    j.add_raw("pairs", pairs + "]");
+    return j.str();
+  }
+  j.add("by", c.by);
+  std::string groups = "[";
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    const auto& g = c.groups[i];
+    JsonObject gj;
+    gj.add("value", g.value).add("runs", g.runs).add("n", static_cast<int64_t>(g.samples.size()))
+        .add("without_value", g.without_value).add("mean", g.samples.empty() ? kNaN : g.mean).add("std", g.std)
+        .add("ci95_low", g.ci_low.value_or(kNaN)).add("ci95_high", g.ci_high.value_or(kNaN));
+    groups += (i ? "," : "") + gj.str();
+  }
+  j.add_raw("groups", groups + "]");
+  std::string tests = "[";
+  for (size_t i = 0; i < c.tests.size(); ++i) {
+    const auto& t = c.tests[i];
+    JsonObject tj;
+    tj.add("a", t.a).add("b", t.b).add("diff", t.diff).add("t", t.t.value_or(kNaN)).add("df", t.df.value_or(kNaN))
+        .add("p_value", t.p.value_or(kNaN));
+    tests += (i ? "," : "") + tj.str();
+  }
+  j.add_raw("tests", tests + "]");
+  if (c.tests.size() == 1) j.add("p_value", c.tests[0].p.value_or(kNaN));
+  return j.str();
+}
+
+}  // namespace normlab
