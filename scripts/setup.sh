@@ -34,12 +34,12 @@ while [ $# -gt 0 ]; do
 done
 source "$ROOT/scripts/torch_env.sh"
 PKGS=(cmake g++ make ccache pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgloo-dev
-      libsentencepiece-dev libssl-dev
+      libsentencepiece-dev libssl-dev libprotobuf-dev protobuf-compiler
       libopenblas0-pthread libopenblas0-openmp python3 python3-numpy python3-yaml python3-matplotlib)
 # Debian's LibTorch for every family (bench.sh always builds its 1.13 side too).
 PKGS+=(libtorch-dev)
-# The pinned wheel is installed with pip (scripts/torch_env.sh).
-[ "$NORMLAB_TORCH_FAMILY" = pip ] && PKGS+=(python3-pip)
+# The pinned wheel and the tensorboard package are installed with pip (scripts/torch_env.sh).
+PKGS+=(python3-pip)
 ((${#EXTRA_PKGS[@]})) && PKGS+=("${EXTRA_PKGS[@]}")
 
 missing=()
@@ -54,6 +54,7 @@ if ((${#missing[@]})); then
 fi
 
 [ "$NORMLAB_TORCH_FAMILY" = pip ] && normlab_install_pip_torch
+normlab_install_tensorboard
 if [ "$NORMLAB_TORCH_FAMILY" = libtorch ] && [ ! -d "$NORMLAB_TORCH_DIR/share/cmake/Torch" ]; then
   echo "normlab setup: NORMLAB_TORCH=$NORMLAB_TORCH: expected debian, pip or a LibTorch folder holding share/cmake/Torch" >&2
   exit 2

@@ -25,6 +25,23 @@ case "$NORMLAB_TORCH_FAMILY" in
   *) NORMLAB_BUILD="${NORMLAB_BUILD_DIR:-$ROOT/build-libtorch$NORMLAB_SANITIZE_SUFFIX}" ;;
 esac
 
+# The tensorboard Python package (reading event files back in tests/scripts/tensorboard_test.sh;
+# `tensorboard --logdir` for users), installed once with pip --target into a folder of NormLab's own.
+NORMLAB_TENSORBOARD_VERSION=2.20.0
+NORMLAB_TENSORBOARD_PREFIX="${NORMLAB_DEPS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/normlab}/tensorboard-$NORMLAB_TENSORBOARD_VERSION"
+normlab_install_tensorboard() {
+  [ -f "$NORMLAB_TENSORBOARD_PREFIX/.complete" ] && return 0
+  echo "normlab setup: pip install tensorboard==$NORMLAB_TENSORBOARD_VERSION into $NORMLAB_TENSORBOARD_PREFIX" >&2
+  local tmp="$NORMLAB_TENSORBOARD_PREFIX.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$(dirname "$NORMLAB_TENSORBOARD_PREFIX")"
+  python3 -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    --target "$tmp" "tensorboard==$NORMLAB_TENSORBOARD_VERSION" >&2
+  rm -rf "$NORMLAB_TENSORBOARD_PREFIX"
+  mv "$tmp" "$NORMLAB_TENSORBOARD_PREFIX"
+  touch "$NORMLAB_TENSORBOARD_PREFIX/.complete"
+}
+
 # Installs the pinned wheel (and the nvidia-* wheels it needs, about 4.6 GB) once into
 # NORMLAB_TORCH_PIP_PREFIX, never into a Python environment: pip --target, completed atomically.
 normlab_install_pip_torch() {

@@ -26,7 +26,9 @@
 #include "dist/comm.h"
 #include "dist/launch.h"
 #include "metrics/compare.h"
+#include "metrics/records.h"
 #include "metrics/report.h"
+#include "metrics/tensorboard.h"
 #include "model/transformer.h"
 #include "sweep/runner.h"
 #include "sweep/summary.h"
@@ -222,6 +224,26 @@ struct CompareCommand {
   }
 };
 
+// export-tb: TensorBoard event files for runs recorded before (or to rewrite them).
+struct ExportTbCommand {
+  CLI::App* cmd = nullptr;
+  std::vector<std::string> dirs;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("export-tb", "write <run>/tensorboard/ anew from metrics.jsonl, for each run (a sweep "
+                                          "counts as its runs); stdout: the event files written");
+    cmd->add_option("dirs", dirs, "run or sweep directories")->required();
+  }
+
+  int run() {
+    for (const auto& d : dirs) {
+      for (const auto& run : run_dirs(d)) std::cout << export_tensorboard(run) << "\n";
+    }
+    std::cout << std::flush;
+    return 0;
+  }
+};
+
 // tokenize: SentencePiece models and llm.c shards (data/README.md, "Real corpora").
 struct TokenizeCommand {
   CLI::App* cmd = nullptr;
@@ -394,6 +416,7 @@ int run_cli(int argc, char** argv) {
   ReportCommand report_cmd;
   TokenizeCommand tokenize_cmd;
   CompareCommand compare_cmd;
+  ExportTbCommand export_tb_cmd;
   train_cmd.add(app);
   eval_cmd.add(app);
   sample_cmd.add(app);
@@ -403,6 +426,7 @@ int run_cli(int argc, char** argv) {
   report_cmd.add(app);
   tokenize_cmd.add(app);
   compare_cmd.add(app);
+  export_tb_cmd.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -418,6 +442,7 @@ int run_cli(int argc, char** argv) {
   if (*keys_cmd.cmd) return keys_cmd.run();
   if (*tokenize_cmd.cmd) return tokenize_cmd.run();
   if (*compare_cmd.cmd) return compare_cmd.run();
+  if (*export_tb_cmd.cmd) return export_tb_cmd.run();
   return 2;
 }
 

@@ -135,21 +135,6 @@ PairComparison compare_pair(const RunRecords& a, const RunRecords& b) {
   return p;
 }
 
-// The runs an argument names: itself, or a sweep's runs/*/ (sorted).
-std::vector<std::string> runs_of(const std::string& arg) {
-  if (file_exists((fs::path(arg) / "metrics.jsonl").string())) return {arg};
-  const fs::path runs = fs::path(arg) / "runs";
-  std::vector<std::string> out;
-  if (fs::is_directory(runs)) {
-    for (const auto& e : fs::directory_iterator(runs)) {
-      if (file_exists((e.path() / "metrics.jsonl").string())) out.push_back(e.path().string());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  if (out.empty()) throw UsageError(arg + ": neither a run (no metrics.jsonl) nor a sweep with runs");
-  return out;
-}
-
 // The value of a dotted key in a run's config.yaml, as written there.
 std::string config_value(const std::string& run, const std::string& key) {
   const std::string path = (fs::path(run) / "config.yaml").string();
@@ -237,7 +222,7 @@ Comparison compare_runs(const std::vector<std::string>& args, const std::string&
   Comparison c;
   c.by = by;
   for (const auto& a : args) {
-    for (auto& r : runs_of(a)) c.runs.push_back(std::move(r));
+    for (auto& r : run_dirs(a)) c.runs.push_back(std::move(r));
   }
   if (c.runs.size() < 2) throw UsageError("compare: needs at least two runs (a sweep counts as its runs)");
   std::vector<RunRecords> recs;

@@ -294,4 +294,19 @@ void derive(RunRecords& r) {
   add_warnings(r);
 }
 
+std::vector<std::string> run_dirs(const std::string& arg) {
+  namespace fs = std::filesystem;
+  if (file_exists((fs::path(arg) / "metrics.jsonl").string())) return {arg};
+  const fs::path runs = fs::path(arg) / "runs";
+  std::vector<std::string> out;
+  if (fs::is_directory(runs)) {
+    for (const auto& e : fs::directory_iterator(runs)) {
+      if (file_exists((e.path() / "metrics.jsonl").string())) out.push_back(e.path().string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  if (out.empty()) throw UsageError(arg + ": neither a run (no metrics.jsonl) nor a sweep with runs");
+  return out;
+}
+
 }  // namespace normlab

@@ -105,6 +105,10 @@ RunRecords read_run(const std::string& dir);
 // spike_zscore; val_path for the entropy-floor fallback). A missing file gives no records.
 RunRecords read_records(const std::string& metrics_path, const RunInfo& info = {});
 
+// The runs a command-line argument names: the directory itself when it holds metrics.jsonl, else
+// a sweep's runs/*/ that do, in sorted order. UsageError when there are none.
+std::vector<std::string> run_dirs(const std::string& run_or_sweep);
+
 // The derivations, exposed for tests: fills r.derived from r's records and r.info.
 void derive(RunRecords& r);
 

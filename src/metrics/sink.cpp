@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -52,7 +53,8 @@ std::string csv_rows(const std::string& json_record) {
   return out;
 }
 
-MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std::string& csv_path) {
+MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std::string& csv_path,
+                         const std::string& tensorboard_dir, int64_t n_layers) {
   if (keep_before >= 0 && file_exists(path)) {
     prune(path, keep_before, [](const std::string& line, int64_t& step, std::string& kind) {
       try {
@@ -66,6 +68,11 @@ MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std
     }, "");
   }
   f_ = std::make_unique<AppendFile>(path);
+  if (!tensorboard_dir.empty()) {
+    std::filesystem::remove_all(tensorboard_dir);
+    tb_ = std::make_unique<TensorBoardWriter>(tensorboard_dir, n_layers);
+    for (const YAML::Node& r : read_json_lines(path)) tb_->write(r);
+  }
   if (!csv_path.empty()) {
     const bool fresh = !file_exists(csv_path);
     if (!fresh && keep_before >= 0) {
@@ -90,6 +97,7 @@ void MetricsSink::write(const JsonObject& record) {
   const std::string line = record.str() + "\n";
   f_->append(line);
   if (csv_) csv_->append(csv_rows(record.str()));
+  if (tb_) tb_->write(YAML::Load(record.str()));
 }
 
 }  // namespace normlab

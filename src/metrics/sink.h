@@ -10,6 +10,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "metrics/tensorboard.h"
 
 namespace normlab {
 
@@ -17,7 +18,11 @@ class MetricsSink {
  public:
   // keep_before >= 0 first drops train records with step >= keep_before and other records with
   // step > keep_before. csv_path empty = no CSV.
-  MetricsSink(const std::string& path, int64_t keep_before = -1, const std::string& csv_path = "");
+  // tensorboard_dir non-empty: every record also goes to a TensorBoard event file there
+  // (tensorboard.h); the directory is written anew from the kept records first, so after a resume
+  // it mirrors metrics.jsonl (no events of dropped steps).
+  MetricsSink(const std::string& path, int64_t keep_before = -1, const std::string& csv_path = "",
+              const std::string& tensorboard_dir = "", int64_t n_layers = 0);
   MetricsSink(const MetricsSink&) = delete;
   MetricsSink& operator=(const MetricsSink&) = delete;
 
@@ -25,6 +30,7 @@ class MetricsSink {
 
  private:
   std::unique_ptr<AppendFile> f_, csv_;
+  std::unique_ptr<TensorBoardWriter> tb_;
 };
 
 // The CSV rows of one JSON record (no header).

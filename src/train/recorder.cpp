@@ -70,7 +70,8 @@ void Recorder::start(int64_t resume_step) {
     spdlog::warn("warning: config differs from the one the run started with; {} is replaced", cfg_path);
   }
   sink_ = std::make_unique<MetricsSink>((out / "metrics.jsonl").string(), resuming_ ? resume_step : -1,
-                                        cfg_.diag.csv ? (out / "metrics.csv").string() : "");
+                                        cfg_.diag.csv ? (out / "metrics.csv").string() : "",
+                                        (out / "tensorboard").string(), cfg_.model.n_layers);
 }
 
 void Recorder::record(const JsonObject& rec) {
