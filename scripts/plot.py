@@ -33,6 +33,10 @@ Run (from metrics.jsonl, config.yaml):
     eff_rank.png          val loss and the effective rank of the final representation per eval
     grad_noise_scale.png  the simple gradient noise scale B_simple over diagnostic steps
     qk_clip.png           number of attention heads QK-Clip clipped per logged step
+    autopsy_step_<N>.png  each step autopsy `normlab replay` wrote (spikes/step_<N>.autopsy.json): the
+                          loss of every row at N against N-1, per-block gradient norms and update
+                          ratios, per-head max logit and entropy
+    scripts/plot.py --autopsy FILE.autopsy.json  draws one autopsy to FILE.autopsy.png
 Sweep (from summary.csv, runs/*/point.json, runs/*/metrics.jsonl):
     loss_curves.png     every run's train loss (lightly smoothed) and val loss (markers), one colour
                         per value of the group-by axis, seeds of a point in the same colour
@@ -67,6 +71,7 @@ a truncated last line (a run still writing) is ignored.
 
 import argparse
 import csv
+import glob
 import importlib.util
 import json
 import math
@@ -1587,7 +1592,71 @@ def kind_of(d):
     return None
 
 
+def plot_autopsy(path, out):
+    """One step autopsy of `normlab replay` (spikes/step_<N>.autopsy.json): the loss of every row of
+    the batch at step N against N-1, per-block gradient norms and update ratios of both updates, and
+    the per-head maximum attention logit and entropy at step N."""
+    with open(path) as f:
+        a = json.load(f)
+    plt = mpl()
+    at, base = a["at"], a.get("baseline")
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
+    fig.suptitle("step %d autopsy: loss %.4g (logged %.4g), %s" % (
+        a["step"], a["loss"], a["logged_loss"],
+        "reproducible bit for bit" if a["reproducible"] else "NOT reproducible"))
+    ax = axes[0][0]
+    rows = [r["loss"] for r in at["rows"]]
+    xs = list(range(len(rows)))
+    if base:
+        ax.bar([x - 0.2 for x in xs], [r["loss"] for r in base["rows"]], width=0.4,
+               color="#999999", label="step %d (baseline)" % base["step"])
+    ax.bar([x + (0.2 if base else 0) for x in xs], rows, width=0.4 if base else 0.8, color="#d62728",
+           label="step %d (%s)" % (at["step"], at["action"]))
+    ax.axhline(at["loss"], color="#d62728", lw=0.8, ls="--")
+    ax.set_xlabel("row of the batch (micro-batch order)")
+    ax.set_ylabel("mean cross-entropy (nats)")
+    ax.set_title("loss of each row")
+    ax.legend()
+    for ax, key, title in ((axes[0][1], "grad_norm", "gradient norm per block"),
+                           (axes[1][0], "update_ratio", "update ratio ||dW|| / ||W|| per block")):
+        for cap, color in ((base, "#999999"), (at, "#d62728")):
+            if cap and key in cap["layers"]:
+                v = cap["layers"][key]
+                ax.plot(range(len(v)), v, marker="o", color=color, label="step %d" % cap["step"])
+        ax.set_xlabel("block")
+        ax.set_title(title)
+        ax.legend()
+    ax = axes[1][1]
+    m = at["heads"]["attn_logit_max"]
+    if m and m[0]:
+        im = ax.imshow([[num(x) for x in row] for row in m], aspect="auto", cmap="magma")
+        fig.colorbar(im, ax=ax, label="max pre-softmax score")
+        ax.set_xlabel("head")
+        ax.set_ylabel("block")
+        ent = at["heads"]["attn_entropy"]
+        for i, row in enumerate(ent):
+            for h, e in enumerate(row):
+                ax.text(h, i, "%.2f" % num(e), ha="center", va="center", color="white", fontsize=7)
+        ax.set_title("per head at step %d: max logit (colour), entropy (nats)" % at["step"])
+    else:
+        no_data_note(ax, "no per-head statistics")
+    fig.tight_layout()
+    return save(fig, out)
+
+
+def plot_run_autopsies(run_dir, outdir):
+    written = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "spikes", "step_*.autopsy.json"))):
+        name = os.path.basename(path)[:-len(".autopsy.json")]
+        written.append(plot_autopsy(path, os.path.join(outdir, "autopsy_%s.png" % name)))
+    return written
+
+
 def main(argv):
+    if len(argv) == 2 and argv[0] == "--autopsy":  # normlab replay: the PNG beside the autopsy
+        ensure_environment()
+        plot_autopsy(argv[1], argv[1][:-len(".json")] + ".png")
+        return 0
     args = parse_args(argv)
     NORMLAB["path"] = args.normlab
     kind = kind_of(args.dir)
@@ -1600,7 +1669,7 @@ def main(argv):
     if kind == "run":
         if args.group_by:
             _log("--group-by applies to sweeps only; ignored")
-        written = plot_run(Run(args.dir), outdir)
+        written = plot_run(Run(args.dir), outdir) + plot_run_autopsies(args.dir, outdir)
     else:
         written = plot_sweep(Sweep(args.dir), args.group_by, outdir, args.runs)
     if not written:

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "bench/norm_bench.h"
 #include "config/load.h"
@@ -37,6 +38,7 @@
 #include "train/device.h"
 #include "train/evaluate.h"
 #include "train/inference.h"
+#include "train/replay.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -220,6 +222,39 @@ struct CompareCommand {
   int run() {
     const Comparison c = compare_runs(runs, by);
     std::cout << (json ? comparison_json(c) : comparison_text(c)) << std::endl;
+    return 0;
+  }
+};
+
+// replay: re-run a logged step from the checkpoint before it (src/train/README.md, "Replaying a step").
+struct ReplayCommand {
+  CLI::App* cmd = nullptr;
+  std::string run_dir;
+  int64_t step = -1;
+  bool json = false;
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("replay", "re-run update N from the checkpoint before it: reproducible bit for bit or "
+                                       "not, and the step's autopsy (spikes/step_<N>.autopsy.json)");
+    cmd->add_option("--run", run_dir, "run directory")->required();
+    cmd->add_option("--step", step, "a logged step (a spike, a skipped step or any other)")->required();
+    cmd->add_flag("--json", json, "the autopsy as one JSON object on stdout instead of text");
+  }
+
+  int run() {
+    const ReplayResult r = replay_step(run_dir, step);
+    // The PNG beside the autopsy, by the one plotting script (scripts/plot.py --autopsy), found
+    // next to the build directory; its stdout goes to stderr so that ours stays the result.
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const auto plot = exe.parent_path().parent_path() / "scripts" / "plot.py";
+    if (!ec && std::filesystem::exists(plot)) {
+      const std::string cmd = "python3 '" + plot.string() + "' --autopsy '" + r.autopsy_path + "' 1>&2";
+      if (std::system(cmd.c_str()) != 0) spdlog::warn("warning: no autopsy PNG: {} failed", cmd);
+    } else {
+      spdlog::warn("warning: no autopsy PNG: scripts/plot.py not found beside {}", exe.string());
+    }
+    std::cout << (json ? replay_json(r) : replay_text(r)) << std::endl;
     return 0;
   }
 };
@@ -417,6 +452,7 @@ int run_cli(int argc, char** argv) {
   TokenizeCommand tokenize_cmd;
   CompareCommand compare_cmd;
   ExportTbCommand export_tb_cmd;
+  ReplayCommand replay_cmd;
   train_cmd.add(app);
   eval_cmd.add(app);
   sample_cmd.add(app);
@@ -427,6 +463,7 @@ int run_cli(int argc, char** argv) {
   tokenize_cmd.add(app);
   compare_cmd.add(app);
   export_tb_cmd.add(app);
+  replay_cmd.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -443,6 +480,7 @@ int run_cli(int argc, char** argv) {
   if (*tokenize_cmd.cmd) return tokenize_cmd.run();
   if (*compare_cmd.cmd) return compare_cmd.run();
   if (*export_tb_cmd.cmd) return export_tb_cmd.run();
+  if (*replay_cmd.cmd) return replay_cmd.run();
   return 2;
 }
 

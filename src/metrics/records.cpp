@@ -209,6 +209,26 @@ RunRecords read_run(const std::string& dir) {
   if (!file_exists(metrics)) throw UsageError(dir + ": no metrics.jsonl (not a NormLab run?)");
   RunRecords r = read_records(metrics, read_info((run / "config.yaml").string()));
   r.dir = dir;
+  const fs::path spikes = run / "spikes";
+  if (fs::is_directory(spikes)) {
+    for (const auto& e : fs::directory_iterator(spikes)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() < 13 || n.compare(n.size() - 13, 13, ".autopsy.json") != 0) continue;
+      try {
+        const YAML::Node j = YAML::LoadFile(e.path().string());
+        AutopsyRecord a;
+        a.step = j["step"].as<int64_t>();
+        a.reproducible = j["reproducible"].as<bool>();
+        a.loss = num(j["loss"]);
+        a.logged_loss = num(j["logged_loss"]);
+        a.path = e.path().string();
+        r.autopsies.push_back(a);
+      } catch (const YAML::Exception&) {  // a torn or foreign file: not an autopsy
+      }
+    }
+    std::sort(r.autopsies.begin(), r.autopsies.end(),
+              [](const AutopsyRecord& a, const AutopsyRecord& b) { return a.step < b.step; });
+  }
   return r;
 }
 

@@ -85,8 +85,17 @@ struct RunDerived {
   std::vector<std::string> warnings;
 };
 
+// A step autopsy `normlab replay` wrote: spikes/step_<N>.autopsy.json.
+struct AutopsyRecord {
+  int64_t step = 0;
+  bool reproducible = false;
+  double loss = std::nan(""), logged_loss = std::nan("");
+  std::string path;
+};
+
 struct RunRecords {
   std::string dir;
+  std::vector<AutopsyRecord> autopsies;  // by step
   RunInfo info;
   std::vector<TrainRecord> train;
   std::vector<EvalRecord> eval;

@@ -78,6 +78,11 @@ std::string report_text(const std::string& run_dir) {
     o += fmt::format("            step {:>6}  {:<9} {:.4g}  z {:.1f}  -> {}\n", p.step, p.metric, p.value, p.z, p.action);
   }
   if (r.spikes.size() > 10) o += fmt::format("            ... {} more\n", r.spikes.size() - 10);
+  for (size_t k = 0; k < r.autopsies.size(); ++k) {
+    const auto& a = r.autopsies[k];
+    o += fmt::format("{}step {:>6}  {} (loss {:.6g}, logged {:.6g})  {}\n", k ? "            " : "autopsies   ", a.step,
+                     a.reproducible ? "reproducible" : "NOT reproducible", a.loss, a.logged_loss, a.path);
+  }
   o += fmt::format("spike score {:.4f} (share of logged steps with loss or grad-norm z above the threshold)\n",
                    s.spike_score);
   if (std::isfinite(s.final_eff_rank)) o += fmt::format("eff. rank   {:.2f} (head input states, last eval)\n", s.final_eff_rank);
@@ -140,6 +145,15 @@ std::string report_json(const std::string& run_dir) {
       .add("act_max", diag_series(r, "act_max"))
       .add("diag_step", diag ? diag->step : int64_t{-1}).add("layers", layers)
       .add_raw("spikes", spikes + "]")
+      .add_raw("autopsies", [&] {
+        std::string a = "[";
+        for (size_t k = 0; k < r.autopsies.size(); ++k) {
+          const auto& x = r.autopsies[k];
+          a += (k ? "," : "") + JsonObject().add("step", x.step).add("reproducible", x.reproducible)
+                                    .add("path", x.path).str();
+        }
+        return a + "]";
+      }())
       .add_raw("grad_norm_profiles", profiles + "]").add_raw("warnings", warnings + "]");
   return j.str() + "\n";
 }

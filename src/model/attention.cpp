@@ -136,7 +136,9 @@ torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Te
   if (stats) {
     torch::NoGradGuard ng;
     auto pd = p.detach();
-    stats->entropy = -(pd * pd.clamp_min(1e-30).log()).sum(-1).mean();
+    const auto h = -(pd * pd.clamp_min(1e-30).log()).sum(-1);  // (B, H, T)
+    stats->entropy = h.mean();
+    stats->head_entropy = h.mean({0, 2}).to(torch::kFloat);
     stats->logit_max = s.detach().max();
     stats->sink = T > 1 ? pd.narrow(2, 1, T - 1).select(3, 0).mean().to(torch::kFloat)
                         : torch::zeros({}, pd.options().dtype(torch::kFloat));
@@ -157,6 +159,7 @@ torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor&
     stats->entropy = (st.select(1, 0).sum() / static_cast<double>(B * H * T)).to(torch::kFloat);
     stats->logit_max = st.select(1, 1).max().to(torch::kFloat);
     stats->head_max = st.select(1, 1).view({B, H}).amax(0).to(torch::kFloat);
+    stats->head_entropy = (st.select(1, 0).view({B, H}).sum(0) / static_cast<double>(B * T)).to(torch::kFloat);
     stats->sink = T > 1 ? (st.select(1, 2).sum() / static_cast<double>(B * H * (T - 1))).to(torch::kFloat)
                         : torch::zeros({}, q.options());
   }

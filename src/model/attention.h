@@ -39,6 +39,7 @@ struct AttentionStats {
   torch::Tensor logit_max;  // max pre-softmax score over unmasked positions (after softcap)
   torch::Tensor sink;       // mean over batch, heads, query positions t >= 1 of p(t -> 0)
   torch::Tensor head_max;   // [H] max pre-softmax score per head (before any softcap)
+  torch::Tensor head_entropy;  // [H] mean over batch and query positions of -sum p log p, per head
 };
 
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by

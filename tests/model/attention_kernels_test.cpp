@@ -69,6 +69,10 @@ TEST_P(FusedAttentionTest, DiagnosticsMatchComposedReference) {
   }
   ASSERT_EQ(fast_stats.head_max.sizes(), ref_stats.head_max.sizes());
   EXPECT_TRUE(torch::allclose(fast_stats.head_max, ref_stats.head_max, 1e-5, 1e-5));
+  // Per head: the same on both paths, and their mean is the overall entropy (equal counts per head).
+  ASSERT_EQ(fast_stats.head_entropy.sizes(), ref_stats.head_entropy.sizes());
+  EXPECT_TRUE(torch::allclose(fast_stats.head_entropy, ref_stats.head_entropy, 1e-5, 1e-5));
+  EXPECT_NEAR(ref_stats.head_entropy.mean().item<double>(), ref_stats.entropy.item<double>(), 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttentionTest,

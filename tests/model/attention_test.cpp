@@ -71,6 +71,8 @@ TEST(AttentionTest, StatsEntropyIsLogTPlusOneForUniformAttentionAndMaxLogitMatch
   for (int64_t t = 0; t < T; ++t) mean_ln += std::log(t + 1.0) / T;
   EXPECT_NEAR(a->stats().entropy.item<double>(), mean_ln, 1e-6);
   EXPECT_NEAR(a->stats().logit_max.item<double>(), 0.0, 1e-7);
+  ASSERT_EQ(a->stats().head_entropy.numel(), 2);  // uniform in every head
+  for (int h = 0; h < 2; ++h) EXPECT_NEAR(a->stats().head_entropy[h].item<double>(), mean_ln, 1e-6);
 
   // Hand-made scores: q = k = x with identity projections, so s[t][u] = x_t.x_u / sqrt(dh).
   Attention b(opts(4, 1));
