@@ -10,12 +10,40 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
+#include <iostream>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 namespace {
+
+// RTLD_DEEPBIND's one trap: an executable that uses std::cout / std::cerr / std::clog holds
+// copy-relocated objects that libstdc++ initialises, while a deep-bound library binds to
+// libstdc++'s own storage of them, which nobody initialises: SentencePiece's first log line would
+// crash there (measured: a segfault in ostream::sentry from its BPE trainer). Here, where the same
+// deep binding applies, those objects are built over that storage sharing the initialised
+// streams' buffers, so both write to the same stdout and stderr.
+// (RTLD_DEFAULT would search this library's deep scope too; the main program's handle searches
+// the executable first, where the initialised copies are.)
+template <class Stream>
+void share_stream(void* program, Stream& mine, const char* symbol) {
+  auto* canonical = static_cast<Stream*>(dlsym(program, symbol));
+  if (canonical && canonical != &mine) new (&mine) Stream(canonical->rdbuf());
+}
+
+__attribute__((constructor)) void share_standard_streams() {
+  void* program = dlopen(nullptr, RTLD_NOW);
+  if (!program) return;
+  share_stream(program, std::cout, "_ZSt4cout");
+  share_stream(program, std::cerr, "_ZSt4cerr");
+  share_stream(program, std::clog, "_ZSt4clog");
+  dlclose(program);
+}
+
 void set_error(char* err, size_t errlen, const std::string& what) {
   if (!err || errlen == 0) return;
   const size_t n = std::min(errlen - 1, what.size());

@@ -138,7 +138,7 @@ torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Te
     auto pd = p.detach();
     const auto h = -(pd * pd.clamp_min(1e-30).log()).sum(-1);  // (B, H, T)
     stats->entropy = h.mean();
-    stats->head_entropy = h.mean({0, 2}).to(torch::kFloat);
+    stats->head_entropy = h.mean(2).mean(0).to(torch::kFloat);  // (B, H, T) -> [H]
     stats->logit_max = s.detach().max();
     stats->sink = T > 1 ? pd.narrow(2, 1, T - 1).select(3, 0).mean().to(torch::kFloat)
                         : torch::zeros({}, pd.options().dtype(torch::kFloat));

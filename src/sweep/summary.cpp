@@ -66,12 +66,12 @@ std::string md_number(SummaryColumn c, double v, bool aggregated) {
 }
 
 const std::array<const char*, kNumSummaryColumns> kMarkdownHeaders = {
-    "steps",  "final loss", "best val", "excess", "diverged",
+    "steps",  "final loss", "best val", "excess", "bits/byte", "diverged",
     "spikes", "spike score", "max gnorm", "g0/gL", "eff rank", "tok/s", "wall s"};
 
 constexpr const char* kLegend =
     "final loss: last train loss; best val: lowest validation loss; excess: best val above the "
-    "corpus's entropy floor (nats/token); diverged: 1 if a value went non-finite or the last loss "
+    "corpus's entropy floor (nats/token); bits/byte: val_bpb at the best val; diverged: 1 if a value went non-finite or the last loss "
     "is not below the first (aggregated: fraction of seeds); spikes: loss and grad-norm spike "
     "records; spike score: share of logged steps (once the detector is active) with loss or grad-norm z "
     "above diag.spike.zscore (OLMo-core's stability score); max gnorm: largest gradient norm before clipping; g0/gL: first- over last-block "

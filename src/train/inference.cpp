@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/sha256.h"
 #include "data/corpus.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
@@ -24,14 +25,16 @@ LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, 
   lm.model->to(device);
   lm.model->eval();
   if (!lm.config.data.tokenizer.empty()) {
-    lm.tokenizer = Tokenizer::load(lm.config.data.tokenizer);
+    // The file is checked before it is parsed: any change is this error, not a parse failure.
+    const std::string sha = sha256_file_hex(lm.config.data.tokenizer);
     const auto meta = checkpoint_metadata(lm.checkpoint);
     const auto it = meta.find("tokenizer_sha256");
-    if (it != meta.end() && it->second != lm.tokenizer->sha256()) {
+    if (it != meta.end() && it->second != sha) {
       throw UsageError(fmt::format("{}: the tokenizer changed since {} was written (SHA-256 {} there, {} now); "
                                    "restore the model file it was trained with", lm.config.data.tokenizer,
-                                   lm.checkpoint, it->second, lm.tokenizer->sha256()));
+                                   lm.checkpoint, it->second, sha));
     }
+    lm.tokenizer = Tokenizer::load(lm.config.data.tokenizer);
   }
   return lm;
 }
