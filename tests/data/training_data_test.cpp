@@ -104,6 +104,7 @@ TEST(DataFormatTrainingTest, ShardsTrainAsTheirConcatenationAndResumeAcrossTheBo
   // Interrupted after the first update, resumed from a checkpoint, across the boundary.
   Config part = sharded;
   part.out_dir = dir / "part";
+  part.data.train = {dir / "s0.bin", dir / "s1.bin", dir / "s2.bin"};  // the same shards as a list
   part.train.checkpoint_every = 3;
   std::atomic<bool> stop{true};
   TrainOptions first;

@@ -164,23 +164,23 @@ TEST_F(SweepSummaryTableTest, CsvAndMarkdownFiles) {
   ASSERT_EQ(lines.size(), 1u + 8);
   EXPECT_EQ(lines[0],
             "row,name,model.layout,seed,n,status,steps,final_train_loss,best_val_loss,best_val_"
-            "excess,diverged,"
+            "excess,best_val_bpb,diverged,"
             "spikes,spike_score,max_grad_norm,grad_ratio_first_last,final_eff_rank,tok_per_s,wall_s");
-  EXPECT_EQ(lines[1], "run,\"layout=pre,seed=1\",pre,1,1,done,10,2,2.5,,0,0,,2,2,,1000,10");
-  EXPECT_EQ(lines[4], "run,\"layout=post,seed=2\",post,2,1,pending,,,,,,,,,,,,");
-  EXPECT_EQ(lines[5], "mean,layout=pre,pre,,2,2/2 done,10,2.5,3,,0,0,,2,2,,2000,20");
-  EXPECT_EQ(lines[6], "std,layout=pre,pre,,2,2/2 done,0,0.5,0.5,,0,0,,0,0,,1000,10");
+  EXPECT_EQ(lines[1], "run,\"layout=pre,seed=1\",pre,1,1,done,10,2,2.5,,,0,0,,2,2,,1000,10");
+  EXPECT_EQ(lines[4], "run,\"layout=post,seed=2\",post,2,1,pending,,,,,,,,,,,,,");
+  EXPECT_EQ(lines[5], "mean,layout=pre,pre,,2,2/2 done,10,2.5,3,,,0,0,,2,2,,2000,20");
+  EXPECT_EQ(lines[6], "std,layout=pre,pre,,2,2/2 done,0,0.5,0.5,,,0,0,,0,0,,1000,10");
 
   const std::string md = read_file(dir_ / "summary.md");
   EXPECT_NE(md.find("final loss: last train loss"), std::string::npos);
   EXPECT_NE(md.find("| layout | seed | status | steps | final loss |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| pre | 1 | done | 10 | 2.0000 | 2.5000 | - | 0 | 0 | - | 2 | 2 | - | 1000 | 10.0 |"),
+  EXPECT_NE(md.find("| pre | 1 | done | 10 | 2.0000 | 2.5000 | - | - | 0 | 0 | - | 2 | 2 | - | 1000 | 10.0 |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("| pre | 2 | 2/2 done | 2.5000 ± 0.5000 | 3.0000 ± 0.5000 |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| post | 1 | 0/2 done | 6.0000 | 6.5000 | - | 1.00 |"), std::string::npos)
+  EXPECT_NE(md.find("| post | 1 | 0/2 done | 6.0000 | 6.5000 | - | - | 1.00 |"), std::string::npos)
       << md;
 
   const std::string json = summary_json(s);

@@ -74,7 +74,11 @@ TEST(ReplayTest, ALoggedStepReplaysBitForBitAndItsRowsAverageToItsLoss) {
   EXPECT_EQ(read_file(dir / "run/metrics.jsonl"), metrics_before);
   EXPECT_EQ(read_run(dir / "run").autopsies.size(), 3u);
   EXPECT_NE(report_text(dir / "run").find("autopsies"), std::string::npos);
-  // The autopsy file is the --json output.
+  // The command line: --json prints the autopsy, which is also the file.
+  const auto cli = testing::run_command(testing::normlab_binary() + " replay --json --run " + dir / "run" + " --step 8");
+  ASSERT_EQ(cli.status, 0);
+  EXPECT_TRUE(YAML::Load(cli.out)["reproducible"].as<bool>()) << cli.out;
+  EXPECT_GT(fs::file_size(dir / "run/spikes/step_00000008.autopsy.png"), 10000u);  // drawn by scripts/plot.py
   const YAML::Node j = YAML::LoadFile(dir / "run/spikes/step_00000008.autopsy.json");
   EXPECT_TRUE(j["reproducible"].as<bool>());
   EXPECT_EQ(j["at"]["rows"].size(), 8u);
