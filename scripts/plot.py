@@ -1599,6 +1599,7 @@ def plot_autopsy(path, out):
     with open(path) as f:
         a = json.load(f)
     plt = mpl()
+    from matplotlib.ticker import MaxNLocator
     at, base = a["at"], a.get("baseline")
     fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
     fig.suptitle("step %d autopsy: loss %.4g (logged %.4g), %s" % (
@@ -1624,19 +1625,27 @@ def plot_autopsy(path, out):
                 v = cap["layers"][key]
                 ax.plot(range(len(v)), v, marker="o", color=color, label="step %d" % cap["step"])
         ax.set_xlabel("block")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title)
         ax.legend()
     ax = axes[1][1]
     m = at["heads"]["attn_logit_max"]
     if m and m[0]:
-        im = ax.imshow([[num(x) for x in row] for row in m], aspect="auto", cmap="magma")
+        vals = [[num(x) for x in row] for row in m]
+        im = ax.imshow(vals, aspect="auto", cmap="magma")
         fig.colorbar(im, ax=ax, label="max pre-softmax score")
+        ax.set_xticks(range(len(m[0])))
+        ax.set_yticks(range(len(m)))
         ax.set_xlabel("head")
         ax.set_ylabel("block")
+        ax.grid(False)
+        flat = [v for row in vals for v in row if finite(v)]
+        mid = (min(flat) + max(flat)) / 2 if flat else 0
         ent = at["heads"]["attn_entropy"]
         for i, row in enumerate(ent):
             for h, e in enumerate(row):
-                ax.text(h, i, "%.2f" % num(e), ha="center", va="center", color="white", fontsize=7)
+                ax.text(h, i, "%.2f" % num(e), ha="center", va="center", fontsize=7,
+                        color="black" if finite(vals[i][h]) and vals[i][h] > mid else "white")
         ax.set_title("per head at step %d: max logit (colour), entropy (nats)" % at["step"])
     else:
         no_data_note(ax, "no per-head statistics")
