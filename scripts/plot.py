@@ -16,7 +16,8 @@
 Each file written is printed on stdout, one path a line.
 
 Run (from metrics.jsonl, config.yaml):
-    loss.png          train and val loss against update step, the entropy floor, spikes marked;
+    loss.png          train and val loss against update step, the entropy floor, spikes marked,
+                      bits per byte on the right axis when eval records carry val_bpb;
                       a lower panel with the global gradient norm and its spikes
     grad_heatmap.png  per-block gradient norm (layers.grad_norm) over steps, log colour scale
     grad_profile.png  per-block gradient norm at the first, ~25%, 50% and last logged steps
@@ -585,6 +586,21 @@ def plot_run(run, outdir):
     ax.set_ylabel("loss (nats/token)")
     ax.set_title(textwrap.fill("%s: loss" % head, 80))
     ax.legend(loc="best", framealpha=0.85)
+    # Bits per byte on the right: val_bpb / val_loss is the same at every evaluation (the same
+    # windows, the same bytes), so the loss axis reads as bits per byte of the validation text.
+    ratios = [num(e.get("val_bpb")) / num(e.get("val_loss")) for e in run.evals
+              if finite(num(e.get("val_bpb"))) and finite(num(e.get("val_loss"))) and num(e.get("val_loss")) > 0]
+    if ratios:
+        k = ratios[-1]
+        sec = ax.secondary_yaxis("right", functions=(lambda y, k=k: y * k, lambda y, k=k: y / k))
+        sec.set_ylabel("val bits per byte (eval records' val_bpb)")
+        from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+        lo_y, hi_y = ax.get_ylim()
+        nice = [0.25, 0.5, 0.75, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 16]
+        sec.yaxis.set_major_locator(FixedLocator([v for v in nice if lo_y * k <= v <= hi_y * k]))
+        sec.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%.3g" % v))
+        sec.yaxis.set_minor_locator(NullLocator())
+        sec.yaxis.set_minor_formatter(NullFormatter())
 
     gs, gv = run.series("grad_norm")
     gs, gv = np.array(gs, dtype=float), np.array(gv, dtype=float)
