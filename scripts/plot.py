@@ -1616,7 +1616,7 @@ def plot_autopsy(path, out):
         a = json.load(f)
     plt = mpl()
     from matplotlib.ticker import MaxNLocator
-    at, base = a["at"], a.get("baseline")
+    at, base = a, a.get("baseline")
     fig, axes = plt.subplots(2, 2, figsize=(12, 7.5))
     fig.suptitle("step %d autopsy: loss %.4g (logged %.4g), %s" % (
         a["step"], a["loss"], a["logged_loss"],
@@ -1628,7 +1628,7 @@ def plot_autopsy(path, out):
         ax.bar([x - 0.2 for x in xs], [r["loss"] for r in base["rows"]], width=0.4,
                color="#999999", label="step %d (baseline)" % base["step"])
     ax.bar([x + (0.2 if base else 0) for x in xs], rows, width=0.4 if base else 0.8, color="#d62728",
-           label="step %d (%s)" % (at["step"], at["action"]))
+           label="step %d (%s)" % (a["step"], at["action"]))
     ax.axhline(at["loss"], color="#d62728", lw=0.8, ls="--")
     ax.set_xlabel("row of the batch (micro-batch order)")
     ax.set_ylabel("mean cross-entropy (nats)")
@@ -1639,7 +1639,7 @@ def plot_autopsy(path, out):
         for cap, color in ((base, "#999999"), (at, "#d62728")):
             if cap and key in cap["layers"]:
                 v = cap["layers"][key]
-                ax.plot(range(len(v)), v, marker="o", color=color, label="step %d" % cap["step"])
+                ax.plot(range(len(v)), v, marker="o", color=color, label="step %d" % (cap.get("step", a["step"])))
         ax.set_xlabel("block")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(title)
@@ -1662,7 +1662,7 @@ def plot_autopsy(path, out):
             for h, e in enumerate(row):
                 ax.text(h, i, "%.2f" % num(e), ha="center", va="center", fontsize=7,
                         color="black" if finite(vals[i][h]) and vals[i][h] > mid else "white")
-        ax.set_title("per head at step %d: max logit (colour), entropy (nats)" % at["step"])
+        ax.set_title("per head at step %d: max logit (colour), entropy (nats)" % a["step"])
     else:
         no_data_note(ax, "no per-head statistics")
     fig.tight_layout()

@@ -170,10 +170,11 @@ std::vector<double> update_ratios(const Trainable& t, const std::vector<torch::T
   return out;
 }
 
-JsonObject capture_json(const StepCapture& c) {
-  JsonObject j;
-  j.add("step", c.step).add("action", c.action).add("loss", c.loss).add("grad_norm", c.grad_norm)
-      .add("rows_mean_loss", c.rows_mean);
+// A step's capture; `header` adds its step, loss and grad_norm (the baseline's; step N's are the
+// autopsy's own top-level keys).
+JsonObject& add_capture(JsonObject& j, const StepCapture& c, bool header) {
+  if (header) j.add("step", c.step).add("loss", c.loss).add("grad_norm", c.grad_norm);
+  j.add("action", c.action).add("rows_mean_loss", c.rows_mean);
   std::string rows = "[";
   for (size_t i = 0; i < c.rows.size(); ++i) {
     const RowLoss& r = c.rows[i];
@@ -300,10 +301,11 @@ std::string replay_json(const ReplayResult& r) {
   JsonObject j;
   j.add("run", r.run).add("step", r.step).add("checkpoint", r.checkpoint).add("updates_replayed", r.updates_replayed)
       .add("reproducible", r.reproducible).add("loss", r.loss).add("logged_loss", r.logged_loss)
-      .add("grad_norm", r.grad_norm).add("logged_grad_norm", r.logged_grad_norm)
-      .add("at", capture_json(r.at));
+      .add("grad_norm", r.grad_norm).add("logged_grad_norm", r.logged_grad_norm);
+  add_capture(j, r.at, /*header=*/false);
   if (r.before) {
-    j.add("baseline", capture_json(*r.before));
+    JsonObject b;
+    j.add("baseline", add_capture(b, *r.before, /*header=*/true));
   } else {
     j.add_raw("baseline", "null");
   }

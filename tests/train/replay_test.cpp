@@ -81,7 +81,10 @@ TEST(ReplayTest, ALoggedStepReplaysBitForBitAndItsRowsAverageToItsLoss) {
   EXPECT_GT(fs::file_size(dir / "run/spikes/step_00000008.autopsy.png"), 10000u);  // drawn by scripts/plot.py
   const YAML::Node j = YAML::LoadFile(dir / "run/spikes/step_00000008.autopsy.json");
   EXPECT_TRUE(j["reproducible"].as<bool>());
-  EXPECT_EQ(j["at"]["rows"].size(), 8u);
+  EXPECT_EQ(j["rows"].size(), 8u);
+  double mean = 0;
+  for (const auto& row : j["rows"]) mean += row["loss"].as<double>() / 8;
+  EXPECT_NEAR(mean, j["loss"].as<double>(), 1e-5 * mean);  // the rows' mean is the step's loss
   EXPECT_EQ(j["baseline"]["step"].as<int64_t>(), 7);
   // A skipped step replays too.
   for (const auto& t : recs.train) {
