@@ -91,15 +91,6 @@ const SpmApi& api() {
 }
 }  // namespace
 
-std::string tokenizer_unavailable_reason() {
-  try {
-    api();
-    return "";
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-}
-
 Tokenizer Tokenizer::load(const std::string& path) {
   if (!file_exists(path)) throw UsageError(path + ": tokenizer model not found");
   const SpmApi& a = api();

@@ -49,7 +49,4 @@ void train_tokenizer(const TokenizerTraining& t);
 // the vocabulary fits, else uint32). Returns the number of tokens written.
 int64_t encode_text_file(const Tokenizer& tok, const std::string& input, const std::string& out);
 
-// Whether SentencePiece can be loaded in this build ("" when it can, else why not).
-std::string tokenizer_unavailable_reason();
-
 }  // namespace normlab

@@ -45,8 +45,9 @@ void flatten(const YAML::Node& n, const std::string& key, const std::string& pre
 
 }  // namespace
 
-std::string csv_rows(const std::string& json_record) {
-  YAML::Node r = YAML::Load(json_record);
+std::string csv_rows(const std::string& json_record) { return csv_rows_of(YAML::Load(json_record)); }
+
+std::string csv_rows_of(const YAML::Node& r) {
   const std::string prefix = fmt::format("{},{},", r["step"].as<int64_t>(), r["kind"].as<std::string>());
   std::string out;
   flatten(r, "", prefix, out);
@@ -96,8 +97,10 @@ MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std
 void MetricsSink::write(const JsonObject& record) {
   const std::string line = record.str() + "\n";
   f_->append(line);
-  if (csv_) csv_->append(csv_rows(record.str()));
-  if (tb_) tb_->write(YAML::Load(record.str()));
+  if (!csv_ && !tb_) return;
+  const YAML::Node parsed = YAML::Load(record.str());  // once, for both
+  if (csv_) csv_->append(csv_rows_of(parsed));
+  if (tb_) tb_->write(parsed);
 }
 
 }  // namespace normlab

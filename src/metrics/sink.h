@@ -5,6 +5,8 @@
 // checkpoint are dropped first, so the files read as one uninterrupted run.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <memory>
 #include <string>
 
@@ -35,5 +37,6 @@ class MetricsSink {
 
 // The CSV rows of one JSON record (no header).
 std::string csv_rows(const std::string& json_record);
+std::string csv_rows_of(const YAML::Node& record);
 
 }  // namespace normlab

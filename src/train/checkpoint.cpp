@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -114,16 +115,24 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
   write_file_atomic((root / "LATEST").string(), name + "\n");
 }
 
+std::vector<int64_t> checkpoint_steps(const std::string& run_dir) {
+  const fs::path root = fs::path(run_dir) / "checkpoints";
+  std::vector<int64_t> steps;
+  if (!fs::is_directory(root)) return steps;
+  for (const auto& e : fs::directory_iterator(root)) {
+    const std::string n = e.path().filename().string();
+    if (!e.is_directory() || n.size() != 13 || n.rfind("step_", 0) != 0) continue;
+    if (n.find_first_not_of("0123456789", 5) == std::string::npos) steps.push_back(std::stoll(n.substr(5)));
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 std::string find_checkpoint(const std::string& run_dir, std::optional<int64_t> step) {
   const fs::path root = fs::path(run_dir) / "checkpoints";
   if (!fs::is_directory(run_dir)) throw UsageError(run_dir + ": run directory not found");
   std::set<std::string> have;
-  if (fs::is_directory(root)) {
-    for (const auto& e : fs::directory_iterator(root)) {
-      const std::string n = e.path().filename().string();
-      if (e.is_directory() && n.rfind("step_", 0) == 0) have.insert(n);
-    }
-  }
+  for (int64_t s : checkpoint_steps(run_dir)) have.insert(checkpoint_name(s));
   std::string name;
   if (step) {
     name = checkpoint_name(*step);

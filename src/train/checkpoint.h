@@ -41,6 +41,9 @@ void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW
 // A checkpoint's model.safetensors __metadata__ (format, config, tokenizer, tokenizer_sha256, ...).
 std::map<std::string, std::string> checkpoint_metadata(const std::string& ckpt_dir);
 
+// The steps of a run's checkpoint directories (checkpoints/step_<8 digits>/), ascending.
+std::vector<int64_t> checkpoint_steps(const std::string& run_dir);
+
 // The checkpoint directory for `step`, or LATEST's when step is nullopt. Throws UsageError when
 // the run or the step does not exist, listing the steps there are.
 std::string find_checkpoint(const std::string& run_dir, std::optional<int64_t> step);

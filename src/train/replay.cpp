@@ -61,23 +61,6 @@ std::string tokens_text(const std::vector<int64_t>& toks, const Tokenizer* tok, 
   return out;
 }
 
-// The checkpoints of a run with their steps, ascending.
-std::vector<std::pair<int64_t, std::string>> checkpoints_of(const std::string& run) {
-  std::vector<std::pair<int64_t, std::string>> out;
-  const fs::path dir = fs::path(run) / "checkpoints";
-  if (!fs::is_directory(dir)) return out;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string n = e.path().filename().string();
-    if (n.size() != 13 || n.rfind("step_", 0) != 0 || !file_exists((e.path() / "state.json").string())) continue;
-    try {
-      out.emplace_back(std::stoll(n.substr(5)), e.path().string());
-    } catch (const std::exception&) {
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // The batch of the step about to run (micro-batches from `micro`), with the weights as they are:
 // the loss of every row, its worst positions, and every statistic of the first micro-batch. The
 // forwards change nothing (buffers such as batchnorm's running statistics are put back).
@@ -223,13 +206,12 @@ ReplayResult replay_step(const std::string& run, int64_t N) {
   }
   Config cfg = check_and_resolve(parse_config_file((fs::path(run) / "config.yaml").string()), /*check_data_files=*/false);
   const int64_t want = std::max<int64_t>(N - 1, 0);
-  std::string ckpt;
-  for (const auto& [s, dir] : checkpoints_of(run)) {
-    if (s <= want) ckpt = dir;
+  std::optional<int64_t> from;
+  for (int64_t s : checkpoint_steps(run)) {
+    if (s <= want) from = s;
   }
-  if (ckpt.empty()) {
-    throw UsageError(fmt::format("{}: no checkpoint at or before step {} to replay step {} from", run, want, N));
-  }
+  if (!from) throw UsageError(fmt::format("{}: no checkpoint at or before step {} to replay step {} from", run, want, N));
+  const std::string ckpt = find_checkpoint(run, *from);
   configure_threads(cfg.train.threads);
   const torch::Device device = resolve_device(choice_name(cfg.train.device), "train.device");
   TrainState state;

@@ -61,6 +61,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
     }
   }
   if (check_data_files) {
+    std::string read_as_bytes;  // a data file read as bytes (a tokenizer's ids cannot be bytes)
     for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
       if (problems.has(key)) continue;
       if (const std::string why = resolve_data_paths(*paths); !why.empty()) {
@@ -69,6 +70,9 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
       }
       try {
         const Corpus corpus = Corpus::load(*paths, c.data.format);
+        for (const TokenFile& f : corpus.files()) {
+          if (f.format == TokenFormat::kBytes && read_as_bytes.empty()) read_as_bytes = f.path;
+        }
         if (corpus.size() < c.model.ctx + 2) {
           problems.add(key, fmt::format("'{}' has {} tokens; need at least ctx + 2 = {}", corpus.name(),
                                         corpus.size(), c.model.ctx + 2));
@@ -95,19 +99,10 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
           problems.add("data.tokenizer", e.what());
         }
         // Text read as bytes is not what a tokenizer's ids index: encode it first.
-        for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
-          if (problems.has(key)) continue;
-          for (const std::string& f : *paths) {
-            try {
-              if (map_token_file(f, c.data.format).format == TokenFormat::kBytes) {
-                problems.add("data.tokenizer", fmt::format(
-                    "{} is read as bytes (a text file), not as the tokenizer's ids; encode it with `normlab "
-                    "tokenize encode` and train on the shard", f));
-                break;
-              }
-            } catch (const UsageError&) {
-            }
-          }
+        if (!read_as_bytes.empty()) {
+          problems.add("data.tokenizer", fmt::format(
+              "{} is read as bytes (a text file), not as the tokenizer's ids; encode it with `normlab "
+              "tokenize encode` and train on the shard", read_as_bytes));
         }
       }
     }

@@ -179,6 +179,9 @@ TEST(CliTokenizeTest, TrainEncodeTrainEvalAndSampleThroughASentencePieceModel) {
     const YAML::Node j = YAML::Load(r.out);
     EXPECT_GT(j["bytes_per_token"].as<double>(), 1.5) << r.out;  // subwords, not bytes
   }
+  // Text read as bytes beside a tokenizer is refused: its bytes are not the tokenizer's ids.
+  expect_refused("--set data.tokenizer=" + dir / "bpe.model" + " --set model.vocab_size=512", dir / "bytes_run",
+                 "is read as bytes (a text file), not as the tokenizer's ids");
   const std::string run = dir / "run";
   r = testing::run_command(bin() + " train -c " + testing::source_dir() + "/configs/default.yaml --out " + run +
                            " --set data.train=" + dir / "train.bin" + " --set data.val=" + dir / "val.bin" +
