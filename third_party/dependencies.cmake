@@ -16,6 +16,29 @@ endif()
 find_package(Torch REQUIRED)
 get_filename_component(NORMLAB_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
 get_filename_component(NORMLAB_TORCH_LIB_DIR "${NORMLAB_TORCH_LIB_DIR}" REALPATH)
+# Found the standard way (-DTorch_DIR=..., -DCMAKE_PREFIX_PATH=<site-packages>/torch/share/cmake)
+# a pip LibTorch's TorchConfig looks for its libraries with find_library, whose system paths come
+# before its own lib/: with Debian's libtorch-dev installed it silently picks Debian's libraries
+# (measured). Then the prefix TorchConfig came from is taken as NORMLAB_TORCH and the search is
+# repeated with that prefix first, after dropping every cached result that pointed elsewhere.
+get_filename_component(NORMLAB_TORCH_FOUND_PREFIX "${TORCH_INSTALL_PREFIX}" REALPATH)
+string(FIND "${NORMLAB_TORCH_LIB_DIR}/" "${NORMLAB_TORCH_FOUND_PREFIX}/" NORMLAB_TORCH_LIB_INSIDE)
+if(NOT NORMLAB_TORCH AND NOT NORMLAB_TORCH_LIB_INSIDE EQUAL 0)
+  message(STATUS "NormLab: TorchConfig from ${NORMLAB_TORCH_FOUND_PREFIX} found its libraries in "
+                 "${NORMLAB_TORCH_LIB_DIR}; searching again in ${NORMLAB_TORCH_FOUND_PREFIX} first")
+  set(NORMLAB_TORCH "${NORMLAB_TORCH_FOUND_PREFIX}" CACHE PATH "" FORCE)
+  get_cmake_property(NORMLAB_CACHE_VARS CACHE_VARIABLES)
+  foreach(var ${NORMLAB_CACHE_VARS})
+    get_property(value CACHE ${var} PROPERTY VALUE)
+    if(var MATCHES "_LIBRARY$|_LIBRARIES$|^LIB_" AND value MATCHES "^${NORMLAB_TORCH_LIB_DIR}/")
+      unset(${var} CACHE)
+    endif()
+  endforeach()
+  list(PREPEND CMAKE_PREFIX_PATH "${NORMLAB_TORCH}")
+  find_package(Torch REQUIRED)
+  get_filename_component(NORMLAB_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
+  get_filename_component(NORMLAB_TORCH_LIB_DIR "${NORMLAB_TORCH_LIB_DIR}" REALPATH)
+endif()
 if(NORMLAB_TORCH AND NOT NORMLAB_TORCH_LIB_DIR STREQUAL "${NORMLAB_TORCH}/lib")
   message(FATAL_ERROR "NORMLAB_TORCH=${NORMLAB_TORCH}, but TorchConfig found its libraries in "
                       "${NORMLAB_TORCH_LIB_DIR}: two LibTorch installs would be mixed")
@@ -96,15 +119,33 @@ endif()
 # package NormLab uses whatever the alternative points to and its start-up sets a thread policy for
 # two pools instead (src/cli/main.cpp). Measured on the tiny benchmark: 27.4k against 25.7k tokens/s
 # (median of 4 interleaved runs each).
-# Only for Debian's LibTorch: a pip or zip LibTorch brings its own BLAS (MKL) and OpenMP runtime.
-if(NORMLAB_TORCH)
-  set(NORMLAB_OPENMP_BLAS_DEFAULT OFF)
-else()
-  set(NORMLAB_OPENMP_BLAS_DEFAULT ON)
+# Only where the LibTorch found loads its BLAS dynamically (Debian's libtorch_cpu.so needs
+# libblas.so.3); a pip or zip LibTorch has MKL linked in and brings its own OpenMP runtime. Decided
+# from the library CMake actually found (however it was found: NORMLAB_TORCH, Torch_DIR or
+# CMAKE_PREFIX_PATH), by reading its dynamic section, not from how it was asked for.
+find_program(NORMLAB_READELF readelf)
+set(NORMLAB_TORCH_LOADS_BLAS OFF)
+set(NORMLAB_TORCH_CPU_LIB "${NORMLAB_TORCH_LIB_DIR}/libtorch_cpu.so")
+if(NOT EXISTS "${NORMLAB_TORCH_CPU_LIB}")
+  set(NORMLAB_TORCH_CPU_LIB "${TORCH_LIBRARY}")  # LibTorch before the libtorch_cpu split
 endif()
+if(NORMLAB_READELF)
+  execute_process(COMMAND ${NORMLAB_READELF} -d "${NORMLAB_TORCH_CPU_LIB}"
+                  OUTPUT_VARIABLE NORMLAB_TORCH_DYNAMIC ERROR_QUIET)
+  if(NORMLAB_TORCH_DYNAMIC MATCHES "NEEDED[^\n]*\\[lib(open|c)?blas")
+    set(NORMLAB_TORCH_LOADS_BLAS ON)
+  endif()
+elseif(NOT NORMLAB_TORCH AND NORMLAB_TORCH_LIB_DIR MATCHES "^/usr/")
+  set(NORMLAB_TORCH_LOADS_BLAS ON)  # no readelf: Debian's LibTorch is the one that loads a BLAS
+endif()
+message(STATUS "NormLab: ${NORMLAB_TORCH_CPU_LIB} loads a BLAS library dynamically: ${NORMLAB_TORCH_LOADS_BLAS}")
+set(NORMLAB_OPENMP_BLAS_DEFAULT ${NORMLAB_TORCH_LOADS_BLAS})
 option(NORMLAB_OPENMP_BLAS "prefer Debian's OpenMP build of OpenBLAS when it is installed" ${NORMLAB_OPENMP_BLAS_DEFAULT})
 set(NORMLAB_OPENMP_BLAS_DIR "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp")
-if(NORMLAB_OPENMP_BLAS AND EXISTS "${NORMLAB_OPENMP_BLAS_DIR}/libopenblas.so.0")
+if(NORMLAB_OPENMP_BLAS AND NOT NORMLAB_TORCH_LOADS_BLAS)
+  message(STATUS "NormLab: NORMLAB_OPENMP_BLAS is on, but the LibTorch found links its BLAS in: ignored")
+  set(NORMLAB_BLAS_LINK_OPTIONS "")
+elseif(NORMLAB_OPENMP_BLAS AND EXISTS "${NORMLAB_OPENMP_BLAS_DIR}/libopenblas.so.0")
   message(STATUS "NormLab: OpenBLAS OpenMP build from ${NORMLAB_OPENMP_BLAS_DIR}")
   set(NORMLAB_BLAS_LINK_OPTIONS "LINKER:--disable-new-dtags" "LINKER:-rpath,${NORMLAB_OPENMP_BLAS_DIR}")
 elseif(NORMLAB_OPENMP_BLAS)

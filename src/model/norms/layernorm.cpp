@@ -100,9 +100,15 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
   auto xf = compute_dtype(x);
   last_forward_was_fast_ = cpu_fast_path_applies(xf) && weight_.device().is_cpu();
   if (last_forward_was_fast_) return fast_forward(xf, weight_, bias_, eps_).to(x.scalar_type());
+  return native_forward(xf, weight_, bias_, eps_).to(x.scalar_type());
+}
+
+torch::Tensor LayerNormImpl::native_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                            const torch::Tensor& bias, double eps) {
+  auto xf = compute_dtype(x);
   const auto dt = xf.scalar_type();
-  auto y = torch::layer_norm(xf, {size_}, weight_.to(dt),
-                             bias_.defined() ? bias_.to(dt) : torch::Tensor(), eps_);
+  auto y = torch::layer_norm(xf, {xf.size(-1)}, weight.to(dt),
+                             bias.defined() ? bias.to(dt) : torch::Tensor(), eps);
   return y.to(x.scalar_type());
 }
 

@@ -1,9 +1,10 @@
 // LayerNorm (Ba, Kiros & Hinton 2016, "Layer Normalization"):
 //   y = (x - mean) / sqrt(var + eps) * weight + bias,  var biased (divides by n),
 // weight[n] = 1, bias[n] = 0 (absent with model.norm.bias: false, a key layernorm owns), default eps 1e-5.
-// Contiguous float32 CPU input runs a hand-written forward and backward (cpu_kernels.h) wrapped as
-// a custom autograd function. Other input (double, strided, CUDA) runs LibTorch's native
-// torch::layer_norm, which computes the same formula with a fused kernel on every device.
+// One dispatch point (forward): contiguous float32 CPU input runs a hand-written forward and
+// backward (cpu_kernels.h) wrapped as a custom autograd function. Other input (double, strided,
+// CUDA; bf16/fp16 arrive upcast to fp32) runs native_forward, LibTorch's fused at::layer_norm on
+// the upcast input, which computes the same formula on every device.
 // reference_forward is the formula in composed ops, the independent reference for both.
 #pragma once
 #include "model/norms/norm.h"
@@ -23,6 +24,10 @@ class LayerNormImpl : public NormImpl {
   // (create_graph) by switching its backward to differentiable ops.
   static torch::Tensor fast_forward(const torch::Tensor& x, const torch::Tensor& weight,
                                     const torch::Tensor& bias, double eps);
+
+  // LibTorch's fused layer_norm; fp32 compute (double stays double), result cast back.
+  static torch::Tensor native_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                      const torch::Tensor& bias, double eps);
 
   // Whether the last forward call took the fast path (tests and the benchmark check this).
   bool last_forward_was_fast() const { return last_forward_was_fast_; }

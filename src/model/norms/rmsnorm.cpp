@@ -1,7 +1,16 @@
 // RMSNorm and rmsnorm_1p; formulas and papers in rmsnorm.h.
 #include "model/norms/rmsnorm.h"
 
+#include <torch/version.h>
+
 #include "model/norms/cpu_kernels.h"
+
+// at::rms_norm exists from LibTorch 2.4 on (fused kernels on CPU and CUDA in later releases).
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define NORMLAB_NATIVE_RMS_NORM 1
+#else
+#define NORMLAB_NATIVE_RMS_NORM 0
+#endif
 
 namespace normlab {
 namespace {
@@ -79,11 +88,24 @@ torch::Tensor RMSNormImpl::fast_forward(const torch::Tensor& x, const torch::Ten
   return RMSNormFunction::apply(x, weight, eps, one_plus);
 }
 
+bool RMSNormImpl::native_fused_available() { return NORMLAB_NATIVE_RMS_NORM; }
+
+torch::Tensor RMSNormImpl::native_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                          double eps, bool one_plus) {
+#if NORMLAB_NATIVE_RMS_NORM
+  auto xf = compute_dtype(x);
+  auto w = effective_weight(weight.to(xf.scalar_type()), one_plus);
+  return at::rms_norm(xf, {xf.size(-1)}, w, eps).to(x.scalar_type());
+#else
+  return reference_forward(x, weight, eps, one_plus);
+#endif
+}
+
 torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   auto xf = compute_dtype(x);
   last_forward_was_fast_ = cpu_fast_path_applies(xf) && weight_.device().is_cpu();
   auto y = last_forward_was_fast_ ? fast_forward(xf, weight_, eps_, one_plus_)
-                                  : reference_forward(xf, weight_, eps_, one_plus_);
+                                  : native_forward(xf, weight_, eps_, one_plus_);
   return y.to(x.scalar_type());
 }
 

@@ -53,6 +53,12 @@ struct Subject {
     if (layer) return dynamic_cast<LayerNormImpl&>(*module).last_forward_was_fast();
     return dynamic_cast<RMSNormImpl&>(*module).last_forward_was_fast();
   }
+  // The path every input the CPU kernel does not take runs (CUDA, strided, double).
+  torch::Tensor native(const torch::Tensor& x, const std::vector<torch::Tensor>& p) const {
+    if (layer)
+      return LayerNormImpl::native_forward(x, p[0], p.size() > 1 ? p[1] : torch::Tensor(), eps);
+    return RMSNormImpl::native_forward(x, p[0], eps, one_plus);
+  }
   torch::Tensor reference(const torch::Tensor& x, const std::vector<torch::Tensor>& p) const {
     if (layer)
       return LayerNormImpl::reference_forward(x, p[0], p.size() > 1 ? p[1] : torch::Tensor(), eps);
@@ -144,6 +150,54 @@ TEST_P(FastPathSelectionTest, TakenForContiguousFloatOnlyAndOtherInputsGetTheSam
   EXPECT_FALSE(s.last_was_fast()) << "double input";
   EXPECT_LT(max_rel_diff(y_fast, y_double), 1e-6);
 }
+
+// The native path (LibTorch's fused at::layer_norm, and at::rms_norm on LibTorch 2.4+) against
+// the composed reference on the CPU: forward, input and parameter gradients, in float and double.
+// On a LibTorch without at::rms_norm the rmsnorm native path is the reference itself: skipped.
+class NativePathTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NativePathTest, ForwardAndGradientsEqualTheComposedReferenceInFloatAndDouble) {
+  const bool rms = GetParam().rfind("rmsnorm", 0) == 0;
+  if (rms && !RMSNormImpl::native_fused_available())
+    GTEST_SKIP() << "this LibTorch has no at::rms_norm (added in 2.4): the native path is the reference";
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    torch::manual_seed(23);
+    Subject s(GetParam(), 96);
+    std::vector<torch::Tensor> pn, pr;
+    for (auto& p : s.module->parameters()) {
+      auto v = (p.detach() + torch::randn_like(p) * 0.3).to(dtype);
+      pn.push_back(v.clone().requires_grad_());
+      pr.push_back(v.clone().requires_grad_());
+    }
+    auto x0 = (torch::randn({3, 17, 96}) * 1.7 + 0.4).to(dtype);
+    auto g = torch::randn({3, 17, 96}).to(dtype);
+    auto xn = x0.clone().requires_grad_(), xr = x0.clone().requires_grad_();
+    auto yn = s.native(xn, pn);
+    auto yr = s.reference(xr, pr);
+    ASSERT_EQ(yn.scalar_type(), dtype);
+    yn.backward(g);
+    yr.backward(g);
+    const double tol = dtype == torch::kDouble ? 1e-12 : 1e-6;
+    EXPECT_LT(max_rel_diff(yn, yr), tol) << "forward, " << dtype;
+    EXPECT_LT(max_rel_diff(xn.grad(), xr.grad()), tol) << "input gradient, " << dtype;
+    for (size_t i = 0; i < pn.size(); ++i)
+      EXPECT_LT(max_rel_diff(pn[i].grad(), pr[i].grad()), tol) << "parameter " << i << ", " << dtype;
+  }
+}
+
+TEST_P(NativePathTest, TheModuleRunsItForInputTheKernelDoesNotTake) {
+  torch::manual_seed(24);
+  Subject s(GetParam(), 32);
+  s.module->to(torch::kDouble);
+  auto x = torch::randn({5, 32}, torch::kDouble);
+  auto y = s.module->forward(x);
+  EXPECT_FALSE(s.last_was_fast());
+  EXPECT_TRUE(torch::equal(y, s.native(x, s.module->parameters())));
+}
+
+INSTANTIATE_TEST_SUITE_P(Norms, NativePathTest,
+                         ::testing::Values("rmsnorm", "rmsnorm_1p", "layernorm", "layernorm_nobias"),
+                         [](const auto& info) { return info.param; });
 
 INSTANTIATE_TEST_SUITE_P(FastNorms, FastPathSelectionTest,
                          ::testing::Values("rmsnorm", "rmsnorm_1p", "layernorm",
