@@ -18,7 +18,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 unset NORMLAB_TORCH  # the main side is always Debian's LibTorch; --torch2 adds the pip one
 source "$ROOT/scripts/torch_env.sh"
-"$ROOT/scripts/setup.sh" --target normlab
+"$ROOT/scripts/setup.sh" --bench-ref --target normlab  # the reference needs Debian's python3-torch
 cd "$ROOT"
 BIN="$NORMLAB_BUILD/normlab"
 STEPS=20; ROUNDS=3; MODE=workloads; REF_ENV=()

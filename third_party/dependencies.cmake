@@ -8,6 +8,28 @@
 #   libtorch zip unpacked. Its prefix goes first, so that neither TorchConfig's Caffe2 package nor
 #   its libraries are picked up from Debian's copy in /usr (they were, silently, before).
 set(NORMLAB_TORCH "" CACHE PATH "LibTorch to build against (a folder holding share/cmake/Torch); empty: Debian's libtorch-dev")
+# A LibTorch named the standard ways (-DTorch_DIR=<torch>/share/cmake/Torch,
+# -DCMAKE_PREFIX_PATH=<torch>/share/cmake or <torch>) is taken as NORMLAB_TORCH=<torch> when its
+# libraries sit in <torch>/lib (a pip or zip LibTorch): its TorchConfig looks for its Caffe2 package
+# and its libraries after CMake's system paths, so with Debian's libtorch-dev installed it silently
+# linked Debian's libraries (measured). Debian's own TorchConfig (multiarch lib/) is left alone.
+if(NOT NORMLAB_TORCH)
+  set(NORMLAB_TORCH_CANDIDATES "")
+  if(Torch_DIR)
+    list(APPEND NORMLAB_TORCH_CANDIDATES "${Torch_DIR}/../../..")
+  endif()
+  foreach(p ${CMAKE_PREFIX_PATH})
+    list(APPEND NORMLAB_TORCH_CANDIDATES "${p}" "${p}/../..")
+  endforeach()
+  foreach(c ${NORMLAB_TORCH_CANDIDATES})
+    get_filename_component(c "${c}" REALPATH)
+    if(EXISTS "${c}/share/cmake/Torch/TorchConfig.cmake" AND EXISTS "${c}/lib/libtorch.so")
+      message(STATUS "NormLab: LibTorch named through Torch_DIR/CMAKE_PREFIX_PATH: ${c}")
+      set(NORMLAB_TORCH "${c}" CACHE PATH "" FORCE)
+      break()
+    endif()
+  endforeach()
+endif()
 if(NORMLAB_TORCH)
   get_filename_component(NORMLAB_TORCH "${NORMLAB_TORCH}" REALPATH)
   list(PREPEND CMAKE_PREFIX_PATH "${NORMLAB_TORCH}")
@@ -16,29 +38,6 @@ endif()
 find_package(Torch REQUIRED)
 get_filename_component(NORMLAB_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
 get_filename_component(NORMLAB_TORCH_LIB_DIR "${NORMLAB_TORCH_LIB_DIR}" REALPATH)
-# Found the standard way (-DTorch_DIR=..., -DCMAKE_PREFIX_PATH=<site-packages>/torch/share/cmake)
-# a pip LibTorch's TorchConfig looks for its libraries with find_library, whose system paths come
-# before its own lib/: with Debian's libtorch-dev installed it silently picks Debian's libraries
-# (measured). Then the prefix TorchConfig came from is taken as NORMLAB_TORCH and the search is
-# repeated with that prefix first, after dropping every cached result that pointed elsewhere.
-get_filename_component(NORMLAB_TORCH_FOUND_PREFIX "${TORCH_INSTALL_PREFIX}" REALPATH)
-string(FIND "${NORMLAB_TORCH_LIB_DIR}/" "${NORMLAB_TORCH_FOUND_PREFIX}/" NORMLAB_TORCH_LIB_INSIDE)
-if(NOT NORMLAB_TORCH AND NOT NORMLAB_TORCH_LIB_INSIDE EQUAL 0)
-  message(STATUS "NormLab: TorchConfig from ${NORMLAB_TORCH_FOUND_PREFIX} found its libraries in "
-                 "${NORMLAB_TORCH_LIB_DIR}; searching again in ${NORMLAB_TORCH_FOUND_PREFIX} first")
-  set(NORMLAB_TORCH "${NORMLAB_TORCH_FOUND_PREFIX}" CACHE PATH "" FORCE)
-  get_cmake_property(NORMLAB_CACHE_VARS CACHE_VARIABLES)
-  foreach(var ${NORMLAB_CACHE_VARS})
-    get_property(value CACHE ${var} PROPERTY VALUE)
-    if(var MATCHES "_LIBRARY$|_LIBRARIES$|^LIB_" AND value MATCHES "^${NORMLAB_TORCH_LIB_DIR}/")
-      unset(${var} CACHE)
-    endif()
-  endforeach()
-  list(PREPEND CMAKE_PREFIX_PATH "${NORMLAB_TORCH}")
-  find_package(Torch REQUIRED)
-  get_filename_component(NORMLAB_TORCH_LIB_DIR "${TORCH_LIBRARY}" DIRECTORY)
-  get_filename_component(NORMLAB_TORCH_LIB_DIR "${NORMLAB_TORCH_LIB_DIR}" REALPATH)
-endif()
 if(NORMLAB_TORCH AND NOT NORMLAB_TORCH_LIB_DIR STREQUAL "${NORMLAB_TORCH}/lib")
   message(FATAL_ERROR "NORMLAB_TORCH=${NORMLAB_TORCH}, but TorchConfig found its libraries in "
                       "${NORMLAB_TORCH_LIB_DIR}: two LibTorch installs would be mixed")
