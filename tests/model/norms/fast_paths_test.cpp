@@ -3,9 +3,14 @@
 // when the fast path is taken, thread-count independence and second-order gradients.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "model/norms/layernorm.h"
 #include "model/norms/rmsnorm.h"
+#include "test_util.h"
 
 namespace normlab {
 namespace {
@@ -193,6 +198,33 @@ TEST_P(NativePathTest, TheModuleRunsItForInputTheKernelDoesNotTake) {
   auto y = s.module->forward(x);
   EXPECT_FALSE(s.last_was_fast());
   EXPECT_TRUE(torch::equal(y, s.native(x, s.module->parameters())));
+}
+
+TEST_P(NativePathTest, CallsLibTorchsFusedOp) {
+  // The op LibTorch's profiler records under the native path: aten::rms_norm (LibTorch 2.4+) or
+  // aten::layer_norm, not the composed pow/mean/rsqrt.
+  const bool rms = GetParam().rfind("rmsnorm", 0) == 0;
+  if (rms && !RMSNormImpl::native_fused_available())
+    GTEST_SKIP() << "this LibTorch has no at::rms_norm (added in 2.4)";
+  Subject s(GetParam(), 32);
+  auto x = torch::randn({5, 32});
+  normlab::testing::TempDir dir;
+  auto trace_of = [&](const std::string& name, auto&& run) {
+    {
+      torch::autograd::profiler::RecordProfile profile(dir / name);
+      run();
+    }
+    std::ifstream in(dir / name);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::string op = std::string("\"") + (rms ? "aten::rms_norm" : "aten::layer_norm") + "\"";
+  const auto native = trace_of("native.json", [&] { s.native(x, s.module->parameters()); });
+  EXPECT_NE(native.find(op), std::string::npos) << op << " not in the native path's trace";
+  // and the check itself can tell: the composed reference's trace lacks it
+  const auto composed = trace_of("composed.json", [&] { s.reference(x, s.module->parameters()); });
+  EXPECT_EQ(composed.find(op), std::string::npos) << op << " in the composed reference's trace";
 }
 
 INSTANTIATE_TEST_SUITE_P(Norms, NativePathTest,
