@@ -78,7 +78,11 @@ TEST_P(FusedAttentionTest, DiagnosticsMatchComposedReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttentionTest,
                          ::testing::Values(Case{2, 1, 2, 8}, Case{2, 5, 3, 8}, Case{2, 8, 2, 16},
                                            Case{1, 37, 2, 32}, Case{2, 64, 4, 32},
-                                           Case{1, 70, 2, 64}, Case{1, 33, 1, 24}),
+                                           Case{1, 70, 2, 64}, Case{1, 33, 1, 24},
+                                           // the backward's key blocks (128 keys): exactly two,
+                                           // a last block of one key, three with a partial one
+                                           Case{1, 256, 1, 8}, Case{1, 257, 1, 16},
+                                           Case{1, 301, 2, 32}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            const Case& c = info.param;
                            return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" +
