@@ -245,8 +245,9 @@ void causal_attention_backward(const Shape& sh, const float* q, Strides qs, cons
   const int64_t row = H * dh;  // stride between time steps of the contiguous (B, T, H, dh) tensors
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
     // Per key block [j0, j1): panels of P and dS for the query rows i in [j0, T4) that see it,
-    // row i - j0 holding the block's columns [0, kKeys), zero past the causal edge; rows past T
-    // are zero so that a tile of rows or columns never reads out of bounds.
+    // row i - j0 holding the block's columns [0, n8) of its tile, zero past the causal edge (a
+    // column tile reads no further for a real key); rows past T are zero so that a tile of rows
+    // or columns never reads out of bounds.
     std::vector<float> kt(dh * T8), vt(dh * T8), s(kRows * kKeys), dp(kRows * kKeys);
     std::vector<float> P(T4 * kKeys), dS(T4 * kKeys), D(T), dummy(dh);
     for (int64_t task = begin; task < end; ++task) {
@@ -288,8 +289,6 @@ void causal_attention_backward(const Shape& sh, const float* q, Strides qs, cons
             const int64_t n = std::min(i + 1, j1) - j0;  // block keys visible to row i
             probs_row(srow[r], n, n8, lseb[i], Pi);
             dscores_row(Pi, dprow[r], D[i], n8, dSi);
-            std::fill(Pi + n8, Pi + kKeys, 0.0f);
-            std::fill(dSi + n8, dSi + kKeys, 0.0f);
           }
           // dq_i (+)= scale * sum_{j in block, j <= i} dS_ij k_j; block 0 reaches every row first
           weighted_tile(dS.data() + (i0 - j0) * kKeys, kKeys, 1, kb + j0 * ks.t, ks.t, 0,
