@@ -29,6 +29,11 @@ NORMLAB_CHOICE(QkNormPosition, {QkNormPosition::kBeforeRope, "before_rope"},
 enum class AttnGate { kNone, kHead, kElementwise };
 NORMLAB_CHOICE(AttnGate, {AttnGate::kNone, "none"}, {AttnGate::kHead, "head"},
                {AttnGate::kElementwise, "elementwise"});
+// Value residual learning (src/model/README.md, "Residual streams"): how block i >= 1 mixes block 0's
+// raw values into its own.
+enum class ValueResidual { kNone, kFixed, kScalar, kToken };
+NORMLAB_CHOICE(ValueResidual, {ValueResidual::kNone, "none"}, {ValueResidual::kFixed, "fixed"},
+               {ValueResidual::kScalar, "scalar"}, {ValueResidual::kToken, "token"});
 enum class InitScheme { kNormal, kXavier };
 NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier, "xavier"});
 enum class LrSchedule { kCosine, kLinear, kConstant };
@@ -71,6 +76,14 @@ struct NormConfig {
   OwnedValues keys{OwnerKind::kNorm};
 };
 
+// model.residual: how the stream is carried between sublayers (a name from the residual registry,
+// src/model/residual/) and the keys its entries own (streams, dynamic, sinkhorn_iters, ...),
+// read as keys.integer("residual.streams").
+struct ResidualConfig {
+  std::string type = "add";
+  OwnedValues keys{OwnerKind::kResidual};
+};
+
 struct ModelConfig {
   int64_t vocab_size = 256;
   int64_t ctx = 128;
@@ -94,6 +107,8 @@ struct ModelConfig {
   bool v_norm = false;
   AttnGate attn_gate = AttnGate::kNone;
   double layerscale = 0;  // 0 = off; c > 0: learnable ls1/ls2 [d] initialised to c
+  ValueResidual value_residual = ValueResidual::kNone;
+  ResidualConfig residual;
   // model.<layout>.<key> of the layouts that own keys (deepnorm.alpha, mix.post_layers, ...):
   // declared in each layout's file, read as keys.number("deepnorm.alpha").
   OwnedValues keys{OwnerKind::kLayout};
@@ -180,6 +195,11 @@ template <class V> void describe(NormConfig& c, V& v) {
   OwnedSection owned{"norm", &c.keys};
   describe(owned, v);  // the norm types' own keys, inline: model.norm.dyt_alpha
 }
+template <class V> void describe(ResidualConfig& c, V& v) {
+  v.field("type", c.type, "how the stream is carried between sublayers, from the residual registry");
+  OwnedSection owned{"residual", &c.keys};
+  describe(owned, v);  // the residual types' own keys, inline: model.residual.streams
+}
 template <class V> void describe(ModelConfig& c, V& v) {
   v.field("vocab_size", c.vocab_size, "vocabulary size (256 = bytes)");
   v.field("ctx", c.ctx, "context length in tokens");
@@ -203,6 +223,8 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("v_norm", c.v_norm, "normalise v like k (type qk_norm_type, axis qk_norm_axis)");
   v.field("attn_gate", c.attn_gate, "gated attention o_h * sigmoid(x_in Wg^T), per head or per channel");
   v.field("layerscale", c.layerscale, "learnable branch scales ls1/ls2 [d] initialised to this; 0 = off");
+  v.field("value_residual", c.value_residual, "blocks >= 1 mix block 0's raw values into theirs: fixed 0.5, a learnable scalar, or a per-token gate");
+  v.section("residual", c.residual);
   for (const std::string& name : layout_key_sections()) {  // model.deepnorm: {alpha, beta}, ...
     OwnedSection owned{name, &c.keys};
     v.section(name.c_str(), owned);

@@ -30,6 +30,7 @@ std::vector<std::string> layout_key_sections() {
 
 bool owner_selected(const KeyOwner& owner, const ModelConfig& m) {
   if (owner.kind == OwnerKind::kLayout) return m.layout == owner.name;
+  if (owner.kind == OwnerKind::kResidual) return m.residual.type == owner.name;
   return m.norm.type == owner.name || m.qk_norm_type.value_or(m.norm.type) == owner.name;
 }
 
@@ -82,18 +83,49 @@ std::string key_value_text(const KeyValue& v) {
   return std::get<std::string>(v);
 }
 
+namespace {
+std::vector<const KeyOwner*> owners_of_key(const std::string& section, const std::string& key) {
+  std::vector<const KeyOwner*> out;
+  for (const KeyOwner* o : owners_of_section(section)) {
+    for (const auto& k : o->keys) {
+      if (k.name == key) out.push_back(o);
+    }
+  }
+  return out;
+}
+
+const OwnedValues& values_of(const KeyOwner& o, const ModelConfig& m) {
+  return o.kind == OwnerKind::kNorm ? m.norm.keys : o.kind == OwnerKind::kResidual ? m.residual.keys : m.keys;
+}
+}  // namespace
+
+std::string key_owner_text(const std::string& section, const std::string& key) {
+  std::string names;
+  const char* kind = "layout ";
+  for (const KeyOwner* o : owners_of_key(section, key)) {
+    names += (names.empty() ? "" : ", ") + o->name;
+    kind = o->kind == OwnerKind::kNorm ? "norm " : o->kind == OwnerKind::kResidual ? "residual " : "layout ";
+  }
+  return kind + names;
+}
+
 void check_owned_keys(const ModelConfig& m,
                       const std::function<void(const std::string& key, const std::string& message)>& add) {
   for (const auto& o : key_owners()) {
-    const OwnedValues& values = o.kind == OwnerKind::kNorm ? m.norm.keys : m.keys;
-    const bool selected = owner_selected(o, m);
+    const OwnedValues& values = values_of(o, m);
     for (const auto& k : o.keys) {
+      // A key with several owners (residual.streams: hc, mhc) is in use when any of them is selected.
+      bool selected = false;
+      for (const KeyOwner* owner : owners_of_key(o.section, k.name)) selected = selected || owner_selected(*owner, m);
       const std::string key = o.section + "." + k.name;
       const KeyValue& v = values.get(key);
       if (!selected && !(v == k.default_value)) {
         add("model." + key,
             o.kind == OwnerKind::kLayout
                 ? fmt::format("belongs to layout {} (model.layout is {}); it would do nothing here", o.name, m.layout)
+            : o.kind == OwnerKind::kResidual
+                ? fmt::format("belongs to {} (model.residual.type is {}); it would do nothing here",
+                              key_owner_text(o.section, k.name), m.residual.type)
                 : fmt::format("belongs to norm type {} (model.norm.type is {}{}); it would do nothing here", o.name,
                               m.norm.type,
                               m.qk_norm_type && *m.qk_norm_type != m.norm.type ? ", qk_norm_type " + *m.qk_norm_type

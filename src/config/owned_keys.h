@@ -10,6 +10,7 @@
 // entries exist.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,12 +39,14 @@ struct KeySpec {
   std::function<std::string(const KeyValue& v, const ModelConfig& m)> check;
 };
 
-enum class OwnerKind { kNorm, kLayout };
+enum class OwnerKind { kNorm, kLayout, kResidual };
 
 struct KeyOwner {
   OwnerKind kind;
   std::string name;     // the entry's registry name: "dyt", "deepnorm"
-  std::string section;  // where its keys live under model: "norm" (flat, shared by all norms) or the layout name
+  std::string section;  // where its keys live under model: "norm" / "residual" (flat, shared by all entries
+                        // of that kind) or the layout name. Two entries of a flat section may declare the
+                        // same key (hc and mhc both own residual.streams): it is one key with two owners.
   std::vector<KeySpec> keys;
 };
 
@@ -55,7 +58,7 @@ std::vector<const KeyOwner*> owners_of_section(const std::string& section);
 std::vector<std::string> layout_key_sections();
 
 // Whether the config selects this owner: a norm is selected when it is model.norm.type or the
-// q/k/v norm type; a layout when it is model.layout.
+// q/k/v norm type; a layout when it is model.layout; a residual type when it is model.residual.type.
 bool owner_selected(const KeyOwner& owner, const ModelConfig& m);
 
 // The values of the owned keys of one kind of owner, by "section.name" ("deepnorm.alpha",
@@ -104,12 +107,18 @@ struct OwnedSection {
   OwnedValues* values;
 };
 
+// "norm dyt", "layout deepnorm", "residual hc, mhc": who owns section.key (for help texts).
+std::string key_owner_text(const std::string& section, const std::string& key);
+
 template <class V>
 void describe(OwnedSection& s, V& v) {
+  std::vector<std::string> seen;  // a key with two owners is one field
   for (const KeyOwner* o : owners_of_section(s.section)) {
     for (const KeySpec& k : o->keys) {
+      if (std::find(seen.begin(), seen.end(), k.name) != seen.end()) continue;
+      seen.push_back(k.name);
       OwnedField f{k, s.values->slot(s.section + "." + k.name)};
-      const std::string help = (o->kind == OwnerKind::kNorm ? "norm " : "layout ") + o->name + ": " + k.help;
+      const std::string help = key_owner_text(s.section, k.name) + ": " + k.help;
       v.field(k.name.c_str(), f, help.c_str());
     }
   }

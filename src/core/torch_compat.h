@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
 #include "core/torch.h"
 
 #define NORMLAB_TORCH_AT_LEAST(major, minor) \
@@ -58,6 +60,16 @@ class AutocastGuard {
   torch::DeviceType type_ = torch::kCPU;
   bool was_enabled_ = false;
   torch::ScalarType was_dtype_ = torch::kFloat;
+};
+
+// Ops inside run in their inputs' dtype even under an AutocastGuard (the residual streams' mixing
+// weights are computed in fp32, as norms are).
+class NoAutocastGuard {
+ public:
+  NoAutocastGuard() : guard_(c10::autocast_dispatch_keyset) {}
+
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_;
 };
 
 // The fused multi-tensor AdamW of LibTorch >= 2.4 (at::_fused_adamw_, CUDA and CPU), as

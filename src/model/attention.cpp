@@ -33,6 +33,15 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
     gate = register_module("gate", linear(o.d_model, rows, false));  // no gate bias (section 5)
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
+  if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kScalar)
+    vres_lambda = register_parameter("vres_lambda", torch::full({1}, 0.5));
+  if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kToken) {
+    // Zeros (g = 1/2: starts as fixed), made without a Linear, whose constructor would draw from
+    // the generator and shift every later weight of the seed's init.
+    auto gate_module = register_module("vres_gate", std::make_shared<torch::nn::Module>());
+    vres_gate_weight = gate_module->register_parameter("weight", torch::zeros({o.n_heads, o.d_model}));
+    vres_gate_bias = gate_module->register_parameter("bias", torch::zeros({o.n_heads}));
+  }
   if (o.inner_norm_type) {
     NormOptions no = o.inner_norm;
     no.size = o.d_model;
@@ -182,6 +191,42 @@ torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, 
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
 
+std::vector<torch::Tensor> AttentionImpl::value_residual_parameters() const {
+  std::vector<torch::Tensor> out;
+  if (vres_lambda.defined()) out.push_back(vres_lambda);
+  if (vres_gate_weight.defined()) out.insert(out.end(), {vres_gate_weight, vres_gate_bias});
+  return out;
+}
+
+torch::Tensor AttentionImpl::mix_values(const torch::Tensor& x, const torch::Tensor& v, AttentionStats* st) {
+  TORCH_CHECK(value_source_.defined(), "value residual: block 0's values were not handed to this block");
+  const auto& v0 = value_source_;
+  torch::Tensor out, lam;  // lam: the weight on V_0 (diagnostics)
+  switch (o_.value_residual) {
+    case ValueResidual::kFixed:
+      out = 0.5 * v + 0.5 * v0;
+      if (st) lam = torch::full({}, 0.5);
+      break;
+    case ValueResidual::kScalar: {
+      auto l = vres_lambda.to(v.scalar_type());
+      out = (1 - l) * v + l * v0;
+      if (st) lam = vres_lambda.detach().to(torch::kFloat).reshape({});
+      break;
+    }
+    case ValueResidual::kToken: {  // per head: g_h v[h] + (1 - g_h) V_0[h]
+      const int64_t B = v.size(0), T = v.size(1), H = o_.n_heads;
+      auto g = torch::sigmoid(torch::linear(x, vres_gate_weight, vres_gate_bias)).to(v.scalar_type()).unsqueeze(-1);  // (B, T, H, 1)
+      out = (g * v.view({B, T, H, dh_}) + (1 - g) * v0.view({B, T, H, dh_})).view({B, T, o_.d_model});
+      if (st) lam = (1 - g.detach().to(torch::kFloat)).mean();
+      break;
+    }
+    case ValueResidual::kNone:
+      return v;
+  }
+  if (st) st->vres_lambda = lam;
+  return out;
+}
+
 torch::Tensor AttentionImpl::take_head_max() {
   auto out = head_max_accum_;
   head_max_accum_ = torch::Tensor();
@@ -198,6 +243,13 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto b = o_.bias ? torch::cat({q_proj->bias, k_proj->bias, v_proj->bias}) : torch::Tensor();
   auto qkv = torch::linear(x, w, b).split(d, -1);  // (B, T, d) x 3
   auto q = qkv[0], k = qkv[1], v = qkv[2];
+  AttentionStats* st = capture_ || track_head_max_ ? &stats_ : nullptr;
+  if (o_.value_role == ValueRole::kSource) {
+    raw_v_ = v;
+    if (capture_) stats_.vres_lambda = torch::ones({});
+  } else if (o_.value_role == ValueRole::kMix) {
+    v = mix_values(x, v, capture_ ? &stats_ : nullptr);
+  }
   // A q/k/v norm over each head (size dh, on (B, T, H, dh)) or over all heads (size d, on
   // (B, T, d)); contiguous: the norms' fast path.
   auto heads = [&](const torch::Tensor& t) { return t.view({B, T, H, dh_}); };
@@ -221,7 +273,6 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     q = normed(q_norm, q);
     k = normed(k_norm, k);
   }
-  AttentionStats* st = capture_ || track_head_max_ ? &stats_ : nullptr;
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
            : last_path_ == AttentionPath::sdpa     ? causal_sdpa(q, k, v)

@@ -6,11 +6,16 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include "config/config.h"
 #include "model/norms/norm.h"
 
 namespace normlab {
+
+// Value residual (ResFormer / modded-nanogpt): block 0 is the source of the raw values V_0, every
+// later block mixes them into its own raw values before v_norm.
+enum class ValueRole { kNone, kSource, kMix };
 
 struct AttentionOptions {
   int64_t d_model = 128;
@@ -30,6 +35,8 @@ struct AttentionOptions {
   AttnGate gate = AttnGate::kNone;
   std::optional<std::string> inner_norm_type;  // Sub-LN: norm of the merged context, size d
   NormOptions inner_norm;
+  ValueResidual value_residual = ValueResidual::kNone;
+  ValueRole value_role = ValueRole::kNone;
 };
 
 
@@ -40,6 +47,7 @@ struct AttentionStats {
   torch::Tensor sink;       // mean over batch, heads, query positions t >= 1 of p(t -> 0)
   torch::Tensor head_max;   // [H] max pre-softmax score per head (before any softcap)
   torch::Tensor head_entropy;  // [H] mean over batch and query positions of -sum p log p, per head
+  torch::Tensor vres_lambda;   // value residual: the mean weight on block 0's values (1 in block 0)
 };
 
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
@@ -76,14 +84,25 @@ class AttentionImpl : public torch::nn::Module {
   void set_fast_path(bool on) { fast_path_ = on; }
   const AttentionStats& stats() const { return stats_; }
   AttentionPath last_path() const { return last_path_; }
+  // Value residual: block 0's raw values of the last forward (handed over once, then released) and
+  // the source a mixing block reads in its next forward.
+  torch::Tensor raw_values() { return std::exchange(raw_v_, torch::Tensor()); }
+  void set_value_source(torch::Tensor v0) { value_source_ = std::move(v0); }
+  // Its parameters (vres_lambda, vres_gate.*): constructor init, no weight decay.
+  std::vector<torch::Tensor> value_residual_parameters() const;
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
   torch::nn::Linear gate{nullptr};
   NormPtr q_norm, k_norm, v_norm, inner_norm;
   torch::Tensor head_scale;
+  torch::Tensor vres_lambda;                // [1] (value_residual scalar)
+  torch::Tensor vres_gate_weight, vres_gate_bias;  // vres_gate.weight [H, d], .bias [H] (value_residual token)
 
  private:
   torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, T, H, dh)
+  // v: raw values (B, T, d) of a mixing block -> mixed with value_source_ (section "Value residual").
+  torch::Tensor mix_values(const torch::Tensor& x, const torch::Tensor& v, AttentionStats* st);
+  torch::Tensor raw_v_, value_source_;
 
   AttentionOptions o_;
   int64_t dh_;

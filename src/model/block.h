@@ -25,6 +25,8 @@ class BlockImpl : public torch::nn::Module {
   explicit BlockImpl(const BlockOptions& o);
   // x: (B, T, d) -> (B, T, d)
   torch::Tensor forward(const torch::Tensor& x) { return plan_.forward(*this, x); }
+  // G(z) of sublayer k (1 attention, 2 FFN) of an additive layout (BlockPlan::term).
+  torch::Tensor term(int k, const torch::Tensor& z) { return plan_.term(*this, k, z); }
 
   // Building blocks for layouts.
   torch::Tensor attn(const torch::Tensor& x) { return attn_stub_ ? attn_stub_(x) : attn_->forward(x); }

@@ -1,8 +1,9 @@
-// The owners of config keys (config/owned_keys.h), read from the norm and layout registries: the
+// The owners of config keys (config/owned_keys.h), read from the norm, layout and residual registries: the
 // one place where the config layer learns which entries exist and what keys they declare.
 #include "config/owned_keys.h"
 #include "model/layouts/layout.h"
 #include "model/norms/norm.h"
+#include "model/residual/residual.h"
 
 namespace normlab {
 
@@ -11,6 +12,7 @@ const std::vector<KeyOwner>& key_owners() {
     std::vector<KeyOwner> out;
     for (const auto& n : norm_registry()) out.push_back({OwnerKind::kNorm, n.name, "norm", n.keys});
     for (const auto& l : layout_registry()) out.push_back({OwnerKind::kLayout, l.name, l.name, l.keys});
+    for (const auto& r : residual_registry()) out.push_back({OwnerKind::kResidual, r.name, "residual", r.keys});
     return out;
   }();
   return owners;

@@ -31,6 +31,30 @@ void check_model_config(const ModelConfig& m, Problems& p) {
     p.add("model.layout", fmt::format("'{}' is not a registered layout; expected one of: {}",
                                       m.layout, layout_names()));
   }
+  if (!find_residual(m.residual.type)) {
+    p.add("model.residual.type", fmt::format("'{}' is not a registered residual type; expected one of: {}",
+                                             m.residual.type, residual_names()));
+  } else if (m.residual.type != "add" && find_layout(m.layout) && m.n_layers > 0) {
+    ModelConfig r = m;  // the plans read resolved values
+    resolve_model_config(r);
+    if (!layout_is_additive(r)) {
+      std::string additive;
+      for (const auto& t : layout_registry()) {
+        ModelConfig probe = r;
+        probe.layout = t.name;
+        resolve_model_config(probe);
+        if (layout_is_additive(probe)) additive += (additive.empty() ? "" : ", ") + t.name;
+      }
+      p.add("model.residual.type",
+            fmt::format("{} wraps the term an additive layout adds to the stream; layout {} is not additive "
+                        "(additive: {}; normformer only with resid_scale: none)",
+                        m.residual.type, m.layout + (m.layout == "normformer" ? " with resid_scale " +
+                                                     m.keys.name("normformer.resid_scale") : ""), additive));
+    }
+  }
+  if (m.value_residual != ValueResidual::kNone && m.n_layers < 2)
+    p.add("model.value_residual", fmt::format("{} mixes block 0's values into later blocks; n_layers {} has none",
+                                              choice_name(m.value_residual), m.n_layers));
   // Keys that only mean something together with others: an error rather than a silent no-op.
   const LayoutType* layout = find_layout(m.layout);
   std::string qkv_layouts;
@@ -107,7 +131,8 @@ void for_each_block_linear(TransformerImpl& model,
                            const std::function<void(const std::string& name, torch::Tensor& w)>& fn) {
   torch::NoGradGuard ng;
   for (auto& kv : model.named_parameters()) {
-    if (kv.key().rfind("blocks.", 0) == 0 && kv.value().dim() == 2) fn(kv.key(), kv.value());
+    if (kv.key().rfind("blocks.", 0) == 0 && kv.value().dim() == 2 && !model.keeps_constructor_init(kv.value()))
+      fn(kv.key(), kv.value());
   }
 }
 
@@ -151,6 +176,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   block_list_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < m.n_layers; ++i) {
     bo.plan = layout->plan(i, m);
+    bo.attn.value_residual = m.value_residual;
+    bo.attn.value_role = m.value_residual == ValueResidual::kNone ? ValueRole::kNone
+                         : i == 0                                   ? ValueRole::kSource
+                                                                    : ValueRole::kMix;
     Block b(bo);
     block_list_->push_back(b);
     blocks_.push_back(b);
@@ -158,6 +187,12 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   if (layout->final_norm) final_norm = register_module("final_norm", make_norm(m.norm.type, no));
   if (!m.tie_embeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(m.d_model, m.vocab_size).bias(false)));
+  }
+  const ResidualType* residual = find_residual(m.residual.type);
+  TORCH_CHECK(residual, "unknown residual type ", m.residual.type);
+  stream_ = residual->make(*this, m);
+  for (auto& b : blocks_) {
+    for (const auto& p : b->attention()->value_residual_parameters()) keep_constructor_init(p);
   }
 }
 
@@ -178,6 +213,30 @@ torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
   return logits;
 }
 
+namespace {
+// block_cos: mean over positions of cos(x_in, x_out) of one block.
+torch::Tensor mean_cos(const torch::Tensor& in, const torch::Tensor& out) {
+  torch::NoGradGuard ng;
+  auto a = in.detach().to(torch::kFloat), o = out.detach().to(torch::kFloat);
+  return ((a * o).sum(-1) / (a.norm(2, -1) * o.norm(2, -1)).clamp_min(1e-30)).mean();
+}
+}  // namespace
+
+void TransformerImpl::block_stats(int64_t i, const torch::Tensor& x_in, const torch::Tensor& x_out) {
+  stats_.add("block_cos", mean_cos(x_in, x_out));
+  const auto& as = blocks_[i]->attention()->stats();
+  stats_.add("attn_entropy", as.entropy);
+  stats_.add("attn_logit_max", as.logit_max);
+  stats_.add("attn_sink", as.sink);
+  if (as.vres_lambda.defined()) stats_.add("vres_lambda", as.vres_lambda);
+}
+
+void TransformerImpl::value_residual_around(int64_t i, bool before) {
+  if (m_.value_residual == ValueResidual::kNone) return;
+  if (before && i > 0) blocks_[i]->attention()->set_value_source(v0_);
+  if (!before && i == 0) v0_ = blocks_[0]->attention()->raw_values();
+}
+
 torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= m_.ctx, "sequence of ", T, " tokens is longer than ctx ", m_.ctx);
@@ -185,41 +244,93 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
   if (embed_norm) x = embed_norm->forward(x);
   if (capture_) stats_.clear();
-  for (auto& b : blocks_) {
-    if (!capture_) {
-      x = b->forward(x);
-      continue;
+  if (stream_) {
+    x = stream_forward(x);
+  } else {
+    for (int64_t i = 0; i < n_blocks(); ++i) {
+      value_residual_around(i, /*before=*/true);
+      auto& b = blocks_[i];
+      if (!capture_) {
+        x = b->forward(x);
+      } else {
+        add_stream_stats(stats_, x);
+        auto x_in = x;
+        x = b->forward(x);
+        block_stats(i, x_in, x);
+      }
+      value_residual_around(i, /*before=*/false);
     }
-    add_stream_stats(stats_, x);
-    auto x_in = x;
-    x = b->forward(x);
-    {
-      torch::NoGradGuard ng;
-      auto a = x_in.detach().to(torch::kFloat), o = x.detach().to(torch::kFloat);
-      auto cos = (a * o).sum(-1) / (a.norm(2, -1) * o.norm(2, -1)).clamp_min(1e-30);
-      stats_.add("block_cos", cos.mean());
-    }
-    const auto& as = b->attention()->stats();
-    stats_.add("attn_entropy", as.entropy);
-    stats_.add("attn_logit_max", as.logit_max);
-    stats_.add("attn_sink", as.sink);
+    if (capture_) add_stream_stats(stats_, x);
   }
-  if (capture_) add_stream_stats(stats_, x);
+  release_value_residual();
   if (final_norm) x = final_norm->forward(x);
   return x;
+}
+
+torch::Tensor TransformerImpl::stream_forward(const torch::Tensor& e) {
+  ResidualStream& S = *stream_;
+  S.set_capture(capture_);
+  S.start(e);
+  for (int64_t i = 0; i < n_blocks(); ++i) {
+    auto& b = blocks_[i];
+    torch::Tensor x_in;
+    if (capture_) {
+      x_in = S.view();
+      add_stream_stats(stats_, x_in);
+    }
+    value_residual_around(i, /*before=*/true);
+    S.sublayer(2 * i, [&](const torch::Tensor& z) { return b->term(1, z); });
+    S.sublayer(2 * i + 1, [&](const torch::Tensor& z) { return b->term(2, z); });
+    value_residual_around(i, /*before=*/false);
+    if (capture_) {
+      block_stats(i, x_in, S.view());
+      S.end_block(i, stats_);
+    }
+  }
+  if (capture_) add_stream_stats(stats_, S.view());
+  return S.finish();
+}
+
+void TransformerImpl::release_value_residual() {
+  if (m_.value_residual == ValueResidual::kNone) return;
+  v0_ = torch::Tensor();
+  for (auto& b : blocks_) b->attention()->set_value_source(torch::Tensor());
+}
+
+void TransformerImpl::keep_constructor_init(const torch::Tensor& p) {
+  kept_init_.insert(p.unsafeGetTensorImpl());
+  no_decay_.insert(p.unsafeGetTensorImpl());
+}
+
+void TransformerImpl::draw_after_the_others(const torch::Tensor& p) {
+  late_init_.insert(p.unsafeGetTensorImpl());
+  no_decay_.insert(p.unsafeGetTensorImpl());
+}
+
+std::set<std::string> TransformerImpl::weight_decay_exempt() const {
+  std::set<std::string> out;
+  for (const auto& kv : named_parameters()) {
+    if (no_decay_.count(kv.value().unsafeGetTensorImpl())) out.insert(kv.key());
+  }
+  return out;
 }
 
 void init_weights(Transformer& model, const InitConfig& init) {
   torch::NoGradGuard ng;
   const ModelConfig& m = model->config();
   const double L = static_cast<double>(m.n_layers);
+  // Two passes: the tensors an entry asks to be drawn last come after all others, so a seed gives
+  // the same weights to every tensor a model shares with the plain one (mHC beside add).
+  for (const bool late : {false, true})
   for (auto& kv : model->named_parameters()) {
     const std::string& name = kv.key();
     auto& p = kv.value();
+    if (model->drawn_after_the_others(p) != late) continue;
     if (name == "tok_emb.weight" || name == "pos_emb.weight") {
       p.normal_(0.0, init.embed_std);
       continue;
     }
+    if (model->keeps_constructor_init(p)) continue;  // residual-stream entries' own init
     const bool is_linear_weight = p.dim() == 2;
     if (!is_linear_weight) {
       if (ends_with(name, ".bias") && (name.find("_proj.") != std::string::npos ||

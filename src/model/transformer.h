@@ -5,7 +5,10 @@
 
 #include "config/config.h"
 #include "config/load.h"
+#include <set>
+
 #include "model/block.h"
+#include "model/residual/residual.h"
 
 namespace normlab {
 
@@ -50,6 +53,18 @@ class TransformerImpl : public torch::nn::Module {
   int64_t n_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   Block& block(int64_t i) { return blocks_[i]; }
 
+  // Parameters of residual-stream entries and options: p keeps its constructor value through
+  // init_weights (and layout init hooks), and is never weight-decayed.
+  void keep_constructor_init(const torch::Tensor& p);
+  // p is drawn by the init scheme after every other parameter (so that the seed gives the shared
+  // tensors the weights of a model without it), and never weight-decayed: mHC's fn.
+  void draw_after_the_others(const torch::Tensor& p);
+  bool keeps_constructor_init(const torch::Tensor& p) const { return kept_init_.count(p.unsafeGetTensorImpl()) > 0; }
+  bool drawn_after_the_others(const torch::Tensor& p) const { return late_init_.count(p.unsafeGetTensorImpl()) > 0; }
+  // Names of the parameters AdamW must not decay though they have 2 or more dimensions.
+  std::set<std::string> weight_decay_exempt() const;
+  ResidualStream* residual_stream() { return stream_.get(); }
+
   torch::nn::Embedding tok_emb{nullptr}, pos_emb{nullptr};
   NormPtr embed_norm, final_norm;
   torch::nn::Linear lm_head{nullptr};
@@ -60,6 +75,17 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<Block> blocks_;
   bool capture_ = false;
   LayerSeries stats_;
+  std::unique_ptr<ResidualStream> stream_;  // null for residual type add
+  std::set<const c10::TensorImpl*> kept_init_, late_init_, no_decay_;
+  torch::Tensor v0_;  // value residual: block 0's raw values during a forward
+  // The blocks under a residual type other than add: each sublayer's term through the carrier.
+  torch::Tensor stream_forward(const torch::Tensor& e);
+  // Diagnostics of block i (capture on): block_cos and its attention's statistics.
+  void block_stats(int64_t i, const torch::Tensor& x_in, const torch::Tensor& x_out);
+  // Value residual: hand block 0's raw values to block i before it runs (before) / take them
+  // from block 0 after it ran; release them when the forward is done.
+  void value_residual_around(int64_t i, bool before);
+  void release_value_residual();
 };
 TORCH_MODULE(Transformer);
 

@@ -9,10 +9,11 @@
 
 namespace normlab {
 
-AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o)
+AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o,
+             const std::set<std::string>& no_decay)
     : params_(std::move(named_params)), o_(o) {
   for (auto& [name, p] : params_) {
-    decay_.push_back(p.dim() >= 2);
+    decay_.push_back(p.dim() >= 2 && no_decay.count(name) == 0);
     m_.push_back(torch::zeros_like(p));
     v_.push_back(torch::zeros_like(p));
   }

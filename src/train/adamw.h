@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace normlab {
 
 class AdamW {
  public:
-  AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o);
+  // no_decay: names of >= 2-D parameters exempt from weight decay (residual-stream mixing tensors).
+  AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o,
+        const std::set<std::string>& no_decay = {});
 
   // One update with the current .grad() of every parameter, each gradient multiplied by
   // grad_scale first (the clipping coefficient, divided by an fp16 loss scale). Contiguous float32

@@ -138,7 +138,7 @@ Trainable make_trainable(const Config& cfg, const torch::Device& device) {
     t.names.push_back(kv.key());
     t.params.push_back(kv.value());
   }
-  t.optimizer = std::make_unique<AdamW>(named, cfg.optim);
+  t.optimizer = std::make_unique<AdamW>(named, cfg.optim, t.model->weight_decay_exempt());
   t.grad_stats = std::make_unique<GradStats>(t.names, cfg.model.n_layers);
   return t;
 }

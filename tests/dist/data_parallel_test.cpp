@@ -105,8 +105,13 @@ void expect_same_run(const std::string& got_run, const std::string& want_run, co
 struct DpCase {
   std::string layout;
   int64_t accum;
+  std::string residual = "add";
+  ValueResidual value_residual = ValueResidual::kNone;
 };
-void PrintTo(const DpCase& c, std::ostream* os) { *os << c.layout << " accum " << c.accum; }
+void PrintTo(const DpCase& c, std::ostream* os) {
+  *os << c.layout << " accum " << c.accum << " residual " << c.residual << " value_residual "
+      << choice_name(c.value_residual);
+}
 
 class DataParallelEquivalenceTest : public ::testing::TestWithParam<DpCase> {};
 
@@ -115,6 +120,10 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
   TempDir dir;
   Config one = dp_config(dir / "one", p.layout, 8), two = dp_config(dir / "two", p.layout, 4);
   one.train.accum = two.train.accum = p.accum;
+  for (Config* c : {&one, &two}) {
+    c->model.residual.type = p.residual;
+    c->model.value_residual = p.value_residual;
+  }
   ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
   ASSERT_EQ(train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2"), 0) << read_file(dir / "err2");
   expect_same_run(two.out_dir, one.out_dir, one, 1e-5, p.layout);
@@ -128,9 +137,14 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelEquivalenceTest,
                          ::testing::Values(DpCase{"pre", 1}, DpCase{"post", 1}, DpCase{"deepnorm", 1},
-                                           DpCase{"normformer", 1}, DpCase{"pre", 2}),
+                                           DpCase{"normformer", 1}, DpCase{"pre", 2},
+                                           DpCase{"sandwich", 1, "hc", ValueResidual::kToken}, DpCase{"pre", 2, "mhc"},
+                                           DpCase{"lns", 1, "attnres", ValueResidual::kScalar}),
                          [](const auto& info) {
-                           return info.param.layout + (info.param.accum > 1 ? "_accum2" : "");
+                           return info.param.layout + (info.param.accum > 1 ? "_accum2" : "") +
+                                  (info.param.residual != "add" ? "_" + info.param.residual : "") +
+                                  (info.param.value_residual != ValueResidual::kNone
+                                       ? std::string("_vres_") + choice_name(info.param.value_residual) : "");
                          });
 
 TEST(DataParallelTest, ARankKilledDuringACheckpointStopsTheOtherAndOneProcessResumesTheRun) {

@@ -22,10 +22,17 @@ class TransformerImpl;
 // 1/sqrt(i+1)) are captured by the layout that computes them.
 using BlockForward = std::function<torch::Tensor(BlockImpl& block, const torch::Tensor& x)>;
 
+// G(z) of an additive layout: the whole term sublayer k (1 attention, 2 FFN) adds to the stream
+// on input z (LayerScale included). A residual type other than add wraps it (src/model/residual/).
+using BlockTerm = std::function<torch::Tensor(BlockImpl& block, int k, const torch::Tensor& z)>;
+
 // What one block of a layout consists of.
 struct BlockPlan {
   std::string layout;                  // the per-block layout name (mix resolves to pre/post)
   BlockForward forward;
+  // Set by additive layouts (every sublayer is x = x + G(x)), empty for the others; their forward
+  // is x + G(x) on each sublayer in turn (additive_plan).
+  BlockTerm term;
   std::vector<std::string> norm_slots; // subset of norm1, norm1_out, norm2, norm2_out
   // Parts of the sublayers the layout adds.
   bool head_scale = false;       // attn.head_scale [H] (NormFormer)
@@ -58,6 +65,11 @@ struct LayoutType {
 const std::vector<LayoutType>& layout_registry();
 const LayoutType* find_layout(const std::string& name);  // nullptr if unknown
 std::string layout_names();
+
+// A plan whose forward is h = x + G(1, x); h + G(2, h).
+BlockPlan additive_plan(const std::string& layout, BlockTerm term);
+// Whether every block of the (resolved) config's layout is additive.
+bool layout_is_additive(const ModelConfig& m);
 
 // Plans of the plain layouts, reused by composite ones (mix, hybrid's first block).
 BlockPlan pre_plan(int64_t layer, const ModelConfig& m);

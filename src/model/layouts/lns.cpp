@@ -9,13 +9,10 @@
 namespace normlab {
 namespace {
 BlockPlan lns_plan(int64_t layer, const ModelConfig&) {
-  BlockPlan p;
-  p.layout = "lns";
   const double s = 1.0 / std::sqrt(static_cast<double>(layer + 1));
-  p.forward = [s](BlockImpl& b, const torch::Tensor& x) {
-    auto h = x + b.ls(1, b.attn(b.norm("norm1", x) * s));
-    return h + b.ls(2, b.ffn(b.norm("norm2", h) * s));
-  };
+  BlockPlan p = additive_plan("lns", [s](BlockImpl& b, int k, const torch::Tensor& x) {
+    return k == 1 ? b.ls(1, b.attn(b.norm("norm1", x) * s)) : b.ls(2, b.ffn(b.norm("norm2", x) * s));
+  });
   p.norm_slots = {"norm1", "norm2"};
   return p;
 }

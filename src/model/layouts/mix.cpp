@@ -10,7 +10,9 @@ namespace normlab {
 LayoutType mix_layout() {
   LayoutType t{"mix", "post for blocks < mix.post_layers, then pre", true,
                [](int64_t layer, const ModelConfig& m) {
-                 return layer < m.keys.integer("mix.post_layers") ? post_plan(layer, m) : pre_plan(layer, m);
+                 BlockPlan p = layer < m.keys.integer("mix.post_layers") ? post_plan(layer, m) : pre_plan(layer, m);
+                 p.term = nullptr;  // a Post-LN layout in part: not additive, whatever post_layers says
+                 return p;
                }};
   t.keys = {{"post_layers", KeyKind::kInteger, {}, "Mix-LN: blocks before this index are post; auto = L/4", {},
              [](const KeyValue& v, const ModelConfig& m) {

@@ -13,13 +13,19 @@ torch::Tensor normformer_forward(BlockImpl& b, const torch::Tensor& x) {
 }
 
 BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
+  const std::string& rs = m.keys.name("normformer.resid_scale");
   BlockPlan p;
-  p.layout = "normformer";
-  p.forward = normformer_forward;
+  if (rs == "none") {  // no skip scales: additive
+    p = additive_plan("normformer", [](BlockImpl& b, int k, const torch::Tensor& x) {
+      return k == 1 ? b.ls(1, b.norm("norm1_out", b.attn(b.norm("norm1", x)))) : b.ls(2, b.ffn(b.norm("norm2", x)));
+    });
+  } else {
+    p.layout = "normformer";
+    p.forward = normformer_forward;
+  }
   p.norm_slots = {"norm1", "norm1_out", "norm2"};
   p.head_scale = true;
   p.ffn_mid_norm = true;
-  const std::string& rs = m.keys.name("normformer.resid_scale");
   if (rs == "all") p.vectors.emplace_back("resid_scale1", 1.0);
   if (rs == "all" || rs == "ffn") p.vectors.emplace_back("resid_scale2", 1.0);
   return p;

@@ -3,17 +3,10 @@
 #include "model/block.h"
 
 namespace normlab {
-namespace {
-torch::Tensor pre_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = x + b.ls(1, b.attn(b.norm("norm1", x)));
-  return h + b.ls(2, b.ffn(b.norm("norm2", h)));
-}
-}  // namespace
-
 BlockPlan pre_plan(int64_t, const ModelConfig&) {
-  BlockPlan p;
-  p.layout = "pre";
-  p.forward = pre_forward;
+  BlockPlan p = additive_plan("pre", [](BlockImpl& b, int k, const torch::Tensor& x) {
+    return k == 1 ? b.ls(1, b.attn(b.norm("norm1", x))) : b.ls(2, b.ffn(b.norm("norm2", x)));
+  });
   p.norm_slots = {"norm1", "norm2"};
   return p;
 }

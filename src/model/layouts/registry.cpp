@@ -31,6 +31,26 @@ const LayoutType* find_layout(const std::string& name) {
   return nullptr;
 }
 
+BlockPlan additive_plan(const std::string& layout, BlockTerm term) {
+  BlockPlan p;
+  p.layout = layout;
+  p.term = term;
+  p.forward = [term](BlockImpl& b, const torch::Tensor& x) {
+    auto h = x + term(b, 1, x);
+    return h + term(b, 2, h);
+  };
+  return p;
+}
+
+bool layout_is_additive(const ModelConfig& m) {
+  const LayoutType* t = find_layout(m.layout);
+  if (!t) return false;
+  for (int64_t i = 0; i < m.n_layers; ++i) {
+    if (!t->plan(i, m).term) return false;
+  }
+  return true;
+}
+
 std::string layout_names() {
   std::string out;
   for (const auto& t : layout_registry()) out += (out.empty() ? "" : ", ") + t.name;

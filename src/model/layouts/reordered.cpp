@@ -3,17 +3,10 @@
 #include "model/block.h"
 
 namespace normlab {
-namespace {
-torch::Tensor reordered_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = x + b.ls(1, b.norm("norm1_out", b.attn(x)));
-  return h + b.ls(2, b.norm("norm2_out", b.ffn(h)));
-}
-}  // namespace
-
 BlockPlan reordered_plan(int64_t, const ModelConfig&) {
-  BlockPlan p;
-  p.layout = "reordered";
-  p.forward = reordered_forward;
+  BlockPlan p = additive_plan("reordered", [](BlockImpl& b, int k, const torch::Tensor& x) {
+    return k == 1 ? b.ls(1, b.norm("norm1_out", b.attn(x))) : b.ls(2, b.norm("norm2_out", b.ffn(x)));
+  });
   p.norm_slots = {"norm1_out", "norm2_out"};
   return p;
 }

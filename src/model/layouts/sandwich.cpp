@@ -3,17 +3,11 @@
 #include "model/block.h"
 
 namespace normlab {
-namespace {
-torch::Tensor sandwich_forward(BlockImpl& b, const torch::Tensor& x) {
-  auto h = x + b.ls(1, b.norm("norm1_out", b.attn(b.norm("norm1", x))));
-  return h + b.ls(2, b.norm("norm2_out", b.ffn(b.norm("norm2", h))));
-}
-}  // namespace
-
 BlockPlan sandwich_plan(int64_t, const ModelConfig&) {
-  BlockPlan p;
-  p.layout = "sandwich";
-  p.forward = sandwich_forward;
+  BlockPlan p = additive_plan("sandwich", [](BlockImpl& b, int k, const torch::Tensor& x) {
+    return k == 1 ? b.ls(1, b.norm("norm1_out", b.attn(b.norm("norm1", x))))
+                  : b.ls(2, b.norm("norm2_out", b.ffn(b.norm("norm2", x))));
+  });
   p.norm_slots = {"norm1", "norm1_out", "norm2", "norm2_out"};
   return p;
 }

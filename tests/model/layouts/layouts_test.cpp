@@ -351,7 +351,8 @@ KeyValue other_value(const KeySpec& k) {
     case KeyKind::kNumber:
       return std::holds_alternative<double>(k.default_value) ? std::get<double>(k.default_value) * 2 + 0.25 : 0.75;
     case KeyKind::kInteger:
-      return int64_t{1};
+      return std::holds_alternative<int64_t>(k.default_value) && std::get<int64_t>(k.default_value) == 1 ? int64_t{2}
+                                                                                                         : int64_t{1};
     case KeyKind::kBoolean:
       return !std::get<bool>(k.default_value);
     case KeyKind::kName:
@@ -371,7 +372,19 @@ TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingThe
         const std::string layout = o.kind == OwnerKind::kLayout && selected ? o.name : (o.name == "pre" ? "post" : "pre");
         ModelConfig m = small(layout, norm);
         const std::string key = o.section + "." + k.name;
-        (o.kind == OwnerKind::kNorm ? m.norm.keys : m.keys).set(key, other_value(k));
+        if (o.kind == OwnerKind::kResidual) {
+          // Selected: this owner; not selected: a type that owns no key of this name (streams has two owners).
+          m.residual.type = o.name;
+          if (!selected) {
+            for (const auto& r : residual_registry()) {
+              bool owns = false;
+              for (const auto& rk : r.keys) owns = owns || rk.name == k.name;
+              if (!owns) m.residual.type = r.name;
+            }
+          }
+        }
+        (o.kind == OwnerKind::kNorm ? m.norm.keys : o.kind == OwnerKind::kResidual ? m.residual.keys : m.keys)
+            .set(key, other_value(k));
         ConfigSource src;
         Problems p(src);
         check_model_config(m, p);
@@ -381,15 +394,18 @@ TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingThe
         }
         ASSERT_EQ(p.lines().size(), 1u) << key;
         EXPECT_TRUE(p.has("model." + key)) << p.lines()[0];
-        EXPECT_NE(p.lines()[0].find("belongs to " + std::string(o.kind == OwnerKind::kNorm ? "norm type " : "layout ") +
-                                    o.name),
+        EXPECT_NE(p.lines()[0].find("belongs to " + std::string(o.kind == OwnerKind::kNorm       ? "norm type "
+                                                                : o.kind == OwnerKind::kResidual ? "residual "
+                                                                                                 : "layout ")),
                   std::string::npos)
             << p.lines()[0];
+        EXPECT_NE(p.lines()[0].find(o.name), std::string::npos) << p.lines()[0];
         ++checked;
       }
     }
   }
-  EXPECT_GE(checked, 9);  // bias, dyt_alpha, derf_alpha, deepnorm x2, mix, normformer, subln, hybrid
+  EXPECT_GE(checked, 14);  // bias, dyt_alpha, derf_alpha, deepnorm x2, mix, normformer, subln, hybrid,
+                           // streams x2 (hc, mhc), dynamic, sinkhorn_iters, attnres_block
 }
 
 TEST(OwnedKeysTest, DefaultValuesOfUnselectedEntriesAreNoProblem) {

@@ -1,0 +1,125 @@
+// Hyper-connections (Zhu et al. 2024; the algorithm of lucidrains/hyper-connections). n streams
+// X_0 .. X_{n-1}, all the embedding at the start, replace the stream. Sublayer s, per position:
+//   A = static_alpha [n, n+1] (+ alpha_scale * tanh(alpha_fn Hb_j) on row j when dynamic)
+//   beta = static_beta [n]    (+ beta_scale * tanh(beta_fn . Hb_j) when dynamic), Hb_j = rmsnorm(X_j)
+//   Y_c = sum_j A[j, c] X_j;  y = G_s(Y_0);  X'_k = Y_{k+1} + beta_k * y
+// and x = sum_j X_j goes to the final norm. Init: static_alpha[:, 0] one-hot at row s mod n,
+// static_alpha[:, 1:] = I, static_beta = 1, alpha_fn = beta_fn = 0, scales 0.01: every stream
+// starts as the layout's stream.
+#include <fmt/format.h>
+
+#include "core/torch_compat.h"
+#include "model/norms/norm.h"
+#include "model/residual/residual.h"
+#include "model/transformer.h"
+
+namespace normlab {
+namespace {
+
+class HcImpl : public torch::nn::Module {
+ public:
+  HcImpl(int64_t n, int64_t d, int64_t s, bool dynamic, const NormOptions& no) : n_(n), dynamic_(dynamic) {
+    auto a = torch::zeros({n, n + 1});
+    a.index_put_({s % n, 0}, 1.0);
+    a.narrow(1, 1, n).copy_(torch::eye(n));
+    static_alpha = register_parameter("static_alpha", a);
+    static_beta = register_parameter("static_beta", torch::ones({n}));
+    if (dynamic) {
+      norm = register_module("norm", make_norm("rmsnorm", no));
+      alpha_fn = register_parameter("alpha_fn", torch::zeros({n + 1, d}));
+      beta_fn = register_parameter("beta_fn", torch::zeros({d}));
+      alpha_scale = register_parameter("alpha_scale", torch::full({1}, 0.01));
+      beta_scale = register_parameter("beta_scale", torch::full({1}, 0.01));
+    }
+  }
+
+  // X (B, T, n, d) -> A (B, T, n, n+1) and beta (B, T, n), in X's precision (fp32 or double).
+  std::pair<torch::Tensor, torch::Tensor> weights(const torch::Tensor& X) {
+    NoAutocastGuard fp32;
+    auto A = static_alpha.to(X.scalar_type()), beta = static_beta.to(X.scalar_type());
+    const auto shape = X.sizes();
+    if (!dynamic_) return {A.expand({shape[0], shape[1], n_, n_ + 1}), beta.expand({shape[0], shape[1], n_})};
+    auto Hb = norm->forward(X);  // (B, T, n, d)
+    A = A + alpha_scale * torch::tanh(torch::matmul(Hb, alpha_fn.t()));
+    beta = beta + beta_scale * torch::tanh(torch::matmul(Hb, beta_fn));
+    return {A, beta};
+  }
+
+  torch::Tensor static_alpha, static_beta, alpha_fn, beta_fn, alpha_scale, beta_scale;
+  NormPtr norm;
+
+ private:
+  int64_t n_;
+  bool dynamic_;
+};
+TORCH_MODULE(Hc);
+
+class HcStream : public ResidualStream {
+ public:
+  HcStream(std::vector<Hc> subs, int64_t n) : subs_(std::move(subs)), n_(n) {}
+
+  void start(const torch::Tensor& e) override {
+    X_ = e.unsqueeze(-2).expand({e.size(0), e.size(1), n_, e.size(2)});
+    P_ = torch::Tensor();
+  }
+  void sublayer(int64_t s, const SublayerTerm& G) override {
+    auto [A, beta] = subs_[s]->weights(X_);
+    auto Y = mix_streams(A, X_);  // (B, T, n+1, d)
+    auto y = G(Y.select(-2, 0));
+    X_ = Y.narrow(-2, 1, n_) + beta.unsqueeze(-1) * y.unsqueeze(-2);
+    if (capture_) {  // M_s[k, j] = A[j, k+1]; P = M_s P
+      torch::NoGradGuard ng;
+      auto M = A.detach().narrow(-1, 1, n_).transpose(-1, -2).to(torch::kFloat);
+      P_ = P_.defined() ? torch::matmul(M, P_) : M;
+    }
+  }
+  torch::Tensor finish() override {
+    auto x = X_.sum(-2);
+    X_ = torch::Tensor();
+    return x;
+  }
+  torch::Tensor view() override { return X_.reshape({X_.size(0), X_.size(1), -1}); }
+  void end_block(int64_t, LayerSeries& stats) override { add_residual_gain(stats, P_); }
+
+ private:
+  std::vector<Hc> subs_;
+  int64_t n_;
+  torch::Tensor X_, P_;
+};
+
+std::string check_at_least_one(const KeyValue& v, const ModelConfig&) {
+  return std::get<int64_t>(v) >= 1 ? "" : "must be >= 1";
+}
+}  // namespace
+
+KeySpec streams_key() {
+  return {"streams", KeyKind::kInteger, int64_t{4}, "number of residual streams n", {}, check_at_least_one};
+}
+
+ResidualType hc_residual() {
+  ResidualType t;
+  t.name = "hc";
+  t.equation = "Y = A^T X; y = G(Y_0); X' = Y_{1..n} + beta y (n streams)";
+  t.keys = {streams_key(),
+            {"dynamic", KeyKind::kBoolean, true, "HC: input-dependent alpha and beta (false: static HC)"}};
+  t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
+    const int64_t n = m.residual.keys.integer("residual.streams");
+    const bool dynamic = m.residual.keys.boolean("residual.dynamic");
+    NormOptions no;
+    no.size = m.d_model;
+    no.eps = norm_eps(m, "rmsnorm");
+    std::vector<Hc> subs;
+    for (int64_t i = 0; i < model.n_blocks(); ++i) {
+      for (int k = 1; k <= 2; ++k) {
+        Hc h(n, m.d_model, 2 * i + k - 1, dynamic, no);
+        model.block(i)->register_module(fmt::format("hc{}", k), h.ptr());
+        for (auto& p : h->parameters()) model.keep_constructor_init(p);
+        subs.push_back(h);
+      }
+    }
+    return std::make_unique<HcStream>(std::move(subs), n);
+  };
+  return t;
+}
+
+}  // namespace normlab

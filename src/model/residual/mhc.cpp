@@ -1,0 +1,153 @@
+// mHC, manifold-constrained hyper-connections (DeepSeek; the form of DeepSeek-V4's released
+// hc_pre / hc_post / hc_head). n streams as in HC; per sublayer and position, from the n*d stream
+// values xf (stream-major) and z = fn xf / sqrt(mean(xf^2) + eps):
+//   pre_j = sigmoid(a0 z_j + b_j) + eps,  post_j = 2 sigmoid(a1 z_{n+j} + b_{n+j}),
+//   C = Sinkhorn(softmax_rows(a2 z_{2n..} + b_{2n..}) + eps): columns, then T-1 x (rows, columns),
+//   u = sum_j pre_j X_j;  y = G_s(u);  X'_j = post_j y + sum_i C[i, j] X_i.
+// The head mixes x = sum_j w_j X_j with w_j = sigmoid(scale (fn xf)_j / rms(xf) + base_j) + eps.
+// C is positive and (near) doubly stochastic: the composite mixing stays bounded with depth.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/torch_compat.h"
+#include "model/residual/residual.h"
+#include "model/transformer.h"
+
+namespace normlab {
+
+KeySpec streams_key();  // hc.cpp: hc and mhc share model.residual.streams
+
+namespace {
+constexpr double kEps = 1e-6;  // the method's own eps, not model.norm.eps
+
+// z = fn xf / sqrt(mean(xf^2) + eps): X (B, T, n, d) -> (B, T, rows of fn).
+torch::Tensor projected(const torch::Tensor& X, const torch::Tensor& fn) {
+  auto xf = X.reshape({X.size(0), X.size(1), -1});
+  return torch::matmul(xf, fn.to(X.scalar_type()).t()) * torch::rsqrt(xf.pow(2).mean(-1, true) + kEps);
+}
+
+class MhcImpl : public torch::nn::Module {
+ public:
+  MhcImpl(int64_t n, int64_t d, int64_t iters) : n_(n), iters_(iters) {
+    fn = register_parameter("fn", torch::empty({n * n + 2 * n, n * d}));
+    scale = register_parameter("scale", torch::full({3}, 0.01));
+    base = register_parameter("base", torch::zeros({n * n + 2 * n}));
+  }
+
+  struct Weights {
+    torch::Tensor pre, post, C;  // (B, T, n), (B, T, n), (B, T, n, n)
+  };
+  Weights weights(const torch::Tensor& X) {
+    NoAutocastGuard fp32;
+    const int64_t n = n_;
+    auto z = projected(X, fn);
+    auto a = scale.to(X.scalar_type()), b = base.to(X.scalar_type());
+    auto part = [&](int64_t at, int64_t len, int64_t ai) { return a[ai] * z.narrow(-1, at, len) + b.narrow(0, at, len); };
+    Weights w;
+    w.pre = torch::sigmoid(part(0, n, 0)) + kEps;
+    w.post = 2.0 * torch::sigmoid(part(n, n, 1));
+    auto logits = part(2 * n, n * n, 2).unflatten(-1, {n, n});  // row i: logits[..., i, :]
+    w.C = sinkhorn(logits, iters_);
+    return w;
+  }
+
+  torch::Tensor fn, scale, base;
+
+ private:
+  int64_t n_, iters_;
+};
+TORCH_MODULE(Mhc);
+
+class MhcHeadImpl : public torch::nn::Module {
+ public:
+  MhcHeadImpl(int64_t n, int64_t d) {
+    fn = register_parameter("fn", torch::empty({n, n * d}));
+    scale = register_parameter("scale", torch::full({1}, 0.01));
+    base = register_parameter("base", torch::zeros({n}));
+  }
+  torch::Tensor weights(const torch::Tensor& X) {  // (B, T, n)
+    NoAutocastGuard fp32;
+    return torch::sigmoid(scale.to(X.scalar_type()) * projected(X, fn) + base.to(X.scalar_type())) + kEps;
+  }
+  torch::Tensor fn, scale, base;
+};
+TORCH_MODULE(MhcHead);
+
+class MhcStream : public ResidualStream {
+ public:
+  MhcStream(std::vector<Mhc> subs, MhcHead head, int64_t n) : subs_(std::move(subs)), head_(std::move(head)), n_(n) {}
+
+  void start(const torch::Tensor& e) override {
+    X_ = e.unsqueeze(-2).expand({e.size(0), e.size(1), n_, e.size(2)});
+    P_ = torch::Tensor();
+  }
+  void sublayer(int64_t s, const SublayerTerm& G) override {
+    auto w = subs_[s]->weights(X_);
+    auto u = mix_streams(w.pre.unsqueeze(-1), X_).squeeze(-2);  // sum_j pre_j X_j
+    auto y = G(u);
+    X_ = mix_streams(w.C, X_) + w.post.unsqueeze(-1) * y.unsqueeze(-2);
+    if (capture_) {  // M_s[j, i] = C[i, j]; P = M_s P
+      torch::NoGradGuard ng;
+      auto M = w.C.detach().transpose(-1, -2).to(torch::kFloat);
+      P_ = P_.defined() ? torch::matmul(M, P_) : M;
+    }
+  }
+  torch::Tensor finish() override {
+    auto x = mix_streams(head_->weights(X_).unsqueeze(-1), X_).squeeze(-2);
+    X_ = torch::Tensor();
+    return x;
+  }
+  torch::Tensor view() override { return X_.reshape({X_.size(0), X_.size(1), -1}); }
+  void end_block(int64_t, LayerSeries& stats) override { add_residual_gain(stats, P_); }
+
+ private:
+  std::vector<Mhc> subs_;
+  MhcHead head_;
+  int64_t n_;
+  torch::Tensor X_, P_;
+};
+}  // namespace
+
+torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
+  auto C = torch::softmax(logits, -1) + kEps;
+  C = C / (C.sum(-2, true) + kEps);
+  for (int64_t t = 1; t < iters; ++t) {
+    C = C / (C.sum(-1, true) + kEps);
+    C = C / (C.sum(-2, true) + kEps);
+  }
+  return C;
+}
+
+ResidualType mhc_residual() {
+  ResidualType t;
+  t.name = "mhc";
+  t.equation = "u = sum pre_j X_j; y = G(u); X'_j = post_j y + sum_i C[i,j] X_i, C Sinkhorn-normalised";
+  t.keys = {streams_key(),
+            {"sinkhorn_iters", KeyKind::kInteger, int64_t{20}, "mHC: Sinkhorn iterations T of the mixing matrix", {},
+             [](const KeyValue& v, const ModelConfig&) { return std::get<int64_t>(v) >= 1 ? "" : "must be >= 1"; }}};
+  t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
+    const int64_t n = m.residual.keys.integer("residual.streams");
+    const int64_t iters = m.residual.keys.integer("residual.sinkhorn_iters");
+    std::vector<Mhc> subs;
+    for (int64_t i = 0; i < model.n_blocks(); ++i) {
+      for (int k = 1; k <= 2; ++k) {
+        Mhc h(n, m.d_model, iters);
+        model.block(i)->register_module(fmt::format("mhc{}", k), h.ptr());
+        model.draw_after_the_others(h->fn);
+        model.keep_constructor_init(h->scale);
+        model.keep_constructor_init(h->base);
+        subs.push_back(h);
+      }
+    }
+    MhcHead head(n, m.d_model);
+    model.register_module("mhc_head", head.ptr());
+    model.draw_after_the_others(head->fn);
+    model.keep_constructor_init(head->scale);
+    model.keep_constructor_init(head->base);
+    return std::make_unique<MhcStream>(std::move(subs), head, n);
+  };
+  return t;
+}
+
+}  // namespace normlab

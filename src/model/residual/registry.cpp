@@ -1,0 +1,49 @@
+// The residual-stream registry: one line per method. Validation, `normlab keys` and the
+// parameterised tests iterate this table.
+#include "model/residual/residual.h"
+
+#include "model/transformer.h"
+
+namespace normlab {
+
+ResidualType add_residual();
+ResidualType hc_residual();
+ResidualType mhc_residual();
+ResidualType attnres_residual();
+
+const std::vector<ResidualType>& residual_registry() {
+  static const std::vector<ResidualType> table = {add_residual(), hc_residual(), mhc_residual(), attnres_residual()};
+  return table;
+}
+
+const ResidualType* find_residual(const std::string& name) {
+  for (const auto& t : residual_registry()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string residual_names() {
+  std::string out;
+  for (const auto& t : residual_registry()) out += (out.empty() ? "" : ", ") + t.name;
+  return out;
+}
+
+torch::Tensor mix_streams(const torch::Tensor& W, const torch::Tensor& X) {
+  const int64_t n = X.size(-2);
+  torch::Tensor Y;
+  for (int64_t j = 0; j < n; ++j) {
+    auto term = W.select(-2, j).unsqueeze(-1) * X.select(-2, j).unsqueeze(-2);  // (B, T, m, 1) * (B, T, 1, d)
+    Y = Y.defined() ? Y + term : term;
+  }
+  return Y;
+}
+
+void add_residual_gain(LayerSeries& stats, const torch::Tensor& P) {
+  torch::NoGradGuard ng;
+  auto a = P.detach().to(torch::kFloat).abs();           // (B, T, n, n)
+  stats.add("res_gain_fwd", a.sum(-1).amax(-1).mean());  // max row sum
+  stats.add("res_gain_bwd", a.sum(-2).amax(-1).mean());  // max column sum
+}
+
+}  // namespace normlab

@@ -1,0 +1,76 @@
+// The residual stream as a registry entry (src/model/README.md, "Residual streams"): how the
+// stream is carried between sublayers, `model.residual.type`. `add` is the layouts' own stream
+// (x = x + G_s(x), no carrier object); the others replace that one tensor by their own state and
+// wrap each sublayer's term G_s, which an additive layout provides (BlockPlan::term). An entry owns
+// its config keys (model.residual.<key>), its parameters, their init and names, and its
+// diagnostics. Adding a stream method = one file defining `ResidualType xxx_residual()` + one line
+// in registry.cpp + one row in src/model/README.md.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "core/torch.h"
+
+namespace normlab {
+
+class TransformerImpl;
+class LayerSeries;
+
+// G_s(z): the whole term sublayer s adds to the stream in its layout, on input z.
+using SublayerTerm = std::function<torch::Tensor(const torch::Tensor& z)>;
+
+// Carries the stream through one forward: start, then each sublayer s = 0 .. 2L-1 in order, then
+// finish. It holds the forward's tensors between the calls and lets go of them in finish().
+class ResidualStream {
+ public:
+  virtual ~ResidualStream() = default;
+  // e: the embedding output (B, T, d).
+  virtual void start(const torch::Tensor& e) = 0;
+  // Sublayer s (2i attention, 2i + 1 FFN of block i) with its term G.
+  virtual void sublayer(int64_t s, const SublayerTerm& G) = 0;
+  // What final_norm reads after the last block; the forward's state is released.
+  virtual torch::Tensor finish() = 0;
+  // The stream entering the next sublayer as one tensor, for the act_* statistics and block_cos:
+  // the n streams as one (B, T, n*d) vector (HC, mHC), what the next sublayer reads (AttnRes).
+  virtual torch::Tensor view() = 0;
+  // Diagnostics: called (capture on) when block i's two sublayers are done; adds the entry's
+  // per-block series.
+  virtual void end_block(int64_t /*i*/, LayerSeries& /*stats*/) {}
+  void set_capture(bool on) { capture_ = on; }
+
+ protected:
+  bool capture_ = false;
+};
+
+struct ResidualType {
+  std::string name;
+  std::string equation;       // one line, for `normlab keys` and the README table
+  std::vector<KeySpec> keys;  // model.residual.<key> this type owns
+  // Registers the entry's parameters on the model (blocks.{i}.<name>{k} in each block, heads on
+  // the model) with their init values and returns the carrier; nullptr for `add`.
+  std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make;
+};
+
+const std::vector<ResidualType>& residual_registry();
+const ResidualType* find_residual(const std::string& name);  // nullptr if unknown
+std::string residual_names();
+
+// Y[..., c, :] = sum_j W[..., j, c] * X[..., j, :]: W (B, T, n, m) mixing weights, X (B, T, n, d)
+// streams -> (B, T, m, d). Elementwise products summed over j, so it stays in X's precision under
+// autocast (the streams are fp32 like the additive stream).
+torch::Tensor mix_streams(const torch::Tensor& W, const torch::Tensor& X);
+
+// The composite-gain statistics of HC and mHC (src/metrics/README.md): P (B, T, n, n) the product
+// of the stream-mixing matrices so far; adds res_gain_fwd (max row sum of |P|) and res_gain_bwd
+// (max column sum), each averaged over positions.
+void add_residual_gain(LayerSeries& stats, const torch::Tensor& P);
+
+// mHC's mixing matrix from its logits (..., n, n): softmax over each row + eps, then columns
+// normalised, then iters - 1 times rows and columns (eps 1e-6 in every division).
+torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
+
+}  // namespace normlab
