@@ -33,6 +33,7 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
     gate = register_module("gate", linear(o.d_model, rows, false));  // no gate bias (section 5)
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
+  if (o.ngpt) s_qk = register_parameter("s_qk", torch::full({o.d_model}, 1.0 / std::sqrt(static_cast<double>(o.d_model))));
   if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kScalar)
     vres_lambda = register_parameter("vres_lambda", torch::full({1}, 0.5));
   if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kToken) {
@@ -273,6 +274,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     q = normed(q_norm, q);
     k = normed(k_norm, k);
   }
+  if (o_.ngpt) {  // Q * N(q), Q * N(k); the dh factor on q turns the kernels' 1/sqrt(dh) into sqrt(dh)
+    auto Q = (s_qk * std::sqrt(static_cast<double>(d))).view({1, 1, H, dh_});
+    q = (unit_norm(q) * Q * static_cast<double>(dh_)).to(v.scalar_type());
+    k = (unit_norm(k) * Q).to(v.scalar_type());
+  }
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
            : last_path_ == AttentionPath::sdpa     ? causal_sdpa(q, k, v)
@@ -291,17 +297,29 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   return out_proj(merged);
 }
 
+torch::Tensor unit_norm(const torch::Tensor& x) {
+  auto f = compute_dtype(x);
+  return f / f.norm(2, -1, /*keepdim=*/true);
+}
+
 FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {
   fc1 = register_module("fc1", linear(o.d_model, o.d_ff, o.bias));
-  if (o.swiglu) gate = register_module("gate", linear(o.d_model, o.d_ff, o.bias));
+  if (o.swiglu || o.ngpt) gate = register_module("gate", linear(o.d_model, o.d_ff, o.bias));
   fc2 = register_module("fc2", linear(o.d_ff, o.d_model, o.bias));
   if (o.mid_norm_type)
     mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
+  if (o.ngpt) {
+    s_u = register_parameter("s_u", torch::ones({o.d_ff}));
+    s_v = register_parameter("s_v", torch::ones({o.d_ff}));
+  }
 }
 
 torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
   torch::Tensor h;
-  if (o_.swiglu) {
+  if (o_.ngpt) {
+    const double sd = std::sqrt(static_cast<double>(o_.d_model));
+    h = (s_u * sd) * fc1(x) * torch::silu((s_v * sd) * gate(x));
+  } else if (o_.swiglu) {
     h = torch::silu(gate(x)) * fc1(x);
   } else {
     h = torch::gelu(fc1(x));  // exact erf GELU

@@ -37,6 +37,9 @@ struct AttentionOptions {
   NormOptions inner_norm;
   ValueResidual value_residual = ValueResidual::kNone;
   ValueRole value_role = ValueRole::kNone;
+  // nGPT: after RoPE q_h, k_h = Q_h * q_h / |q_h| with Q = sqrt(d) * s_qk viewed [H, dh]; scores
+  // sqrt(dh) q k^T (instead of q k^T / sqrt(dh)).
+  bool ngpt = false;
 };
 
 
@@ -49,6 +52,9 @@ struct AttentionStats {
   torch::Tensor head_entropy;  // [H] mean over batch and query positions of -sum p log p, per head
   torch::Tensor vres_lambda;   // value residual: the mean weight on block 0's values (1 in block 0)
 };
+
+// x / |x| over the last axis, no eps, computed in fp32 (double stays double): nGPT's N.
+torch::Tensor unit_norm(const torch::Tensor& x);
 
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
 // 1/sqrt(dh), optional softcap c*tanh(s/c). `stats`, when not null, receives the diagnostics.
@@ -96,7 +102,8 @@ class AttentionImpl : public torch::nn::Module {
   NormPtr q_norm, k_norm, v_norm, inner_norm;
   torch::Tensor head_scale;
   torch::Tensor vres_lambda;                // [1] (value_residual scalar)
-  torch::Tensor vres_gate_weight, vres_gate_bias;  // vres_gate.weight [H, d], .bias [H] (value_residual token)
+  torch::Tensor vres_gate_weight, vres_gate_bias;
+  torch::Tensor s_qk;  // [d] (nGPT)  // vres_gate.weight [H, d], .bias [H] (value_residual token)
 
  private:
   torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, T, H, dh)
@@ -120,6 +127,7 @@ struct FfnOptions {
   int64_t d_model = 128;
   int64_t d_ff = 512;
   bool swiglu = false;
+  bool ngpt = false;  // fc2((sqrt(d) s_u) * fc1 x * silu((sqrt(d) s_v) * gate x)), s_u, s_v [d_ff] = 1
   bool bias = false;
   std::optional<std::string> mid_norm_type;  // NormFormer: norm after the activation
   NormOptions mid_norm;                      // size = d_ff
@@ -133,6 +141,7 @@ class FfnImpl : public torch::nn::Module {
 
   torch::nn::Linear fc1{nullptr}, gate{nullptr}, fc2{nullptr};
   NormPtr mid_norm;
+  torch::Tensor s_u, s_v;  // nGPT
 
  private:
   FfnOptions o_;

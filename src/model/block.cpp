@@ -19,10 +19,12 @@ BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
     ao.inner_norm = o.norm;
   }
   if (plan_.qkv_norm) ao.force_qkv_norm = true;
+  ao.ngpt = plan_.ngpt;
   attn_ = register_module("attn", Attention(ao));
   add_norm("norm1_out");
   add_norm("norm2");
   FfnOptions fo = o.ffn;
+  fo.ngpt = plan_.ngpt;
   if (plan_.ffn_mid_norm) {
     fo.mid_norm_type = o.norm_type;
     fo.mid_norm = o.norm;
@@ -57,4 +59,12 @@ torch::Tensor BlockImpl::scaled(const std::string& name, const torch::Tensor& x)
   return it == vectors_.end() ? x : x * it->second;
 }
 
+}  // namespace normlab
+
+namespace normlab {
+const torch::Tensor& BlockImpl::vector(const std::string& name) const {
+  auto it = vectors_.find(name);
+  TORCH_CHECK(it != vectors_.end(), "layout ", plan_.layout, " reads vector ", name, " that its plan does not declare");
+  return it->second;
+}
 }  // namespace normlab

@@ -39,6 +39,8 @@ class BlockImpl : public torch::nn::Module {
   }
   // x * the plan's vector `name` when the plan declares it, else x.
   torch::Tensor scaled(const std::string& name, const torch::Tensor& x);
+  // The plan's vector `name` (it must declare it).
+  const torch::Tensor& vector(const std::string& name) const;
 
   const BlockPlan& plan() const { return plan_; }
   Attention& attention() { return attn_; }

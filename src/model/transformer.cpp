@@ -18,6 +18,11 @@ void resolve_model_config(ModelConfig& m) {
   if (layout && layout->resolve) layout->resolve(m);
 }
 
+void check_layout_scope(const Config& c, Problems& p) {
+  const LayoutType* layout = find_layout(c.model.layout);
+  if (layout && layout->check) layout->check(c, [&](const std::string& key, const std::string& message) { p.add(key, message); });
+}
+
 void check_model_config(const ModelConfig& m, Problems& p) {
   if (!find_norm(m.norm.type)) {
     p.add("model.norm.type", fmt::format("'{}' is not a registered norm; expected one of: {}",
@@ -188,6 +193,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   if (!m.tie_embeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(m.d_model, m.vocab_size).bias(false)));
   }
+  layout_ = layout;
+  if (layout->build) layout->build(*this, m);
   const ResidualType* residual = find_residual(m.residual.type);
   TORCH_CHECK(residual, "unknown residual type ", m.residual.type);
   stream_ = residual->make(*this, m);
@@ -209,6 +216,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) { return hea
 
 torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
   auto logits = lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());  // (B, T, V)
+  if (layout_->head) logits = layout_->head(*this, logits);
   if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
   return logits;
 }
@@ -229,6 +237,11 @@ void TransformerImpl::block_stats(int64_t i, const torch::Tensor& x_in, const to
   stats_.add("attn_logit_max", as.logit_max);
   stats_.add("attn_sink", as.sink);
   if (as.vres_lambda.defined()) stats_.add("vres_lambda", as.vres_lambda);
+  if (layout_->block_stats) layout_->block_stats(*blocks_[i], m_, stats_);
+}
+
+void TransformerImpl::after_update() {
+  if (layout_->after_update) layout_->after_update(*this);
 }
 
 void TransformerImpl::value_residual_around(int64_t i, bool before) {
@@ -247,20 +260,27 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   if (stream_) {
     x = stream_forward(x);
   } else {
+    // A layout may carry more than x between blocks (ResiDual); the statistics read its x.
+    auto view = [&](const torch::Tensor& s) { return layout_->stream_view ? layout_->stream_view(s) : s; };
+    if (layout_->stream_start) x = layout_->stream_start(x);
     for (int64_t i = 0; i < n_blocks(); ++i) {
       value_residual_around(i, /*before=*/true);
       auto& b = blocks_[i];
       if (!capture_) {
         x = b->forward(x);
       } else {
-        add_stream_stats(stats_, x);
-        auto x_in = x;
+        auto x_in = view(x);
+        add_stream_stats(stats_, x_in);
         x = b->forward(x);
-        block_stats(i, x_in, x);
+        block_stats(i, x_in, view(x));
       }
       value_residual_around(i, /*before=*/false);
     }
-    if (capture_) add_stream_stats(stats_, x);
+    if (capture_) add_stream_stats(stats_, view(x));
+    if (layout_->stream_finish) {
+      release_value_residual();
+      return layout_->stream_finish(*this, x);
+    }
   }
   release_value_residual();
   if (final_norm) x = final_norm->forward(x);

@@ -64,6 +64,9 @@ class TransformerImpl : public torch::nn::Module {
   // Names of the parameters AdamW must not decay though they have 2 or more dimensions.
   std::set<std::string> weight_decay_exempt() const;
   ResidualStream* residual_stream() { return stream_.get(); }
+  // The layout's action after each applied update (and at the end of init_weights): nGPT's
+  // renormalisation; nothing for the other layouts.
+  void after_update();
 
   torch::nn::Embedding tok_emb{nullptr}, pos_emb{nullptr};
   NormPtr embed_norm, final_norm;
@@ -76,6 +79,7 @@ class TransformerImpl : public torch::nn::Module {
   bool capture_ = false;
   LayerSeries stats_;
   std::unique_ptr<ResidualStream> stream_;  // null for residual type add
+  const LayoutType* layout_ = nullptr;
   std::set<const c10::TensorImpl*> kept_init_, late_init_, no_decay_;
   torch::Tensor v0_;  // value residual: block 0's raw values during a forward
   // The blocks under a residual type other than add: each sublayer's term through the carrier.
@@ -96,6 +100,8 @@ void resolve_model_config(ModelConfig& m);
 
 // Registry checks (norm and layout names) that config/ cannot do on its own.
 void check_model_config(const ModelConfig& m, Problems& problems);
+// The layout's scope rules over the whole config (nGPT: rope, swiglu, no weight decay, ...).
+void check_layout_scope(const Config& c, Problems& problems);
 
 // eps for a norm of this type under this config.
 double norm_eps(const ModelConfig& m, const std::string& type);

@@ -55,6 +55,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   problems.add_earlier(loaded.problems, loaded.problem_keys);
   validate_config(c, problems);
   check_model_config(c.model, problems);
+  check_layout_scope(c, problems);
   if (c.train.device == DeviceKind::kCuda) {
     if (const std::string why = device_unavailable_reason("cuda"); !why.empty()) {
       problems.add("train.device", "cuda: " + why);

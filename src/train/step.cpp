@@ -236,6 +236,7 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
   const bool read_diag = diag && rank == 0;  // only the first process records
   if (read_diag) probe_.before(t_.params);
   clip_and_step(cfg_, *t_.optimizer, lr, o.grads.total, o.loss_scale);
+  t_.model->after_update();  // the layout's action (nGPT's renormalisation), on every rank
   if (tau > 0) o.qk_clipped = apply_qk_clip(t_.model, tau, comm_);
   if (read_diag) o.diag = read_diagnostics(o.pass);
   scaler_.update(/*gradients_finite=*/true);

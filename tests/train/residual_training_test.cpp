@@ -6,6 +6,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
 
 #include "config/load.h"
 #include "model/transformer.h"
@@ -25,6 +28,7 @@ struct Method {
   int64_t attnres_block = 1;
   std::vector<std::string> series;  // layers.<series> on diagnostics steps
   std::string tensor;               // one tensor the checkpoint must hold
+  std::string layout = "pre";
 };
 
 std::vector<Method> methods() {
@@ -32,7 +36,9 @@ std::vector<Method> methods() {
           {"mhc", "mhc", ValueResidual::kNone, 1, {"res_gain_fwd", "res_gain_bwd"}, "mhc_head.fn"},
           {"attnres_block", "attnres", ValueResidual::kNone, 2, {"act_rms"}, "final_attnres.query"},
           {"vres_token", "add", ValueResidual::kToken, 1, {"vres_lambda"}, "blocks.1.attn.vres_gate.weight"},
-          {"vres_scalar_attnres", "attnres", ValueResidual::kScalar, 1, {"vres_lambda"}, "blocks.1.attn.vres_lambda"}};
+          {"vres_scalar_attnres", "attnres", ValueResidual::kScalar, 1, {"vres_lambda"}, "blocks.1.attn.vres_lambda"},
+          {"ngpt_vres_fixed", "add", ValueResidual::kFixed, 1, {"ngpt_a1", "ngpt_a2", "vres_lambda"}, "s_z", "ngpt"},
+          {"resi_dual", "add", ValueResidual::kNone, 1, {"act_rms"}, "final_norm.weight", "resi_dual"}};
 }
 
 Config method_config(const Method& m, const std::string& out) {
@@ -42,6 +48,14 @@ Config method_config(const Method& m, const std::string& out) {
   c.diag.every = 4;
   c.model.residual.type = m.residual;
   c.model.value_residual = m.vres;
+  c.model.layout = m.layout;
+  if (m.layout == "ngpt") {
+    c.model.pos = Position::kRope;
+    c.model.ffn = FfnKind::kSwiglu;
+    c.model.tie_embeddings = false;
+    c.optim.weight_decay = 0;
+    c.optim.warmup = 0;
+  }
   if (m.residual == "attnres") c.model.residual.keys.set("residual.attnres_block", m.attnres_block);
   return c;
 }
@@ -82,6 +96,23 @@ TEST_P(ResidualTrainingTest, TrainsResumesBitForBitAndRecordsItsSeries) {
   bool found = false;
   for (const auto& kv : t->named_parameters()) found = found || kv.key() == m.tensor;
   EXPECT_TRUE(found) << m.tensor;
+  if (m.layout != "ngpt") return;
+  // nGPT: the listed matrices are unit-norm (over d) in every checkpoint, resumed run included.
+  for (const std::string run : {full.out_dir, part.out_dir}) {
+    for (int64_t step : {int64_t{1}, int64_t{5}, int64_t{10}, int64_t{12}}) {
+      const std::string ckpt = run + "/checkpoints/step_" + fmt::format("{:08d}", step);
+      if (!std::filesystem::exists(ckpt)) continue;
+      Transformer w(cfg.model);
+      load_model_weights(ckpt, w);
+      for (const auto& kv : w->named_parameters()) {
+        const std::string& n = kv.key();
+        if (kv.value().dim() != 2) continue;
+        const bool cols = n.find("out_proj") != std::string::npos || n.find("fc2") != std::string::npos;
+        const double off = (kv.value().norm(2, cols ? 0 : 1) - 1).abs().max().item<double>();
+        EXPECT_LT(off, 1e-5) << ckpt << " " << n;
+      }
+    }
+  }
 }
 
 TEST_P(ResidualTrainingTest, TrainsUnderBf16Autocast) {

@@ -17,6 +17,7 @@ namespace normlab {
 
 class BlockImpl;
 class TransformerImpl;
+class LayerSeries;
 
 // x -> x after both sublayers. A closure: per-block constants (DeepNorm's alpha, LNS's
 // 1/sqrt(i+1)) are captured by the layout that computes them.
@@ -39,8 +40,10 @@ struct BlockPlan {
   bool attn_inner_norm = false;  // attn.inner_norm [d] before out_proj (Sub-LN)
   bool qkv_norm = false;         // attn.q_norm, k_norm, v_norm forced on (HybridNorm)
   bool ffn_mid_norm = false;     // ffn.mid_norm after the activation (NormFormer, Sub-LN)
-  // Learnable [d] vectors the layout's forward reads with BlockImpl::scaled(name, x), and their
-  // initial value (NormFormer's resid_scale1/2). Registered as blocks.{i}.{name}.
+  bool ngpt = false;              // nGPT's sublayers: attn.s_qk and unit-norm q, k; ffn.s_u, ffn.s_v
+  // Learnable [d] vectors the layout's forward reads with BlockImpl::scaled(name, x) or
+  // BlockImpl::vector(name), and their initial value (NormFormer's resid_scale1/2, nGPT's
+  // alpha1/2). Registered as blocks.{i}.{name}.
   std::vector<std::pair<std::string, double>> vectors;
 };
 
@@ -60,6 +63,24 @@ struct LayoutType {
   std::function<void(ModelConfig& m)> resolve;
   // Runs after the init scheme has drawn every parameter (the per-layout init rules of src/model/README.md).
   std::function<void(TransformerImpl& model, const ModelConfig& m)> init;
+  // Config rules of the layout's scope beyond its own keys (nGPT needs rope, swiglu, ...): each
+  // problem as add(key, message).
+  std::function<void(const Config& c, const std::function<void(const std::string&, const std::string&)>& add)> check;
+  // A layout that carries more than x between blocks packs it into the tensor the block forwards
+  // see (ResiDual: x and the dual stream): start builds it from the embedding output, view is the x
+  // the act_* statistics read, finish gives the head's input (the layout applies final_norm).
+  std::function<torch::Tensor(const torch::Tensor& e)> stream_start;
+  std::function<torch::Tensor(const torch::Tensor& s)> stream_view;
+  std::function<torch::Tensor(TransformerImpl& model, const torch::Tensor& s)> stream_finish;
+  // Top-level parameters of the layout (nGPT's s_z), registered at construction, after lm_head.
+  std::function<void(TransformerImpl& model, const ModelConfig& m)> build;
+  // The head's logits -> the layout's (nGPT's s_z scaling), before any logit softcap.
+  std::function<torch::Tensor(TransformerImpl& model, const torch::Tensor& logits)> head;
+  // After each applied update (after clipping and the optimizer step, once per update, on every
+  // rank; not after a skipped one) and at the end of init (nGPT's renormalisation).
+  std::function<void(TransformerImpl& model)> after_update;
+  // Diagnostics of block i (capture on): the layout's own per-block series.
+  std::function<void(BlockImpl& block, const ModelConfig& m, LayerSeries& stats)> block_stats;
 };
 
 const std::vector<LayoutType>& layout_registry();

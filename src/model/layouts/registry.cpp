@@ -14,12 +14,14 @@ LayoutType mix_layout();
 LayoutType subln_layout();
 LayoutType hybrid_layout();
 LayoutType lns_layout();
+LayoutType ngpt_layout();
+LayoutType resi_dual_layout();
 
 const std::vector<LayoutType>& layout_registry() {
   static const std::vector<LayoutType> table = {
       pre_layout(),       post_layout(),      deepnorm_layout(), sandwich_layout(),
       normformer_layout(), reordered_layout(), mix_layout(),      subln_layout(),
-      hybrid_layout(),    lns_layout(),
+      hybrid_layout(),    lns_layout(),       ngpt_layout(),     resi_dual_layout(),
   };
   return table;
 }

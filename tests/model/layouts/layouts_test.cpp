@@ -24,6 +24,11 @@ ModelConfig small(const std::string& layout, const std::string& norm = "layernor
   m.d_ff = 32;
   m.layout = layout;
   m.norm.type = norm;
+  if (layout == "ngpt") {  // what nGPT requires
+    m.pos = Position::kRope;
+    m.ffn = FfnKind::kSwiglu;
+    m.tie_embeddings = false;
+  }
   resolve_model_config(m);
   return m;
 }
@@ -41,6 +46,7 @@ struct Ctx {
   double alpha;
   Fn s1, s2, l1, l2;
   int64_t i;
+  std::function<torch::Tensor(const char*)> P;  // the block's parameter of that name (nGPT's alpha1/2)
 };
 using Equation = std::function<torch::Tensor(const torch::Tensor& x, const Ctx& c)>;
 
@@ -86,6 +92,23 @@ const std::map<std::string, Equation>& equations() {
          auto h = x + c.l1(stub_attn(c.N("norm1", x) * s));
          return h + c.l2(stub_ffn(c.N("norm2", h) * s));
        }},
+      // nGPT: N(z) = z / |z|; steps a = |alpha_init * sqrt(d) * alpha| with alpha_init 0.05, d 16.
+      {"ngpt", [](auto& x, const Ctx& c) {
+         auto N = [](const torch::Tensor& z) { return z / z.norm(2, -1, true); };
+         auto h = N(N(x) + (c.P("alpha1") * 0.2).abs() * (N(stub_attn(x)) - N(x)));
+         return N(N(h) + (c.P("alpha2") * 0.2).abs() * (N(stub_ffn(h)) - N(h)));
+       }},
+      // ResiDual: the block carries [x, dual].
+      {"resi_dual", [](auto& s, const Ctx& c) {
+         auto x = s[0], dual = s[1];
+         auto y = c.l1(stub_attn(x));
+         dual = dual + y;
+         x = c.N("norm1", x + y);
+         y = c.l2(stub_ffn(x));
+         dual = dual + y;
+         x = c.N("norm2", x + y);
+         return torch::stack({x, dual});
+       }},
   };
   return eq;
 }
@@ -116,7 +139,8 @@ void check_block_equation(const std::string& layout, const std::string& block_la
   };
   EXPECT_EQ(params.contains("ls1"), m.layerscale > 0);
   const double alpha = block_layout == "deepnorm" ? m.keys.number("deepnorm.alpha") : 1.0;
-  Ctx c{N, alpha, scale("resid_scale1"), scale("resid_scale2"), scale("ls1"), scale("ls2"), i};
+  Ctx c{N, alpha, scale("resid_scale1"), scale("resid_scale2"), scale("ls1"), scale("ls2"), i,
+        [&params](const char* name) { return params[name]; }};
   auto expect = equations().at(block_layout)(x, c);
   auto got = b->forward(x);
   EXPECT_TRUE(torch::allclose(got, expect, 1e-12, 1e-12)) << layout << " block " << i;
@@ -189,7 +213,7 @@ TEST(LayoutTest, FinalNormPresenceFollowsTheContract) {
   const std::map<std::string, bool> final_norm = {{"pre", true},       {"post", false},     {"deepnorm", false},
                                                   {"sandwich", true},  {"normformer", true}, {"reordered", true},
                                                   {"mix", true},       {"subln", true},      {"hybrid", true},
-                                                  {"lns", true}};
+                                                  {"lns", true},       {"ngpt", false},      {"resi_dual", true}};
   for (const auto& l : layout_registry()) {
     ASSERT_TRUE(final_norm.count(l.name)) << l.name;
     Transformer t(small(l.name));
@@ -237,6 +261,9 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
   EXPECT_EQ(block_names(small("subln"), 0),
             with({"norm1", "norm2", "attn.inner_norm", "ffn.mid_norm"}));
   EXPECT_EQ(block_names(small("lns"), 0), with({"norm1", "norm2"}));
+  EXPECT_EQ(block_names(small("resi_dual"), 0), with({"norm1", "norm2"}));
+  EXPECT_EQ(block_names(small("ngpt"), 1),
+            with({}, {"alpha1", "alpha2", "attn.s_qk", "ffn.gate.weight", "ffn.s_u", "ffn.s_v"}));
   EXPECT_EQ(block_names(small("hybrid"), 0), with({"norm2", "attn.q_norm", "attn.k_norm", "attn.v_norm"}));
   auto hs = small("hybrid");
   hs.keys.set("hybrid.first_block_pre", true);
@@ -459,7 +486,9 @@ TEST_P(LayoutNormTest, ChangingTokenTNeverChangesLogitsBeforeT) {
 std::vector<std::tuple<std::string, std::string>> all_pairs() {
   std::vector<std::tuple<std::string, std::string>> out;
   for (const auto& l : layout_registry()) {
-    for (const auto& n : norm_registry()) out.emplace_back(l.name, n.name);
+    for (const auto& n : norm_registry()) {
+      if (l.name != "ngpt" || n.name == "layernorm") out.emplace_back(l.name, n.name);  // nGPT has no norms
+    }
   }
   return out;
 }

@@ -1,0 +1,105 @@
+// nGPT, the normalized Transformer (Loshchilov et al. 2024; NVIDIA/ngpt): every hidden state and
+// every matrix row along d lives on the unit sphere, and each sublayer moves h toward its output
+// by a learned per-channel step ("eigen learning rate"):
+//   h = N(N(h) + a1 * (N(h_A) - N(h))),  a1 = |alpha_init * sqrt(d) * alpha1|   (attention)
+//   h = N(N(h) + a2 * (N(h_M) - N(h))),  a2 = |alpha_init * sqrt(d) * alpha2|   (FFN)
+// with N(z) = z / |z|, unit-norm q and k scaled by sqrt(d) s_qk, the FFN's s_u and s_v, logits
+// scaled by sqrt(d) s_z, no norms and no final norm. The matrices are renormalised after init and
+// after every applied update (after_update).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "model/block.h"
+#include "model/transformer.h"
+
+namespace normlab {
+namespace {
+
+BlockPlan ngpt_plan(int64_t, const ModelConfig& m) {
+  BlockPlan p;
+  p.layout = "ngpt";
+  p.ngpt = true;
+  const double sd = std::sqrt(static_cast<double>(m.d_model));
+  const double step = m.keys.number("ngpt.alpha_init") * sd;
+  p.forward = [step](BlockImpl& b, const torch::Tensor& x) {  // the sublayers read h as it is
+    auto n = unit_norm(x);
+    auto a1 = (b.vector("alpha1") * step).abs();
+    auto h = unit_norm(n + a1 * (unit_norm(b.attn(x)) - n));
+    n = unit_norm(h);
+    auto a2 = (b.vector("alpha2") * step).abs();
+    return unit_norm(n + a2 * (unit_norm(b.ffn(h)) - n));
+  };
+  p.vectors = {{"alpha1", 1.0 / sd}, {"alpha2", 1.0 / sd}};
+  return p;
+}
+
+// W = N(W) in fp32: rows (over d) of the embeddings and input projections, columns (over d) of
+// the output projections.
+void renormalise(TransformerImpl& model) {
+  torch::NoGradGuard ng;
+  auto rows = [](torch::Tensor& w) { w.copy_(unit_norm(w).to(w.scalar_type())); };
+  auto cols = [](torch::Tensor& w) { w.copy_(unit_norm(w.t()).t().to(w.scalar_type())); };
+  rows(model.tok_emb->weight);
+  rows(model.lm_head->weight);
+  for (int64_t i = 0; i < model.n_blocks(); ++i) {
+    auto& a = model.block(i)->attention();
+    auto& f = model.block(i)->feed_forward();
+    for (auto* w : {&a->q_proj->weight, &a->k_proj->weight, &a->v_proj->weight, &f->fc1->weight, &f->gate->weight})
+      rows(*w);
+    cols(a->out_proj->weight);
+    cols(f->fc2->weight);
+  }
+}
+
+void ngpt_check(const Config& c, const std::function<void(const std::string&, const std::string&)>& add) {
+  const ModelConfig& m = c.model;
+  const ModelConfig plain;
+  const std::string why = "nGPT needs it";
+  if (m.pos != Position::kRope) add("model.pos", "must be rope under layout ngpt (no learned positions on the sphere)");
+  if (m.ffn != FfnKind::kSwiglu) add("model.ffn", "must be swiglu under layout ngpt (its s_u, s_v scale SwiGLU's two inputs)");
+  if (m.tie_embeddings) add("model.tie_embeddings", "must be false under layout ngpt (tok_emb and lm_head are normalised apart)");
+  if (m.bias) add("model.bias", "must be false under layout ngpt (no biases on the sphere)");
+  if (c.optim.weight_decay != 0)
+    add("optim.weight_decay", fmt::format("{} must be 0 under layout ngpt (the renormalisation undoes any decay)",
+                                          c.optim.weight_decay));
+  auto unused = [&](const std::string& key, bool non_default) {
+    if (non_default) add(key, "has no effect under layout ngpt (it has no norms, layer scales or QK-Clip); leave it at its default");
+  };
+  unused("model.norm.type", m.norm.type != plain.norm.type);
+  unused("model.norm.eps", m.norm.eps.has_value());
+  unused("model.qk_norm", m.qk_norm);
+  unused("model.qk_norm_type", m.qk_norm_type.has_value() && *m.qk_norm_type != m.norm.type);
+  unused("model.v_norm", m.v_norm);
+  unused("model.embed_norm", m.embed_norm);
+  unused("model.layerscale", m.layerscale != 0);
+  unused("optim.qk_clip", c.optim.qk_clip != 0);
+  if (m.residual.type != "add")
+    add("model.residual.type", fmt::format("{} needs an additive layout; ngpt carries its own stream (add only)",
+                                           m.residual.type));
+}
+}  // namespace
+
+LayoutType ngpt_layout() {
+  LayoutType t{"ngpt", "h = N(N(h) + a * (N(F(h)) - N(h))), unit-norm states and matrices", false, ngpt_plan};
+  t.keys = {{"alpha_init", KeyKind::kNumber, 0.05, "nGPT: the steps a1, a2 start at this (alpha = 1/sqrt(d) stored)", {},
+             check_positive}};
+  t.check = ngpt_check;
+  t.build = [](TransformerImpl& model, const ModelConfig& m) {
+    model.register_parameter("s_z", torch::full({m.vocab_size}, 1.0 / std::sqrt(static_cast<double>(m.d_model))));
+  };
+  t.head = [](TransformerImpl& model, const torch::Tensor& logits) {
+    const auto& s_z = model.named_parameters(/*recurse=*/false)["s_z"];
+    return logits * (s_z * std::sqrt(static_cast<double>(model.config().d_model))).to(logits.scalar_type());
+  };
+  t.init = [](TransformerImpl& model, const ModelConfig&) { renormalise(model); };
+  t.after_update = renormalise;
+  t.block_stats = [](BlockImpl& b, const ModelConfig& m, LayerSeries& stats) {
+    torch::NoGradGuard ng;
+    const double step = m.keys.number("ngpt.alpha_init") * std::sqrt(static_cast<double>(m.d_model));
+    stats.add("ngpt_a1", (b.vector("alpha1") * step).abs().mean().to(torch::kFloat));
+    stats.add("ngpt_a2", (b.vector("alpha2") * step).abs().mean().to(torch::kFloat));
+  };
+  return t;
+}
+}  // namespace normlab

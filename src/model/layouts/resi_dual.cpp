@@ -1,0 +1,44 @@
+// ResiDual (Xie et al. 2023; microsoft/ResiDual): a Post-LN stream x and a Pre-LN-like dual
+// stream that sums every branch output unnormalised, so the model keeps Post-LN's representation
+// and Pre-LN's gradient path at once. Per sublayer (attention, then FFN; Na its Post-LN slot):
+//   y = ls * F(x);  dual = dual + y;  x = Na(x + y)
+// both streams start at the embedding output, and the head reads x + final_norm(dual). The pair
+// travels between blocks as one (2, B, T, d) tensor: [x, dual].
+#include <fmt/format.h>
+
+#include "model/block.h"
+#include "model/transformer.h"
+
+namespace normlab {
+namespace {
+torch::Tensor resi_dual_forward(BlockImpl& b, const torch::Tensor& s) {
+  auto x = s[0], dual = s[1];
+  auto y = b.ls(1, b.attn(x));
+  dual = dual + y;
+  x = b.norm("norm1", x + y);
+  y = b.ls(2, b.ffn(x));
+  dual = dual + y;
+  x = b.norm("norm2", x + y);
+  return torch::stack({x, dual});
+}
+
+BlockPlan resi_dual_plan(int64_t, const ModelConfig&) {
+  BlockPlan p;
+  p.layout = "resi_dual";
+  p.forward = resi_dual_forward;
+  p.norm_slots = {"norm1", "norm2"};
+  return p;
+}
+}  // namespace
+
+LayoutType resi_dual_layout() {
+  LayoutType t{"resi_dual", "y = F(x); dual = dual + y; x = Na(x + y); head reads x + final_norm(dual)", true,
+               resi_dual_plan};
+  t.stream_start = [](const torch::Tensor& e) { return torch::stack({e, e}); };
+  t.stream_view = [](const torch::Tensor& s) { return s[0]; };
+  t.stream_finish = [](TransformerImpl& model, const torch::Tensor& s) {
+    return s[0] + model.final_norm->forward(s[1]);
+  };
+  return t;
+}
+}  // namespace normlab
