@@ -341,6 +341,10 @@ class Run:
             bits.append("lr %s" % fmt_num(num(c["optim.lr"])))
         if c.get("model.qk_norm") in ("true", "True"):
             bits.append("QK-norm")
+        if c.get("model.residual.type") not in (None, "add"):
+            bits.append("residual " + c["model.residual.type"])
+        if c.get("model.value_residual") not in (None, "none"):
+            bits.append("value residual " + c["model.value_residual"])
         return ", ".join(bits)
 
     def series(self, key, records=None):
@@ -937,6 +941,34 @@ def plot_run_extras(run, outdir, head):
         fig.suptitle(textwrap.fill("%s: layers.%s (src/metrics/README.md)" % (head, name), 70))
         fig.tight_layout()
         written.append(save(fig, os.path.join(outdir, "layers_%s.png" % name)))
+
+    # ---- AttnRes: depth-attention weights of the last full-diagnostics record (reader x source) ----
+    last = [r for r in run.train if isinstance(r.get("attnres_weights"), dict) and r["attnres_weights"]]
+    if last:
+        rec = last[-1]
+        readers = list(rec["attnres_weights"].keys())
+        rows = [[num(v) for v in rec["attnres_weights"][k]] for k in readers]
+        cols = max(len(r) for r in rows)
+        grid = np.full((len(readers), cols), np.nan)
+        for i, r in enumerate(rows):
+            grid[i, :len(r)] = r
+        fig, ax = plt.subplots(figsize=(1.2 + 0.45 * cols + 2.2, 1.4 + 0.32 * len(readers)))
+        im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_yticks(range(len(readers)))
+        ax.set_yticklabels(readers, fontsize=8)
+        ax.set_xticks(range(cols))
+        ax.set_xticklabels(["e"] + [str(j) for j in range(1, cols)], fontsize=8)
+        ax.set_xlabel("source (e = embedding, then groups and partial sum in order)")
+        ax.set_ylabel("reader (sublayer)")
+        for i in range(len(readers)):
+            for j in range(cols):
+                if np.isfinite(grid[i, j]):
+                    ax.text(j, i, "%.2f" % grid[i, j], ha="center", va="center", fontsize=6,
+                            color="white" if grid[i, j] < 0.5 else "black")
+        fig.colorbar(im, ax=ax, label="mean weight")
+        fig.suptitle(textwrap.fill("%s: AttnRes weights at step %d (attnres_weights)" % (head, rec["step"]), 70))
+        fig.tight_layout()
+        written.append(save(fig, os.path.join(outdir, "attnres_weights.png")))
     return written
 
 

@@ -19,6 +19,8 @@ struct Diagnostics {
   // layers.<name> of the train record, in order: update_ratio first, then the model's series.
   std::vector<std::pair<std::string, std::vector<double>>> layers;
   double logit_max = 0, lse_mean = 0;
+  // AttnRes: each reader's mean weight per source (attnres_weights), in reading order.
+  std::vector<std::pair<std::string, std::vector<double>>> depth_weights;
   // The series `name` (empty if absent).
   const std::vector<double>& layer(const std::string& name) const;
 };

@@ -77,6 +77,12 @@ TrainRecord parse_train(const YAML::Node& r, int64_t step) {
       if (it->second.IsSequence()) t.layers.emplace_back(it->first.as<std::string>(), vec(it->second));
     }
   }
+  const YAML::Node depth = r["attnres_weights"];
+  if (depth && depth.IsMap()) {
+    for (auto it = depth.begin(); it != depth.end(); ++it) {
+      if (it->second.IsSequence()) t.depth_weights.emplace_back(it->first.as<std::string>(), vec(it->second));
+    }
+  }
   return t;
 }
 
@@ -108,6 +114,8 @@ RunInfo read_info(const std::string& path) {
     auto text = [](const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : std::string(); };
     info.layout = text(at({"model", "layout"}));
     info.norm = text(at({"model", "norm", "type"}));
+    if (const std::string r = text(at({"model", "residual", "type"})); !r.empty()) info.residual = r;
+    if (const std::string v = text(at({"model", "value_residual"})); !v.empty()) info.value_residual = v;
     // data.val: one file (a string), or a list whose only entry is it; a stream of several has no floor
     const YAML::Node val = at({"data", "val"});
     info.val_path = val.IsSequence() && val.size() == 1 ? text(val[0]) : text(val);

@@ -33,6 +33,8 @@ struct TrainRecord {
   double grad_norm_embed = std::nan(""), grad_norm_head = std::nan("");
   bool skipped = false, nonfinite = false;
   RecordLayers layers;
+  // attnres_weights: each AttnRes reader's mean weight per source (empty for other runs).
+  RecordLayers depth_weights;
   // The series layers.<name>, or nullptr where the record has none.
   const std::vector<double>* layer(const std::string& name) const;
 };
@@ -52,6 +54,7 @@ struct SpikeRecord {
 // From the run's config.yaml (defaults where there is none).
 struct RunInfo {
   std::string layout, norm, val_path;
+  std::string residual = "add", value_residual = "none";  // model.residual.type, model.value_residual
   int64_t n_layers = 0, d_model = 0;
   double spike_zscore = 6;   // diag.spike.zscore
   std::string config_error;  // config.yaml exists but does not parse: the defaults are used

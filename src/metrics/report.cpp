@@ -45,6 +45,23 @@ std::string layer_table(const TrainRecord& t) {
   return o;
 }
 
+// AttnRes: each reader's mean weight per source (rows: the readers in order; columns: e, then the
+// later sources, blank where a reader has none yet).
+std::string depth_weight_table(const TrainRecord& t) {
+  size_t cols = 0;
+  for (const auto& [reader, w] : t.depth_weights) cols = std::max(cols, w.size());
+  std::string o = fmt::format("\nAttnRes depth-attention weights at step {} (mean weight of each reader on each source; "
+                              "source 0 is the embedding)\n{:<18}", t.step, "reader");
+  for (size_t j = 0; j < cols; ++j) o += fmt::format("{:>7}", j);
+  o += "\n";
+  for (const auto& [reader, w] : t.depth_weights) {
+    o += fmt::format("{:<18}", reader);
+    for (size_t j = 0; j < w.size(); ++j) o += fmt::format("{:>7.3f}", w[j]);
+    o += "\n";
+  }
+  return o;
+}
+
 std::vector<double> diag_series(const RunRecords& r, const char* name) {
   const TrainRecord* t = r.diag_record();
   const std::vector<double>* v = t ? t->layer(name) : nullptr;
@@ -59,7 +76,11 @@ std::string report_text(const std::string& run_dir) {
   const RunDerived& s = r.derived;
   std::string o;
   o += fmt::format("run         {}\n", r.dir);
-  if (!i.layout.empty()) o += fmt::format("model       layout {}, norm {}, L={}, d={}\n", i.layout, i.norm, i.n_layers, i.d_model);
+  if (!i.layout.empty()) {
+    o += fmt::format("model       layout {}, norm {}{}{}, L={}, d={}\n", i.layout, i.norm,
+                     i.residual != "add" ? ", residual " + i.residual : "",
+                     i.value_residual != "none" ? ", value residual " + i.value_residual : "", i.n_layers, i.d_model);
+  }
   o += fmt::format("progress    last logged step {}, {} tokens, {} skipped updates ({} non-finite)\n", s.last_step,
                    s.tokens, s.skipped, s.nonfinite);
   if (std::isfinite(s.entropy_floor)) o += fmt::format("floor       {:.4f} nats/token (val entropy floor)\n", s.entropy_floor);
@@ -86,7 +107,10 @@ std::string report_text(const std::string& run_dir) {
   o += fmt::format("spike score {:.4f} (share of logged steps with loss or grad-norm z above the threshold)\n",
                    s.spike_score);
   if (std::isfinite(s.final_eff_rank)) o += fmt::format("eff. rank   {:.2f} (head input states, last eval)\n", s.final_eff_rank);
-  if (const TrainRecord* t = r.diag_record()) o += layer_table(*t);
+  if (const TrainRecord* t = r.diag_record()) {
+    o += layer_table(*t);
+    if (!t->depth_weights.empty()) o += depth_weight_table(*t);
+  }
   if (!s.profiles.empty()) {
     o += "\nper-layer gradient norm (before clipping)\n";
     o += fmt::format("{:<12}", "layer");
@@ -131,6 +155,10 @@ std::string report_json(const std::string& run_dir) {
   if (diag) {
     for (const auto& [name, v] : diag->layers) layers.add(name, v);
   }
+  JsonObject depth;
+  if (diag) {
+    for (const auto& [reader, w] : diag->depth_weights) depth.add(reader, w);
+  }
   JsonObject j;
   j.add("run", r.dir).add("layout", i.layout).add("norm", i.norm).add("n_layers", i.n_layers)
       .add("last_step", s.last_step).add("tokens", s.tokens).add("skipped", s.skipped).add("nonfinite", s.nonfinite)
@@ -143,7 +171,7 @@ std::string report_json(const std::string& run_dir) {
       .add("grad_ratio_first_last", s.grad_ratio_first_last).add("eff_rank", s.final_eff_rank)
       .add("block_cos", diag_series(r, "block_cos")).add("attn_sink", diag_series(r, "attn_sink"))
       .add("act_max", diag_series(r, "act_max"))
-      .add("diag_step", diag ? diag->step : int64_t{-1}).add("layers", layers)
+      .add("diag_step", diag ? diag->step : int64_t{-1}).add("layers", layers).add("attnres_weights", depth)
       .add_raw("spikes", spikes + "]")
       .add_raw("autopsies", [&] {
         std::string a = "[";

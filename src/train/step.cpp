@@ -260,6 +260,10 @@ Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
                k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean);
   std::vector<size_t> k_series;
   for (const auto& [name, values] : st.all()) k_series.push_back(f.add(values));
+  std::vector<std::pair<std::string, size_t>> k_depth;
+  if (ResidualStream* rs = t_.model->residual_stream()) {
+    for (const auto& [name, w] : rs->depth_weights()) k_depth.emplace_back(name, f.add(w));
+  }
   f.fetch();  // one host read for every statistic
   Diagnostics d;
   d.param_norm = f.scalar(k_pn);
@@ -267,6 +271,7 @@ Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
   for (size_t i = 0; i < k_series.size(); ++i) d.layers.emplace_back(st.all()[i].first, f.get(k_series[i]));
   d.logit_max = f.scalar(k_max);
   d.lse_mean = f.scalar(k_lse);
+  for (const auto& [name, k] : k_depth) d.depth_weights.emplace_back(name, f.get(k));
   return d;
 }
 

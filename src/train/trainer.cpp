@@ -466,6 +466,11 @@ class Run {
     if (cfg_.optim.qk_clip > 0) rec.add("qk_clipped", o.qk_clipped);
     rec.add("layers", layers).add("grad_norm_embed", g.embed).add("grad_norm_head", g.head);
     if (d) rec.add("logit_max", d->logit_max).add("lse_mean", d->lse_mean);
+    if (d && !d->depth_weights.empty()) {
+      JsonObject w;
+      for (const auto& [reader, values] : d->depth_weights) w.add(reader, values);
+      rec.add("attnres_weights", w);
+    }
     if (cfg_.diag.per_param) {
       const auto& sq = o.per_param_sq;
       JsonObject pp;

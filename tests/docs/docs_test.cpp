@@ -169,14 +169,37 @@ TEST(DocsRunTest, EveryMetricsKeyOfAFullDiagnosticsRunIsDocumented) {
   c.diag.spike.zscore = 0.5;  // a low threshold: spike records too
   c.eval.every = 6;
   ASSERT_EQ(train(check_and_resolve(LoadedConfig{c, {}}, true), {}), 0);
+  // The residual-stream methods' own keys: AttnRes with value residual, mHC, nGPT.
+  auto variant = [&](const std::string& name, const std::function<void(Config&)>& set) {
+    Config v = testing::tiny_config(dir / name);
+    v.train.steps = 2;
+    v.diag.every = 1;
+    set(v);
+    ASSERT_EQ(train(check_and_resolve(LoadedConfig{v, {}}, true), {}), 0) << name;
+  };
+  variant("attnres", [](Config& v) {
+    v.model.residual.type = "attnres";
+    v.model.value_residual = ValueResidual::kToken;
+  });
+  variant("mhc", [](Config& v) { v.model.residual.type = "mhc"; });
+  variant("ngpt", [](Config& v) {
+    v.model.layout = "ngpt";
+    v.model.pos = Position::kRope;
+    v.model.ffn = FfnKind::kSwiglu;
+    v.model.tie_embeddings = false;
+    v.optim.weight_decay = 0;
+  });
   std::set<std::string> keys;
-  for (const char* kind : {"train", "eval", "spike"}) {
-    for (const auto& r : testing::records(dir / "run", kind)) {
-      const auto k = record_keys(r);
-      keys.insert(k.begin(), k.end());
+  for (const char* run : {"run", "attnres", "mhc", "ngpt"}) {
+    for (const char* kind : {"train", "eval", "spike"}) {
+      for (const auto& r : testing::records(dir / run, kind)) {
+        const auto k = record_keys(r);
+        keys.insert(k.begin(), k.end());
+      }
     }
   }
-  for (const char* expected : {"layers.act_kurtosis", "grad_noise_scale", "qk_clipped", "params", "loss_z", "z"}) {
+  for (const char* expected : {"layers.act_kurtosis", "grad_noise_scale", "qk_clipped", "params", "loss_z", "z",
+                               "layers.res_gain_fwd", "layers.vres_lambda", "layers.ngpt_a1", "attnres_weights"}) {
     EXPECT_TRUE(keys.count(expected)) << "the run did not write " << expected << ": the test lost its coverage";
   }
   const std::string doc = read_doc("src/metrics/README.md");

@@ -72,8 +72,14 @@ class AttnResStream : public ResidualStream {
   }
   void end_block(int64_t, LayerSeries&) override {}
 
-  // Diagnostics: each sublayer's (and the head's) mean weight per source, in reading order.
-  const std::vector<torch::Tensor>& weights() const { return weights_; }
+  std::vector<std::pair<std::string, torch::Tensor>> depth_weights() const override {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (size_t r = 0; r < weights_.size(); ++r) {
+      out.emplace_back(r < subs_.size() ? fmt::format("blocks.{}.attnres{}", r / 2, r % 2 + 1) : "final_attnres",
+                       weights_[r]);
+    }
+    return out;
+  }
 
  private:
   std::vector<torch::Tensor> current() const {

@@ -40,6 +40,10 @@ class ResidualStream {
   // Diagnostics: called (capture on) when block i's two sublayers are done; adds the entry's
   // per-block series.
   virtual void end_block(int64_t /*i*/, LayerSeries& /*stats*/) {}
+  // Diagnostics (capture on): depth-attention weights of the last forward, one row per reader
+  // (AttnRes: "blocks.{i}.attnres{k}" ..., "final_attnres"), each the mean weight per source in
+  // reading order; empty for the other types.
+  virtual std::vector<std::pair<std::string, torch::Tensor>> depth_weights() const { return {}; }
   void set_capture(bool on) { capture_ = on; }
 
  protected:
