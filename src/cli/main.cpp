@@ -30,6 +30,7 @@
 #include "metrics/records.h"
 #include "metrics/report.h"
 #include "metrics/tensorboard.h"
+#include "model/residual/residual.h"
 #include "model/transformer.h"
 #include "sweep/runner.h"
 #include "sweep/summary.h"
@@ -434,6 +435,8 @@ struct KeysCommand {
     for (const auto& n : norm_registry()) std::cout << fmt::format("\n  {:<12} {}", n.name, n.formula);
     std::cout << "\nmodel.layout:";
     for (const auto& l : layout_registry()) std::cout << fmt::format("\n  {:<12} {}", l.name, l.equation);
+    std::cout << "\nmodel.residual.type (additive layouts; G is the term a sublayer adds):";
+    for (const auto& r : residual_registry()) std::cout << fmt::format("\n  {:<12} {}", r.name, r.equation);
     std::cout << std::endl;
     return 0;
   }

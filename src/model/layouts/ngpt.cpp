@@ -82,7 +82,7 @@ void ngpt_check(const Config& c, const std::function<void(const std::string&, co
 
 LayoutType ngpt_layout() {
   LayoutType t{"ngpt", "h = N(N(h) + a * (N(F(h)) - N(h))), unit-norm states and matrices", false, ngpt_plan};
-  t.keys = {{"alpha_init", KeyKind::kNumber, 0.05, "nGPT: the steps a1, a2 start at this (alpha = 1/sqrt(d) stored)", {},
+  t.keys = {{"alpha_init", KeyKind::kNumber, 0.05, "the steps a1, a2 start at this (alpha = 1/sqrt(d) stored)", {},
              check_positive}};
   t.check = ngpt_check;
   t.build = [](TransformerImpl& model, const ModelConfig& m) {

@@ -107,7 +107,7 @@ ResidualType attnres_residual() {
   t.name = "attnres";
   t.equation = "h_s = sum_j softmax_j(q . rmsnorm(V_j)) V_j over [e, group sums, partial]; o_s = G(h_s)";
   t.keys = {{"attnres_block", KeyKind::kInteger, int64_t{1},
-             "AttnRes: sublayers per source group S (1 = Full AttnRes, even = Block AttnRes)", {},
+             "sublayers per source group S (1 = Full AttnRes, even = Block AttnRes)", {},
              [](const KeyValue& v, const ModelConfig& m) {
                const int64_t S = std::get<int64_t>(v);
                if (S == 1 || (S >= 2 && S <= 2 * m.n_layers && S % 2 == 0)) return std::string();

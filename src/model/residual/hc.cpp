@@ -101,7 +101,7 @@ ResidualType hc_residual() {
   t.name = "hc";
   t.equation = "Y = A^T X; y = G(Y_0); X' = Y_{1..n} + beta y (n streams)";
   t.keys = {streams_key(),
-            {"dynamic", KeyKind::kBoolean, true, "HC: input-dependent alpha and beta (false: static HC)"}};
+            {"dynamic", KeyKind::kBoolean, true, "input-dependent alpha and beta (false: static HC)"}};
   t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
     const int64_t n = m.residual.keys.integer("residual.streams");
     const bool dynamic = m.residual.keys.boolean("residual.dynamic");

@@ -124,7 +124,7 @@ ResidualType mhc_residual() {
   t.name = "mhc";
   t.equation = "u = sum pre_j X_j; y = G(u); X'_j = post_j y + sum_i C[i,j] X_i, C Sinkhorn-normalised";
   t.keys = {streams_key(),
-            {"sinkhorn_iters", KeyKind::kInteger, int64_t{20}, "mHC: Sinkhorn iterations T of the mixing matrix", {},
+            {"sinkhorn_iters", KeyKind::kInteger, int64_t{20}, "Sinkhorn iterations T of the mixing matrix", {},
              [](const KeyValue& v, const ModelConfig&) { return std::get<int64_t>(v) >= 1 ? "" : "must be >= 1"; }}};
   t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
     const int64_t n = m.residual.keys.integer("residual.streams");
