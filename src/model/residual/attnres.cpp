@@ -31,7 +31,7 @@ class AttnResImpl : public torch::nn::Module {
       auto k = norm->forward(stacked);
       a = torch::softmax(torch::matmul(k, query.to(k.scalar_type())), -1);  // (B, T, J)
     }
-    return {a, mix_streams(a.unsqueeze(-1), stacked).squeeze(-2)};
+    return {a, weighted_sum(a, V)};
   }
   torch::Tensor query;
   NormPtr norm;

@@ -33,13 +33,13 @@ class HcImpl : public torch::nn::Module {
     }
   }
 
-  // X (B, T, n, d) -> A (B, T, n, n+1) and beta (B, T, n), in X's precision (fp32 or double).
-  std::pair<torch::Tensor, torch::Tensor> weights(const torch::Tensor& X) {
+  // The streams -> A (B, T, n, n+1) and beta (B, T, n), or the static (n, n+1) and (n), in the
+  // streams' precision (fp32 or double).
+  std::pair<torch::Tensor, torch::Tensor> weights(const Streams& X) {
     NoAutocastGuard fp32;
-    auto A = static_alpha.to(X.scalar_type()), beta = static_beta.to(X.scalar_type());
-    const auto shape = X.sizes();
-    if (!dynamic_) return {A.expand({shape[0], shape[1], n_, n_ + 1}), beta.expand({shape[0], shape[1], n_})};
-    auto Hb = norm->forward(X);  // (B, T, n, d)
+    auto A = static_alpha.to(X[0].scalar_type()), beta = static_beta.to(X[0].scalar_type());
+    if (!dynamic_) return {A, beta};
+    auto Hb = norm->forward(torch::stack(X, -2));  // (B, T, n, d)
     A = A + alpha_scale * torch::tanh(torch::matmul(Hb, alpha_fn.t()));
     beta = beta + beta_scale * torch::tanh(torch::matmul(Hb, beta_fn));
     return {A, beta};
@@ -59,32 +59,36 @@ class HcStream : public ResidualStream {
   HcStream(std::vector<Hc> subs, int64_t n) : subs_(std::move(subs)), n_(n) {}
 
   void start(const torch::Tensor& e) override {
-    X_ = e.unsqueeze(-2).expand({e.size(0), e.size(1), n_, e.size(2)});
+    X_.assign(n_, e);
     P_ = torch::Tensor();
   }
   void sublayer(int64_t s, const SublayerTerm& G) override {
     auto [A, beta] = subs_[s]->weights(X_);
-    auto Y = mix_streams(A, X_);  // (B, T, n+1, d)
-    auto y = G(Y.select(-2, 0));
-    X_ = Y.narrow(-2, 1, n_) + beta.unsqueeze(-1) * y.unsqueeze(-2);
+    Streams Y = mix_streams(A, X_);  // n + 1 streams
+    auto y = G(Y[0]);
+    auto b = beta.unbind(-1);
+    for (int64_t k = 0; k < n_; ++k) X_[k] = Y[k + 1].addcmul(y, beta.dim() > 1 ? b[k].unsqueeze(-1) : b[k]);
     if (capture_) {  // M_s[k, j] = A[j, k+1]; P = M_s P
       torch::NoGradGuard ng;
       auto M = A.detach().narrow(-1, 1, n_).transpose(-1, -2).to(torch::kFloat);
+      if (M.dim() == 2) M = M.expand({y.size(0), y.size(1), n_, n_});
       P_ = P_.defined() ? torch::matmul(M, P_) : M;
     }
   }
   torch::Tensor finish() override {
-    auto x = X_.sum(-2);
-    X_ = torch::Tensor();
+    auto x = X_[0];
+    for (int64_t j = 1; j < n_; ++j) x = x + X_[j];
+    X_.clear();
     return x;
   }
-  torch::Tensor view() override { return X_.reshape({X_.size(0), X_.size(1), -1}); }
+  torch::Tensor view() override { return concat_streams(X_); }
   void end_block(int64_t, LayerSeries& stats) override { add_residual_gain(stats, P_); }
 
  private:
   std::vector<Hc> subs_;
   int64_t n_;
-  torch::Tensor X_, P_;
+  Streams X_;
+  torch::Tensor P_;
 };
 
 std::string check_at_least_one(const KeyValue& v, const ModelConfig&) {

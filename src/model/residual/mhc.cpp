@@ -21,10 +21,10 @@ KeySpec streams_key();  // hc.cpp: hc and mhc share model.residual.streams
 namespace {
 constexpr double kEps = 1e-6;  // the method's own eps, not model.norm.eps
 
-// z = fn xf / sqrt(mean(xf^2) + eps): X (B, T, n, d) -> (B, T, rows of fn).
-torch::Tensor projected(const torch::Tensor& X, const torch::Tensor& fn) {
-  auto xf = X.reshape({X.size(0), X.size(1), -1});
-  return torch::matmul(xf, fn.to(X.scalar_type()).t()) * torch::rsqrt(xf.pow(2).mean(-1, true) + kEps);
+// z = fn xf / sqrt(mean(xf^2) + eps): the streams -> (B, T, rows of fn).
+torch::Tensor projected(const Streams& X, const torch::Tensor& fn) {
+  auto xf = concat_streams(X);  // (B, T, n*d)
+  return torch::matmul(xf, fn.to(xf.scalar_type()).t()) * torch::rsqrt(xf.pow(2).mean(-1, true) + kEps);
 }
 
 class MhcImpl : public torch::nn::Module {
@@ -38,11 +38,11 @@ class MhcImpl : public torch::nn::Module {
   struct Weights {
     torch::Tensor pre, post, C;  // (B, T, n), (B, T, n), (B, T, n, n)
   };
-  Weights weights(const torch::Tensor& X) {
+  Weights weights(const Streams& X) {
     NoAutocastGuard fp32;
     const int64_t n = n_;
     auto z = projected(X, fn);
-    auto a = scale.to(X.scalar_type()), b = base.to(X.scalar_type());
+    auto a = scale.to(z.scalar_type()), b = base.to(z.scalar_type());
     auto part = [&](int64_t at, int64_t len, int64_t ai) { return a[ai] * z.narrow(-1, at, len) + b.narrow(0, at, len); };
     Weights w;
     w.pre = torch::sigmoid(part(0, n, 0)) + kEps;
@@ -66,9 +66,10 @@ class MhcHeadImpl : public torch::nn::Module {
     scale = register_parameter("scale", torch::full({1}, 0.01));
     base = register_parameter("base", torch::zeros({n}));
   }
-  torch::Tensor weights(const torch::Tensor& X) {  // (B, T, n)
+  torch::Tensor weights(const Streams& X) {  // (B, T, n)
     NoAutocastGuard fp32;
-    return torch::sigmoid(scale.to(X.scalar_type()) * projected(X, fn) + base.to(X.scalar_type())) + kEps;
+    auto z = projected(X, fn);
+    return torch::sigmoid(scale.to(z.scalar_type()) * z + base.to(z.scalar_type())) + kEps;
   }
   torch::Tensor fn, scale, base;
 };
@@ -79,14 +80,15 @@ class MhcStream : public ResidualStream {
   MhcStream(std::vector<Mhc> subs, MhcHead head, int64_t n) : subs_(std::move(subs)), head_(std::move(head)), n_(n) {}
 
   void start(const torch::Tensor& e) override {
-    X_ = e.unsqueeze(-2).expand({e.size(0), e.size(1), n_, e.size(2)});
+    X_.assign(n_, e);
     P_ = torch::Tensor();
   }
   void sublayer(int64_t s, const SublayerTerm& G) override {
     auto w = subs_[s]->weights(X_);
-    auto u = mix_streams(w.pre.unsqueeze(-1), X_).squeeze(-2);  // sum_j pre_j X_j
-    auto y = G(u);
-    X_ = mix_streams(w.C, X_) + w.post.unsqueeze(-1) * y.unsqueeze(-2);
+    auto y = G(weighted_sum(w.pre, X_));  // u = sum_j pre_j X_j
+    Streams mixed = mix_streams(w.C, X_);  // sum_i C[i, j] X_i
+    auto post = w.post.unbind(-1);
+    for (int64_t j = 0; j < n_; ++j) X_[j] = mixed[j].addcmul(y, post[j].unsqueeze(-1));
     if (capture_) {  // M_s[j, i] = C[i, j]; P = M_s P
       torch::NoGradGuard ng;
       auto M = w.C.detach().transpose(-1, -2).to(torch::kFloat);
@@ -94,18 +96,19 @@ class MhcStream : public ResidualStream {
     }
   }
   torch::Tensor finish() override {
-    auto x = mix_streams(head_->weights(X_).unsqueeze(-1), X_).squeeze(-2);
-    X_ = torch::Tensor();
+    auto x = weighted_sum(head_->weights(X_), X_);
+    X_.clear();
     return x;
   }
-  torch::Tensor view() override { return X_.reshape({X_.size(0), X_.size(1), -1}); }
+  torch::Tensor view() override { return concat_streams(X_); }
   void end_block(int64_t, LayerSeries& stats) override { add_residual_gain(stats, P_); }
 
  private:
   std::vector<Mhc> subs_;
   MhcHead head_;
   int64_t n_;
-  torch::Tensor X_, P_;
+  Streams X_;
+  torch::Tensor P_;
 };
 }  // namespace
 

@@ -63,10 +63,17 @@ const std::vector<ResidualType>& residual_registry();
 const ResidualType* find_residual(const std::string& name);  // nullptr if unknown
 std::string residual_names();
 
-// Y[..., c, :] = sum_j W[..., j, c] * X[..., j, :]: W (B, T, n, m) mixing weights, X (B, T, n, d)
-// streams -> (B, T, m, d). Elementwise products summed over j, so it stays in X's precision under
-// autocast (the streams are fp32 like the additive stream).
-torch::Tensor mix_streams(const torch::Tensor& W, const torch::Tensor& X);
+// n streams, each (B, T, d). Kept as separate tensors: a stream's slice of one (B, T, n, d) tensor
+// would cost a full-size zero-filled gradient per slice in the backward.
+using Streams = std::vector<torch::Tensor>;
+
+// Y_c = sum_j W[..., j, c] * X_j (c = 0 .. m-1): W (B, T, n, m) weights per position, or (n, m)
+// shared by all. Multiply-adds in X's precision, so the streams stay fp32 under autocast.
+Streams mix_streams(const torch::Tensor& W, const Streams& X);
+// sum_j w[..., j] * X_j: w (B, T, n) or (n).
+torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
+// The n streams as one (B, T, n*d) vector, stream-major.
+torch::Tensor concat_streams(const Streams& X);
 
 // The composite-gain statistics of HC and mHC (src/metrics/README.md): P (B, T, n, n) the product
 // of the stream-mixing matrices so far; adds res_gain_fwd (max row sum of |P|) and res_gain_bwd
