@@ -1,4 +1,5 @@
-// Every layout x norm combination trains: 30 steps of a tiny config, finite losses throughout.
+// Every layout x norm combination trains: 30 steps of a tiny config, finite losses throughout
+// (nGPT, which has no norms, once).
 #include <gtest/gtest.h>
 
 #include <yaml-cpp/yaml.h>
@@ -18,10 +19,19 @@ class LayoutGridTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(LayoutGridTest, EveryNormTrainsThirtyStepsWithoutNaN) {
   for (const auto& norm : norm_registry()) {
+    // nGPT has no norms (a norm type is a config error there): it trains once, with what it needs.
+    if (GetParam() == "ngpt" && norm.name != "layernorm") continue;
     testing::TempDir dir;
     Config c = testing::tiny_config(dir / "run");
     c.model.layout = GetParam();
-    c.model.norm.type = norm.name;
+    if (GetParam() == "ngpt") {
+      c.model.pos = Position::kRope;
+      c.model.ffn = FfnKind::kSwiglu;
+      c.model.tie_embeddings = false;
+      c.optim.weight_decay = 0;
+    } else {
+      c.model.norm.type = norm.name;
+    }
     c.model.n_layers = 4;  // mix: one post block
     c.train.steps = 30;
     c.train.log_every = 1;
