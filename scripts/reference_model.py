@@ -13,6 +13,12 @@ Written from the contract text only, to cross-check the C++ trainer's checkpoint
         -> checks a checkpoint saved before any update (train.save_init: true) against the
            initialisation rules of src/model/README.md (constants exactly, random tensors by
            sample mean / std); one JSON line {"ok":..,"tensors":..,"failures":..}, exit 1 on failure
+    reference_model.py perturb --run DIR [--step N] [--seed S (0)] [--sigma X (1.0)]
+        -> rewrites the checkpoint's model.safetensors (metadata kept) with seeded Gaussian noise
+           added to every parameter: std X for 1-D tensors, X / sqrt(last dim) for matrices;
+           batchnorm buffers untouched. For the contract check: a short training run leaves
+           some weights (HC's and mHC's mixing, gates) so close to their init that a misread
+           formula would go unnoticed; both implementations then evaluate the same moved weights.
 
 Only the standard library, numpy and PyYAML are used. All computation is float64.
 Any tensor the contract does not call for under the run's config, or any missing / mis-shaped
@@ -59,6 +65,33 @@ follows the cited paper's standard form where the contract is silent:
      1/sqrt(2L) on out_proj / fc2. DeepNorm replaces the scheme (no 1/sqrt(2L)). An untied lm_head
      follows init.scheme in every layout. scalenorm's weight is sqrt(n) with n the size it
      normalises (d_ff for mid_norm, dh or d for q/k/v norms by axis). lns changes nothing.
+
+RESIDUAL READINGS (sections "Layouts" ngpt / resi_dual, "Residual streams", "Tensor names"):
+ R10 hc / mhc / attnres wrap G_s, the whole term sublayer s of an additive layout adds (pre,
+     sandwich, normformer with resid_scale none, reordered, subln, lns), LayerScale included; the
+     final norm of the layout then reads what the table says (sum_j X_j, the mHC head mix, the
+     final AttnRes mix). mHC's streams start as n copies of e, like HC's.
+ R11 hc: Hb_j = rmsnorm(X_j) = X_j / sqrt(mean(X_j^2) + eps) * norm.weight (eps model.norm.eps,
+     1e-6 under auto); the dynamic term is added to all n+1 entries of row j of A (column 0, the
+     branch input, included); Y = A^T X; X'_k = Y_{k+1} + beta_k y. No head parameters.
+ R12 mhc: C[i,j] is logit index 2n + i n + j; the "row softmax" is over j; "columns divided by
+     their sums" divides C[:, j] by sum_i C[i, j] + 1e-6; X'_j = post_j y + sum_i C[i,j] X_i.
+     The 1e-6 of the rms denominator is the method's eps too (never model.norm.eps).
+ R13 attnres: the keys are rmsnorm(V_j) (its own weight, eps as R11), the values the raw V_j;
+     B_g and partial sums add the sublayer outputs o left to right; the final mix over V(2L)
+     includes the partial group when S does not divide 2L.
+ R14 value residual: x_in is what the attention sublayer receives (after the layout's input norm
+     and after the HC / mHC / AttnRes mix); the raw v includes the v_proj bias, so V_0 does too;
+     vres_lambda is used as is (no squashing); head h of the token gate mixes channels
+     h*dh .. h*dh+dh-1.
+ R15 ngpt: "The head reads h = tok_emb.weight[tokens]" is the first block's input (the LM head
+     reads the last block's output). RoPE is section 5's rotate-half; s_qk viewed [H, dh] gives
+     head h the channels h*dh .. h*dh+dh-1; q, k, v are computed from the block input h as it is
+     (unit rows in a trained checkpoint); the attention gate and the token gate read h too; the
+     logit softcap (if on) follows the s_z scaling.
+ R16 resi_dual: both streams start at e (after embed_norm, if on), so the head input is
+     x_L + final_norm(e + sum of all y); F is the bare sublayer (no input norm); LayerScale scales
+     y before it enters both streams.
 """
 
 import argparse
@@ -142,8 +175,16 @@ DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "rmsnorm_1p": 1e-6, "scalenor
                "batchnorm": 1e-5, "dyt": None, "none": None, "derf": None, "rmsnorm_free": 1e-6,
                "ssnorm": 1e-6}
 LAYOUTS = ("pre", "post", "deepnorm", "sandwich", "normformer", "reordered", "mix",
-           "subln", "hybrid", "lns")
-FINAL_NORM_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "mix", "subln", "hybrid", "lns")
+           "subln", "hybrid", "lns")          # the layouts of the generic selftests
+STREAM_LAYOUTS = ("ngpt", "resi_dual")           # layouts that carry their own stream (section 5)
+ALL_LAYOUTS = LAYOUTS + STREAM_LAYOUTS
+FINAL_NORM_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "mix", "subln", "hybrid", "lns",
+                      "resi_dual")
+# layouts with a term G_s(z) each sublayer adds to the stream (normformer only with resid_scale none)
+ADDITIVE_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "subln", "lns")
+RESIDUAL_TYPES = ("add", "hc", "mhc", "attnres")
+VALUE_RESIDUALS = ("none", "fixed", "scalar", "token")
+MHC_EPS = 1e-6                                   # mHC's eps, whatever model.norm.eps says
 
 MODEL_DEFAULTS = {
     "vocab_size": 256, "ctx": 128, "d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 512,
@@ -155,6 +196,8 @@ MODEL_DEFAULTS = {
     "normformer": {"resid_scale": "none"},
     "qk_norm_axis": "head", "qk_norm_position": "before_rope", "v_norm": False, "attn_gate": "none",
     "layerscale": 0, "subln": {"gamma": "auto"}, "hybrid": {"first_block_pre": False},
+    "residual": {"type": "add", "streams": 4, "dynamic": True, "sinkhorn_iters": 20, "attnres_block": 1},
+    "value_residual": "none", "ngpt": {"alpha_init": 0.05},
 }
 
 
@@ -202,7 +245,7 @@ class ModelConfig:
             raise ContractError("d_model %d not divisible by n_heads %d" % (self.d, self.H))
         self.dh = self.d // self.H
         self.layout = str(m["layout"])
-        if self.layout not in LAYOUTS:
+        if self.layout not in ALL_LAYOUTS:
             raise ContractError("unknown model.layout %r" % self.layout)
         norm = m["norm"]
         self.norm_type = str(norm.get("type", "layernorm"))
@@ -263,6 +306,80 @@ class ModelConfig:
         # hybrid forces q, k and v norms on in every block
         self.use_qk_norm = self.qk_norm or self.layout == "hybrid"
         self.use_v_norm = self.v_norm or self.layout == "hybrid"
+        self._residual_config(m)
+
+    def _residual_config(self, m):
+        """Residual streams (hc, mhc, attnres), value residual, nGPT and ResiDual (RESIDUAL
+        READINGS at the top)."""
+        r = m.get("residual") or {}
+        rt = r.get("type", "add")
+        self.residual = "add" if rt is None else str(rt)
+        if self.residual not in RESIDUAL_TYPES:
+            raise ContractError("unknown model.residual.type %r (add|hc|mhc|attnres)" % rt)
+
+        def integer(key, default, lo):
+            raw = r.get(key, default)
+            f = _num(default if raw is None else raw, "model.residual." + key)
+            if not math.isfinite(f) or f != int(f):
+                raise ContractError("model.residual.%s: expected an integer, got %r" % (key, raw))
+            v = int(f)
+            if v < lo:
+                raise ContractError("model.residual.%s must be >= %d, got %d" % (key, lo, v))
+            return v
+
+        self.streams = integer("streams", 4, 1)
+        self.hc_dynamic = _bool(r.get("dynamic", True), "model.residual.dynamic")
+        self.sinkhorn_iters = integer("sinkhorn_iters", 20, 1)
+        self.attnres_block = integer("attnres_block", 1, 1)
+        owners = {"streams": (4, ("hc", "mhc")), "dynamic": (True, ("hc",)),
+                  "sinkhorn_iters": (20, ("mhc",)), "attnres_block": (1, ("attnres",))}
+        got = {"streams": self.streams, "dynamic": self.hc_dynamic, "sinkhorn_iters": self.sinkhorn_iters,
+               "attnres_block": self.attnres_block}
+        for key, (dflt, own) in owners.items():
+            if got[key] != dflt and self.residual not in own:
+                raise ContractError("model.residual.%s belongs to model.residual.type %s"
+                                    % (key, " or ".join(own)))
+        S = self.attnres_block
+        if self.residual == "attnres" and S != 1 and (S % 2 or S > 2 * self.L):
+            raise ContractError("model.residual.attnres_block must be 1 or even in [2, 2L], got %d" % S)
+        additive = self.layout in ADDITIVE_LAYOUTS and not (self.layout == "normformer"
+                                                           and self.resid_scale != "none")
+        if self.residual != "add" and not additive:
+            raise ContractError("model.residual.type %s needs an additive layout (pre, sandwich, "
+                                "normformer with resid_scale none, reordered, subln, lns), not %s"
+                                % (self.residual, self.layout))
+        vr = m.get("value_residual", "none")
+        vr = "none" if vr is None or vr is False else str(vr)
+        if vr not in VALUE_RESIDUALS:
+            raise ContractError("unknown model.value_residual %r (none|fixed|scalar|token)" % vr)
+        if vr != "none" and self.L < 2:
+            raise ContractError("model.value_residual %s needs n_layers >= 2" % vr)
+        self.value_residual = vr
+        ai = (m.get("ngpt") or {}).get("alpha_init", 0.05)
+        self.ngpt_alpha_init = _num(0.05 if ai is None else ai, "model.ngpt.alpha_init")
+        if self.layout == "ngpt":
+            bad = []
+            if self.pos != "rope":
+                bad.append("model.pos: rope")
+            if self.ffn != "swiglu":
+                bad.append("model.ffn: swiglu")
+            if self.tie:
+                bad.append("model.tie_embeddings: false")
+            if self.bias:
+                bad.append("model.bias: false")
+            if self.qk_norm or self.v_norm or self.embed_norm or self.layerscale:
+                bad.append("no qk_norm / v_norm / embed_norm / layerscale")
+            if self.residual != "add":
+                bad.append("model.residual.type: add")
+            if bad:
+                raise ContractError("layout ngpt needs " + ", ".join(bad))
+        elif self.ngpt_alpha_init != 0.05:
+            raise ContractError("model.ngpt.alpha_init belongs to layout ngpt")
+
+    def stream_eps(self):
+        """eps of the residual section's "rmsnorm" (HC's Hb_j, AttnRes' keys): model.norm.eps,
+        1e-6 under auto."""
+        return 1e-6 if _is_auto(self.norm_eps_raw) else _num(self.norm_eps_raw, "model.norm.eps")
 
     def eps_for(self, ntype):
         if _is_auto(self.norm_eps_raw):
@@ -333,6 +450,12 @@ class Params:
             return r.normal(0.0, 0.1, shape)
         if kind == "layerscale":
             return 0.5 + r.normal(0.0, 0.2, shape)
+        if kind == "small":
+            return r.normal(0.0, 0.3, shape)
+        if kind == "mix":
+            return 0.5 + r.normal(0.0, 0.3, shape)
+        if kind == "ngpt_s":
+            return 0.25 * (1.0 + r.normal(0.0, 0.2, shape))
         raise RuntimeError("internal: unknown kind %s" % kind)
 
     def check_all_used(self):
@@ -379,6 +502,11 @@ def softmax_lastdim(s):
     m = np.max(s, axis=-1, keepdims=True)
     e = np.exp(s - m)
     return e / np.sum(e, axis=-1, keepdims=True)
+
+
+def unit(z):
+    """nGPT's N(z) = z / |z| over the last axis, no eps."""
+    return z / np.sqrt((z * z).sum(axis=-1, keepdims=True))
 
 
 def rope(x, positions):
@@ -466,6 +594,147 @@ def make_norm(cfg, params, prefix, n, ntype=None):
 
 
 # ----------------------------------------------------------------------------------------------
+# residual streams (section "Residual streams"): one connection object per sublayer
+# ----------------------------------------------------------------------------------------------
+
+def stream_rmsnorm(cfg, params, prefix, n):
+    """The residual section's "rmsnorm": the norm table's rmsnorm with its own weight, whatever
+    model.norm.type, eps model.norm.eps (1e-6 under auto)."""
+    return Norm(params, prefix, "rmsnorm", n, cfg.stream_eps(), False)
+
+
+def hc_static_alpha_init(n, s):
+    """HC's static_alpha at init for sublayer s: column 0 one-hot at row s mod n, then I_n."""
+    a = np.zeros((n, n + 1))
+    a[s % n, 0] = 1.0
+    a[:, 1:] = np.eye(n)
+    return a
+
+
+class HyperConnection:
+    """Hyper-connections (lucidrains/hyper-connections): streams X (..., n, d);
+    Y_c = sum_j A[j,c] X_j (c = 0..n); y = G(Y_0); X'_k = Y_{k+1} + beta_k y."""
+
+    def __init__(self, cfg, params, prefix):
+        n, d = cfg.streams, cfg.d
+        p = prefix + "."
+        self.static_alpha = params.take(p + "static_alpha", (n, n + 1), "mix")
+        self.static_beta = params.take(p + "static_beta", (n,), "scale")
+        self.norm = None
+        if cfg.hc_dynamic:
+            self.norm = stream_rmsnorm(cfg, params, p + "norm", d)
+            self.alpha_fn = params.take(p + "alpha_fn", (n + 1, d), "small")
+            self.beta_fn = params.take(p + "beta_fn", (d,), "small")
+            self.alpha_scale = params.take(p + "alpha_scale", (1,), "small")
+            self.beta_scale = params.take(p + "beta_scale", (1,), "small")
+
+    def weights(self, X):
+        """-> A (..., n, n+1) (or (n, n+1) when static) and beta (..., n) (or (n,))."""
+        A, beta = self.static_alpha, self.static_beta
+        if self.norm is not None:
+            Hb = self.norm(X)                                                  # rmsnorm(X_j)
+            A = A + self.alpha_scale[0] * np.tanh(Hb @ self.alpha_fn.T)        # row j: alpha_fn Hb_j
+            beta = beta + self.beta_scale[0] * np.tanh(Hb @ self.beta_fn)      # beta_fn . Hb_j
+        return A, beta
+
+    def __call__(self, X, G):
+        A, beta = self.weights(X)
+        Y = np.swapaxes(A, -1, -2) @ X                   # (..., n+1, d): Y_c = sum_j A[j,c] X_j
+        y = G(Y[..., 0, :])
+        return Y[..., 1:, :] + beta[..., None] * y[..., None, :]
+
+
+def mhc_rms_mix(X, fn):
+    """mHC: xf = the n streams one after the other; fn xf / sqrt(mean(xf^2) + 1e-6)."""
+    xf = X.reshape(X.shape[:-2] + (X.shape[-2] * X.shape[-1],))
+    return (xf @ fn.T) / np.sqrt((xf * xf).mean(axis=-1, keepdims=True) + MHC_EPS)
+
+
+def mhc_sinkhorn(logits, iters):
+    """C from its logits (..., n, n): row softmax + eps, columns / (sum + eps), then iters - 1
+    times rows, then columns (DeepSeek-V4's hc_split_sinkhorn)."""
+    C = softmax_lastdim(logits) + MHC_EPS
+    C = C / (C.sum(axis=-2, keepdims=True) + MHC_EPS)
+    for _ in range(iters - 1):
+        C = C / (C.sum(axis=-1, keepdims=True) + MHC_EPS)
+        C = C / (C.sum(axis=-2, keepdims=True) + MHC_EPS)
+    return C
+
+
+class ManifoldHyperConnection:
+    """mHC (DeepSeek-V4 hc_pre / hc_post): u = sum_j pre_j X_j; y = G(u);
+    X'_j = post_j y + sum_i C[i,j] X_i."""
+
+    def __init__(self, cfg, params, prefix):
+        n, d = cfg.streams, cfg.d
+        m = n * n + 2 * n
+        p = prefix + "."
+        self.n, self.iters = n, cfg.sinkhorn_iters
+        self.fn = params.take(p + "fn", (m, n * d), "linear")
+        self.scale = params.take(p + "scale", (3,), "small")
+        self.base = params.take(p + "base", (m,), "small")
+
+    def weights(self, X):
+        n, a, b = self.n, self.scale, self.base
+        z = mhc_rms_mix(X, self.fn)
+        pre = sigmoid(a[0] * z[..., :n] + b[:n]) + MHC_EPS
+        post = 2.0 * sigmoid(a[1] * z[..., n:2 * n] + b[n:2 * n])
+        logits = (a[2] * z[..., 2 * n:] + b[2 * n:]).reshape(z.shape[:-1] + (n, n))   # [i, j]
+        return pre, post, mhc_sinkhorn(logits, self.iters)
+
+    def __call__(self, X, G):
+        pre, post, C = self.weights(X)
+        y = G((pre[..., None] * X).sum(axis=-2))
+        return post[..., None] * y[..., None, :] + np.swapaxes(C, -1, -2) @ X
+
+
+class MHCHead:
+    """mHC's head (hc_head): sum_j w_j X_j, w_j = sigmoid(scale (fn xf)_j / rms + base_j) + 1e-6."""
+
+    def __init__(self, cfg, params, prefix):
+        n, d = cfg.streams, cfg.d
+        p = prefix + "."
+        self.fn = params.take(p + "fn", (n, n * d), "linear")
+        self.scale = params.take(p + "scale", (1,), "small")
+        self.base = params.take(p + "base", (n,), "small")
+
+    def __call__(self, X):
+        w = sigmoid(self.scale[0] * mhc_rms_mix(X, self.fn) + self.base) + MHC_EPS
+        return (w[..., None] * X).sum(axis=-2)
+
+
+class AttnResMix:
+    """Attention Residuals: h = sum_j a_j V_j, a = softmax_j(query . rmsnorm(V_j))."""
+
+    def __init__(self, cfg, params, prefix):
+        p = prefix + "."
+        self.query = params.take(p + "query", (cfg.d,), "small")
+        self.norm = stream_rmsnorm(cfg, params, p + "norm", cfg.d)
+
+    def __call__(self, sources):
+        V = np.stack(sources, axis=0)                          # (S, ..., T, d)
+        logits = self.norm(V) @ self.query                     # (S, ..., T)
+        e = np.exp(logits - logits.max(axis=0, keepdims=True))
+        a = e / e.sum(axis=0, keepdims=True)
+        return (a[..., None] * V).sum(axis=0)
+
+
+def attnres_sources(e, outs, s, S):
+    """V(s) = [e, B_0 .. B_{m-1}] (+ the partial sum of group m when s > mS), m = floor(s / S),
+    B_g = o_{gS} + .. + o_{gS+S-1} summed left to right; outs holds o_0 .. o_{s-1}."""
+    def total(lo, hi):
+        acc = outs[lo]
+        for o in outs[lo + 1:hi]:
+            acc = acc + o
+        return acc
+    m = s // S
+    V = [e] + [total(g * S, (g + 1) * S) for g in range(m)]
+    if s > m * S:
+        V.append(total(m * S, s))
+    return V
+
+
+# ----------------------------------------------------------------------------------------------
 # model
 # ----------------------------------------------------------------------------------------------
 
@@ -482,12 +751,13 @@ class Block:
         self.n1 = self.n1o = self.n2 = self.n2o = None
         self.rs1 = self.rs2 = None
         self.ls1 = self.ls2 = None
-        if k in ("pre", "post", "deepnorm", "sandwich", "normformer", "subln", "lns", "hybrid_pre"):
+        if k in ("pre", "post", "deepnorm", "sandwich", "normformer", "subln", "lns", "hybrid_pre",
+                 "resi_dual"):
             self.n1 = make_norm(c, params, pre + "norm1", d)
         if k in ("sandwich", "normformer", "reordered"):
             self.n1o = make_norm(c, params, pre + "norm1_out", d)
         if k in ("pre", "post", "deepnorm", "sandwich", "normformer", "subln", "lns", "hybrid",
-                 "hybrid_pre"):
+                 "hybrid_pre", "resi_dual"):
             self.n2 = make_norm(c, params, pre + "norm2", d)
         if k in ("sandwich", "reordered"):
             self.n2o = make_norm(c, params, pre + "norm2_out", d)
@@ -529,6 +799,30 @@ class Block:
         self.Wg = params.take(f + "gate.weight", (dff, d), "linear") if c.ffn == "swiglu" else None
         self.W2 = params.take(f + "fc2.weight", (d, dff), "linear")
         self.mid = make_norm(c, params, f + "mid_norm", dff) if k in ("normformer", "subln") else None
+        # --- value residual (blocks i >= 1 own its parameters)
+        self.vres_lambda = self.vres_W = self.vres_b = None
+        if i >= 1 and c.value_residual == "scalar":
+            self.vres_lambda = params.take(a + "vres_lambda", (1,), "mix")
+        if i >= 1 and c.value_residual == "token":
+            self.vres_W = params.take(a + "vres_gate.weight", (c.H, d), "linear")
+            self.vres_b = params.take(a + "vres_gate.bias", (c.H,), "bias")
+        self.vstate = {}            # per forward pass: "v0" = block 0's raw values (set by Model)
+        # --- nGPT's scale vectors
+        self.s_qk = self.s_u = self.s_v = self.alpha1 = self.alpha2 = None
+        if k == "ngpt":
+            self.alpha1 = params.take(pre + "alpha1", (d,), "ngpt_s")
+            self.alpha2 = params.take(pre + "alpha2", (d,), "ngpt_s")
+            self.s_qk = params.take(a + "s_qk", (d,), "ngpt_s")
+            self.s_u = params.take(f + "s_u", (dff,), "scale")
+            self.s_v = params.take(f + "s_v", (dff,), "scale")
+        # --- residual-stream connections of the two sublayers (k = 1 attention, 2 FFN)
+        self.conn = [None, None]
+        if c.residual == "hc":
+            self.conn = [HyperConnection(c, params, pre + "hc%d" % kk) for kk in (1, 2)]
+        elif c.residual == "mhc":
+            self.conn = [ManifoldHyperConnection(c, params, pre + "mhc%d" % kk) for kk in (1, 2)]
+        elif c.residual == "attnres":
+            self.conn = [AttnResMix(c, params, pre + "attnres%d" % kk) for kk in (1, 2)]
 
     def _heads_norm(self, norm, y):
         """Apply a q/k/v norm to per-head tensors y (..., H, T, dh): over dh (axis head, one norm
@@ -548,13 +842,20 @@ class Block:
         lead = h.shape[:-2]
         T = h.shape[-2]
 
-        def proj(W, b):
+        def lin(W, b):
             y = h @ W.T
-            if b is not None:
-                y = y + b
+            return y + b if b is not None else y
+
+        def split(y):
             return np.swapaxes(y.reshape(lead + (T, c.H, c.dh)), -3, -2)   # (..., H, T, dh)
 
-        q, k, v = proj(self.Wq, self.bq), proj(self.Wk, self.bk), proj(self.Wv, self.bv)
+        v = self.value_residual(lin(self.Wv, self.bv), h)
+        q, k, v = split(lin(self.Wq, self.bq)), split(lin(self.Wk, self.bk)), split(v)
+        if self.kind == "ngpt":
+            # q_h = Q_h N(RoPE(q_h)), Q = sqrt(d) * s_qk viewed [H, dh]; no q/k/v norms
+            Q = (math.sqrt(c.d) * self.s_qk).reshape(c.H, 1, c.dh)
+            q, k = rope(q, positions), rope(k, positions)
+            return Q * unit(q), Q * unit(k), v
         after = c.qk_norm_position == "after_rope"
         if self.qn is not None and not after:
             q, k = self._heads_norm(self.qn, q), self._heads_norm(self.kn, k)
@@ -566,9 +867,34 @@ class Block:
             v = self._heads_norm(self.vn, v)
         return q, k, v
 
+    def value_residual(self, v, h):
+        """v: block i's raw values x_in Wv^T (+ bias), (..., T, d), before v_norm and the head
+        split; h = x_in. Block 0 keeps its values as V_0; blocks i >= 1 mix V_0 in."""
+        c = self.cfg
+        if c.value_residual == "none":
+            return v
+        if self.i == 0:
+            self.vstate["v0"] = v
+            return v
+        v0 = self.vstate["v0"]
+        if c.value_residual == "fixed":
+            return 0.5 * v + 0.5 * v0
+        if c.value_residual == "scalar":
+            lam = self.vres_lambda[0]
+            return (1.0 - lam) * v + lam * v0
+        g = sigmoid(h @ self.vres_W.T + self.vres_b)[..., None]              # (..., T, H, 1)
+        shp = v.shape[:-1] + (c.H, c.dh)
+        return (g * v.reshape(shp) + (1.0 - g) * v0.reshape(shp)).reshape(v.shape)
+
+    def score_scale(self, s):
+        """Raw q.k products -> scores: / sqrt(dh), or * sqrt(dh) in nGPT."""
+        if self.kind == "ngpt":
+            return s * math.sqrt(self.cfg.dh)
+        return s / math.sqrt(self.cfg.dh)
+
     def scores(self, q, k):
         c = self.cfg
-        s = (q @ np.swapaxes(k, -1, -2)) / math.sqrt(c.dh)
+        s = self.score_scale(q @ np.swapaxes(k, -1, -2))
         if c.attn_softcap > 0:
             s = c.attn_softcap * np.tanh(s / c.attn_softcap)
         return s
@@ -613,6 +939,9 @@ class Block:
 
     def ffn(self, h):
         a = h @ self.W1.T
+        if self.kind == "ngpt":
+            sd = math.sqrt(self.cfg.d)
+            return ((sd * self.s_u) * a * silu((sd * self.s_v) * (h @ self.Wg.T))) @ self.W2.T
         if self.Wg is not None:
             a = silu(h @ self.Wg.T) * a
         else:
@@ -661,9 +990,47 @@ class Block:
             sc = 1.0 / math.sqrt(self.i + 1)
             x = x + s1(attn(self.n1(x) * sc))
             x = x + s2(self.ffn(self.n2(x) * sc))
+        elif k == "ngpt":
+            a0 = c.ngpt_alpha_init * math.sqrt(c.d)
+            a1, a2 = np.abs(a0 * self.alpha1), np.abs(a0 * self.alpha2)
+            x = unit(unit(x) + a1 * (unit(attn(x)) - unit(x)))
+            x = unit(unit(x) + a2 * (unit(self.ffn(x)) - unit(x)))
         else:
             raise RuntimeError(k)
         return x
+
+    def forward_resi_dual(self, x, dual, attn):
+        """ResiDual: y = ls * F(x); dual = dual + y; x = Na(x + y), attention then FFN."""
+        y = attn(x)
+        y = y * self.ls1 if self.ls1 is not None else y
+        dual = dual + y
+        x = self.n1(x + y)
+        y = self.ffn(x)
+        y = y * self.ls2 if self.ls2 is not None else y
+        dual = dual + y
+        x = self.n2(x + y)
+        return x, dual
+
+    def term(self, kk, z, attn):
+        """G_s(z): the whole term sublayer kk (1 attention, 2 FFN) of an additive layout adds to
+        the stream on input z, LayerScale included."""
+        k = self.kind
+        if kk == 1:
+            ls, n_in, n_out, F = self.ls1, self.n1, self.n1o, attn
+        else:
+            ls, n_in, n_out, F = self.ls2, self.n2, self.n2o, self.ffn
+        if k in ("pre", "subln"):
+            t = F(n_in(z))
+        elif k in ("sandwich", "normformer"):        # normformer's FFN has no Nb (n2o is None)
+            t = F(n_in(z))
+            t = n_out(t) if n_out is not None else t
+        elif k == "reordered":
+            t = n_out(F(z))
+        elif k == "lns":
+            t = F(n_in(z) * (1.0 / math.sqrt(self.i + 1)))
+        else:
+            raise ContractError("layout %s has no additive term" % k)
+        return t * ls if ls is not None else t
 
 
 class Model:
@@ -674,8 +1041,14 @@ class Model:
         self.pos_emb = params.take("pos_emb.weight", (c.ctx, c.d), "emb") if c.pos == "learned" else None
         self.embed_norm = make_norm(c, params, "embed_norm", c.d) if c.embed_norm else None
         self.blocks = [Block(c, params, i) for i in range(c.L)]
+        self.vstate = {}                    # value residual: V_0 of the current forward pass
+        for b in self.blocks:
+            b.vstate = self.vstate
+        self.mhc_head = MHCHead(c, params, "mhc_head") if c.residual == "mhc" else None
+        self.final_attnres = AttnResMix(c, params, "final_attnres") if c.residual == "attnres" else None
         self.final_norm = make_norm(c, params, "final_norm", c.d) if c.layout in FINAL_NORM_LAYOUTS else None
         self.head = self.tok_emb if c.tie else params.take("lm_head.weight", (c.V, c.d), "linear")
+        self.s_z = params.take("s_z", (c.V,), "ngpt_s") if c.layout == "ngpt" else None
         params.check_all_used()
 
     def embed(self, tokens, positions):
@@ -687,9 +1060,50 @@ class Model:
         return x
 
     def head_logits(self, x):
+        """The last stream x -> logits through the final norm (layouts of the add type)."""
         if self.final_norm is not None:
             x = self.final_norm(x)
-        z = x @ self.head.T
+        return self.project(x)
+
+    def trunk(self, e, attn_of):
+        """The embedding output e (..., T, d) -> the head input h (the final norm's output where
+        there is one). attn_of(block) gives the callable computing that block's attention A."""
+        c = self.cfg
+        self.vstate.clear()
+        if c.layout == "resi_dual":
+            x, dual = e, e                                  # both streams start at e
+            for b in self.blocks:
+                x, dual = b.forward_resi_dual(x, dual, attn_of(b))
+            return x + self.final_norm(dual)
+        if c.residual == "add":
+            x = e
+            for b in self.blocks:
+                x = b.forward(x, attn_of(b))
+        elif c.residual in ("hc", "mhc"):
+            X = np.repeat(e[..., None, :], c.streams, axis=-2)           # (..., T, n, d)
+            for b in self.blocks:
+                attn = attn_of(b)
+                X = b.conn[0](X, lambda z: b.term(1, z, attn))
+                X = b.conn[1](X, lambda z: b.term(2, z, attn))
+            x = X.sum(axis=-2) if c.residual == "hc" else self.mhc_head(X)
+        elif c.residual == "attnres":
+            outs = []
+            for s in range(2 * c.L):
+                b = self.blocks[s // 2]
+                if s % 2 == 0:
+                    attn = attn_of(b)
+                h = b.conn[s % 2](attnres_sources(e, outs, s, c.attnres_block))
+                outs.append(b.term(s % 2 + 1, h, attn))
+            x = self.final_attnres(attnres_sources(e, outs, 2 * c.L, c.attnres_block))
+        else:
+            raise RuntimeError(c.residual)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def project(self, h):
+        """Head input h -> logits: h W^T (nGPT: times sqrt(d) * s_z), then the logit softcap."""
+        z = h @ self.head.T
+        if self.s_z is not None:
+            z = (math.sqrt(self.cfg.d) * self.s_z) * z
         c = self.cfg.logit_softcap
         if c > 0:
             z = c * np.tanh(z / c)
@@ -707,10 +1121,8 @@ class Model:
         """tokens: int array (B, T) with T <= ctx -> logits (B, T, V) float64."""
         tokens = self._check_tokens(tokens)
         T = tokens.shape[-1]
-        x = self.embed(tokens, np.arange(T))
-        for b in self.blocks:
-            x = b.forward(x, b.attention_full)
-        return self.head_logits(x)
+        e = self.embed(tokens, np.arange(T))
+        return self.project(self.trunk(e, lambda b: b.attention_full))
 
     def forward_incremental(self, tokens):
         """Second code path (selftest only): one position at a time with a key/value cache and
@@ -720,15 +1132,18 @@ class Model:
         caches = [([], []) for _ in self.blocks]
         out = []
         for t in range(tokens.shape[0]):
-            x = self.embed(tokens[t:t + 1], np.array([t]))       # (1, d)
-            for b, (ks, vs) in zip(self.blocks, caches):
-                def attn(h, b=b, ks=ks, vs=vs, t=t):
+            e = self.embed(tokens[t:t + 1], np.array([t]))       # (1, d)
+
+            def attn_of(b, t=t):
+                ks, vs = caches[b.i]
+
+                def attn(h):
                     q, k, v = b.qkv(h, np.array([t]))                 # (H, 1, dh)
                     ks.append(k[:, 0, :])
                     vs.append(v[:, 0, :])
                     o = np.zeros((c.H, 1, c.dh))
                     for hh in range(c.H):
-                        s = np.array([float(np.dot(q[hh, 0], kk[hh])) for kk in ks]) / math.sqrt(c.dh)
+                        s = b.score_scale(np.array([float(np.dot(q[hh, 0], kk[hh])) for kk in ks]))
                         if c.attn_softcap > 0:
                             s = c.attn_softcap * np.tanh(s / c.attn_softcap)
                         w = np.exp(s - s.max())
@@ -736,8 +1151,8 @@ class Model:
                         for wj, vv in zip(w, vs):
                             o[hh, 0] += wj * vv[hh]
                     return b.attn_out(o, h)
-                x = b.forward(x, attn)
-            out.append(self.head_logits(x)[0])
+                return attn
+            out.append(self.project(self.trunk(e, attn_of))[0])
         return np.stack(out)
 
 
@@ -906,6 +1321,10 @@ def stream_stats(model, full, step):
     after `step` updates; data.shuffle false and train.accum 1, so row r of micro-batch k starts
     at ((k*B + r) * ctx) mod (N - ctx - 1) (data/README.md)."""
     data, train, c = full.get("data") or {}, full.get("train") or {}, model.cfg
+    if c.residual != "add" or c.layout in STREAM_LAYOUTS:
+        raise ContractError("stream: the reference computes the statistics of the single additive "
+                            "stream only, not for model.residual.type %s / layout %s"
+                            % (c.residual, c.layout))
     if data.get("shuffle", True) or int(train.get("accum", 1)) != 1:
         raise UsageError("stream needs data.shuffle: false and train.accum: 1 in the run's config")
     toks = read_tokens(data["train"])
@@ -920,6 +1339,7 @@ def stream_stats(model, full, step):
         out["act_max"].append(float(np.abs(v).max()))
         out["act_kurtosis"].append(float((v ** 4).mean()) / (m2 * m2))
 
+    model.vstate.clear()
     for b in model.blocks:
         stream(x)
         y = b.forward(x, b.attention_full)
@@ -928,6 +1348,22 @@ def stream_stats(model, full, step):
         x = y
     stream(x)
     return out
+
+
+def perturb_checkpoint(run, step, seed, sigma):
+    """Add seeded noise to every parameter of a checkpoint, in place (see the CLI's perturb)."""
+    load_model(run, step)                      # the checkpoint must satisfy the contract first
+    path = checkpoint_path(run, step)
+    tensors, meta = read_safetensors(path)
+    rng = np.random.default_rng(seed)
+    for name in sorted(tensors):
+        if name.endswith((".running_mean", ".running_var")):
+            continue
+        a = tensors[name]
+        sd = sigma / math.sqrt(a.shape[-1]) if a.ndim >= 2 else sigma
+        tensors[name] = a + rng.normal(0.0, sd, a.shape)
+    write_safetensors(path, tensors, meta)
+    return len(tensors)
 
 
 def eval_windows(n_tokens, ctx, max_windows):
@@ -1255,6 +1691,9 @@ def selftest():
 
         # ---- (e) the 2025 methods: numerical claims of the contract
         selftest_2025(check, rng, tmp)
+
+        # ---- (f) residual streams, value residual, nGPT, ResiDual
+        selftest_residual(check, rng, tmp)
 
     print("selftest: %d checks passed, %d failed" % (passed[0], len(failures)))
     return 1 if failures else 0
@@ -1692,6 +2131,342 @@ def selftest_2025(check, rng, tmp):
     check(rc == 1, "CLI: unknown attn_gate must exit 1")
 
 
+def selftest_residual(check, rng, tmp):
+    """Checks of the contract's claims for hc, mhc, attnres, value residual, ngpt and resi_dual."""
+    B, T = 2, 16
+    toks = rng.integers(0, 256, size=(B, T))
+    base = _base_model_cfg
+    TINY = 1e-30
+    NGPT = {"layout": "ngpt", "pos": "rope", "ffn": "swiglu", "tie_embeddings": False}
+
+    def res(**kw):
+        return {"residual": dict({"type": "add", "streams": 4, "dynamic": True, "sinkhorn_iters": 20,
+                                  "attnres_block": 1}, **kw)}
+
+    # -- every variant: causal, batched == incremental (KV cache), strict about its tensors
+    variants = [
+        ("hc_dyn", dict(res(type="hc"))),
+        ("hc_static", dict(res(type="hc", dynamic=False), layout="sandwich")),
+        ("hc_n1", dict(res(type="hc", streams=1), layout="lns", norm={"type": "rmsnorm"})),
+        ("mhc", dict(res(type="mhc"), norm={"type": "rmsnorm"})),
+        ("mhc_n2_it3", dict(res(type="mhc", streams=2, sinkhorn_iters=3), layout="reordered")),
+        ("mhc_nf", dict(res(type="mhc"), layout="normformer", layerscale=0.3)),
+        ("attnres1", dict(res(type="attnres"), pos="rope")),
+        ("attnres2_subln", dict(res(type="attnres", attnres_block=2), layout="subln")),
+        ("attnres4_eps", dict(res(type="attnres", attnres_block=4), norm={"eps": 0.01})),
+        ("attnres2_3L", dict(res(type="attnres", attnres_block=4), n_layers=3)),   # 2L = 6: ragged
+        ("vres_fixed", {"value_residual": "fixed", "v_norm": True}),
+        ("vres_scalar", {"value_residual": "scalar", "bias": True, "layout": "post"}),
+        ("vres_token", {"value_residual": "token", "qk_norm": True, "n_heads": 4, "layout": "hybrid"}),
+        ("vres_token_hc", dict(res(type="hc"), value_residual="token", attn_gate="head")),
+        ("ngpt", dict(NGPT)),
+        ("ngpt_vres", dict(NGPT, value_residual="scalar", attn_gate="elementwise", attn_softcap=3.0)),
+        ("resi_dual_ln", {"layout": "resi_dual"}),
+        ("resi_dual_rms", {"layout": "resi_dual", "norm": {"type": "rmsnorm"}, "layerscale": 0.2,
+                           "value_residual": "fixed", "embed_norm": True}),
+    ]
+    for name, kw in variants:
+        full = base(**kw)
+        run, tensors = _write_run(tmp, "res_" + name, full, rng=rng)
+        model, _ = load_model(run)
+        full_logits = model.forward(toks)
+        check(np.all(np.isfinite(full_logits)), "%s: non-finite logits" % name)
+        for t in (0, T // 2, T - 1):
+            alt = toks.copy()
+            alt[:, t] = (alt[:, t] + 1 + rng.integers(0, 255)) % 256
+            out = model.forward(alt)
+            before = _maxdev(out[:, :t], full_logits[:, :t]) if t > 0 else 0.0
+            check(before <= 1e-12, "%s: token %d changed earlier logits by %g" % (name, t, before))
+            check(_maxdev(out[:, t], full_logits[:, t]) > 1e-9, "%s: token %d has no effect" % (name, t))
+        dev = _maxdev(model.forward_incremental(toks[0]), full_logits[0])
+        check(dev <= 1e-9, "%s: incremental path differs from batched forward by %g" % (name, dev))
+        for victim in sorted(k for k in tensors if any(w in k for w in (
+                "hc1", "hc2", "mhc", "attnres", "vres", "alpha1", "s_qk", "s_u", "s_z")))[:3]:
+            miss = dict(tensors)
+            del miss[victim]
+            try:
+                Model(ModelConfig(full), Params(tensors=miss))
+                check(False, "%s: missing %s accepted" % (name, victim))
+            except ContractError as e:
+                check(victim in str(e), "%s: missing-tensor error lacks the name" % name)
+        ex = dict(tensors, **{"blocks.1.hc3.static_beta": np.zeros(4)})
+        try:
+            Model(ModelConfig(full), Params(tensors=ex))
+            check(False, "%s: extra tensor accepted" % name)
+        except ContractError as e:
+            check("hc3" in str(e), "%s: extra-tensor error lacks the name" % name)
+
+    # -- tensor names and shapes (section "Tensor names")
+    t_ = _rand_tensors(base(d_model=16, n_heads=2, **res(type="hc", streams=3)), rng)
+    check(t_["blocks.1.hc2.static_alpha"].shape == (3, 4) and t_["blocks.0.hc1.static_beta"].shape == (3,) and
+          t_["blocks.0.hc1.alpha_fn"].shape == (4, 16) and t_["blocks.0.hc1.norm.weight"].shape == (16,) and
+          t_["blocks.0.hc2.beta_fn"].shape == (16,) and t_["blocks.0.hc2.beta_scale"].shape == (1,),
+          "hc tensor shapes")
+    t_ = _rand_tensors(base(**res(type="hc", dynamic=False)), rng)
+    check(sorted(k for k in t_ if ".hc1." in k and k.startswith("blocks.0")) ==
+          ["blocks.0.hc1.static_alpha", "blocks.0.hc1.static_beta"], "static hc tensors")
+    t_ = _rand_tensors(base(**res(type="mhc", streams=2)), rng)
+    check(t_["blocks.0.mhc1.fn"].shape == (8, 32) and t_["blocks.1.mhc2.scale"].shape == (3,) and
+          t_["blocks.1.mhc2.base"].shape == (8,) and t_["mhc_head.fn"].shape == (2, 32) and
+          t_["mhc_head.scale"].shape == (1,), "mhc tensor shapes")
+    t_ = _rand_tensors(base(**res(type="attnres")), rng)
+    check(t_["blocks.1.attnres2.query"].shape == (16,) and "final_attnres.norm.weight" in t_ and
+          "final_norm.weight" in t_, "attnres tensors")
+    t_ = _rand_tensors(base(value_residual="token", n_layers=3), rng)
+    check("blocks.0.attn.vres_gate.weight" not in t_ and t_["blocks.2.attn.vres_gate.weight"].shape == (2, 16)
+          and t_["blocks.1.attn.vres_gate.bias"].shape == (2,), "vres token tensors")
+    t_ = _rand_tensors(base(**NGPT), rng)
+    check(t_["s_z"].shape == (256,) and t_["blocks.0.attn.s_qk"].shape == (16,) and
+          t_["blocks.1.ffn.s_v"].shape == (24,) and "final_norm.weight" not in t_ and
+          "pos_emb.weight" not in t_ and not any("norm" in k for k in t_), "ngpt tensors")
+
+    # -- hc: at init (static_alpha one-hot + I, beta 1, dynamic fns 0) every stream is the layout's
+    #    stream; n = 1 is exactly the layout, n = 4 gives the final norm n times that stream
+    for lay in ADDITIVE_LAYOUTS:
+        for n, dyn in ((1, True), (1, False), (4, True), (3, False)):
+            fa = base(layout=lay, norm={"type": "rmsnorm", "eps": TINY}, layerscale=0.3)
+            fh = base(layout=lay, norm={"type": "rmsnorm", "eps": TINY}, layerscale=0.3,
+                      **res(type="hc", streams=n, dynamic=dyn))
+            th = _rand_tensors(fh, rng)
+            for i in range(2):
+                for kk in (1, 2):
+                    p_ = "blocks.%d.hc%d." % (i, kk)
+                    th[p_ + "static_alpha"] = hc_static_alpha_init(n, 2 * i + kk - 1)
+                    th[p_ + "static_beta"] = np.ones(n)
+                    if dyn:
+                        th[p_ + "alpha_fn"] = np.zeros((n + 1, 16))
+                        th[p_ + "beta_fn"] = np.zeros(16)
+            ta = {k: v for k, v in th.items() if ".hc" not in k}
+            dev = _maxdev(_logits(fh, th, toks), _logits(fa, ta, toks))
+            check(dev < 1e-10, "hc %s n=%d dynamic=%s at init != layout (%g)" % (lay, n, dyn, dev))
+    # hc dynamic weights by hand for one position: A, beta from the contract's formulas
+    fh = base(**res(type="hc", streams=3))
+    mh = Model(ModelConfig(fh), Params(tensors=_rand_tensors(fh, rng)))
+    hcn = mh.blocks[1].conn[0]
+    X = rng.normal(size=(5, 3, 16))
+    A, beta = hcn.weights(X)
+    ok = True
+    for r_ in range(5):
+        for j in range(3):
+            xj = X[r_, j]
+            hb = xj / math.sqrt((xj * xj).mean() + 1e-6) * hcn.norm.w
+            for cc in range(4):
+                want = hcn.static_alpha[j, cc] + hcn.alpha_scale[0] * math.tanh(float(hcn.alpha_fn[cc] @ hb))
+                ok = ok and abs(A[r_, j, cc] - want) < 1e-13
+            want = hcn.static_beta[j] + hcn.beta_scale[0] * math.tanh(float(hcn.beta_fn @ hb))
+            ok = ok and abs(beta[r_, j] - want) < 1e-13
+    check(ok, "hc dynamic weights by hand")
+    Xo = hcn(X, lambda z: 2.0 * z)
+    want = np.zeros_like(X)
+    for r_ in range(5):
+        Y = [sum(A[r_, j, cc] * X[r_, j] for j in range(3)) for cc in range(4)]
+        for kk in range(3):
+            want[r_, kk] = Y[kk + 1] + beta[r_, kk] * 2.0 * Y[0]
+    check(_maxdev(Xo, want) < 1e-12, "hc stream update by hand")
+
+    # -- mhc: C positive, columns sum to 1 - ~1e-6, rows reach 1 with the iterations
+    lg = rng.normal(size=(50, 4, 4))
+    C = mhc_sinkhorn(lg, 20)
+    check(np.all(C > 0) and _maxdev(C.sum(-2), 1.0) < 2e-6 and _maxdev(C.sum(-1), 1.0) < 1e-4,
+          "mhc C not doubly stochastic: cols %g rows %g" % (_maxdev(C.sum(-2), 1.0), _maxdev(C.sum(-1), 1.0)))
+    C1 = mhc_sinkhorn(lg, 1)
+    check(_maxdev(C1.sum(-2), 1.0) < 1e-4 and _maxdev(C1.sum(-1), 1.0) > 1e-2, "mhc one iteration: columns only")
+    check(_maxdev(mhc_sinkhorn(np.zeros((1, 3, 3)), 20), 1.0 / 3) < 1e-5, "mhc C of zero logits != 1/n")
+    # init: scale 0.01, base 0 -> pre ~ 0.5, post ~ 1, C ~ 1/n
+    fm = base(**res(type="mhc", streams=4))
+    tm = _rand_tensors(fm, rng)
+    for k in list(tm):
+        if k.endswith(".scale"):
+            tm[k] = np.full(tm[k].shape, 0.01)
+        elif k.endswith(".base"):
+            tm[k] = np.zeros(tm[k].shape)
+        elif k.endswith(".fn"):
+            tm[k] = rng.normal(0.0, 0.02, tm[k].shape)
+    mm = Model(ModelConfig(fm), Params(tensors=tm))
+    pre_, post_, C = mm.blocks[0].conn[1].weights(rng.normal(size=(7, 4, 16)))
+    check(_maxdev(pre_, 0.5) < 0.01 and _maxdev(post_, 1.0) < 0.02 and _maxdev(C, 0.25) < 0.01,
+          "mhc init weights: pre %g post %g C %g" % (_maxdev(pre_, 0.5), _maxdev(post_, 1.0), _maxdev(C, 0.25)))
+    # pre, post, C by hand for one position
+    mc = mm.blocks[1].conn[0]
+    Xm = rng.normal(size=(4, 16))
+    xf = Xm.reshape(-1)
+    z = mc.fn @ xf / math.sqrt((xf * xf).mean() + 1e-6)
+    a, b = mc.scale, mc.base
+    p_, q_, C = mc.weights(Xm[None])
+    check(_maxdev(p_[0], [1 / (1 + math.exp(-(a[0] * z[j] + b[j]))) + 1e-6 for j in range(4)]) < 1e-14 and
+          _maxdev(q_[0], [2 / (1 + math.exp(-(a[1] * z[4 + j] + b[4 + j]))) for j in range(4)]) < 1e-14,
+          "mhc pre / post by hand")
+    Lg = np.array([[a[2] * z[8 + 4 * i + j] + b[8 + 4 * i + j] for j in range(4)] for i in range(4)])
+    Ch = np.exp(Lg) / np.exp(Lg).sum(1, keepdims=True) + 1e-6
+    Ch = Ch / (Ch.sum(0, keepdims=True) + 1e-6)
+    for _ in range(19):
+        Ch = Ch / (Ch.sum(1, keepdims=True) + 1e-6)
+        Ch = Ch / (Ch.sum(0, keepdims=True) + 1e-6)
+    check(_maxdev(C[0], Ch) < 1e-14, "mhc C by hand")
+    Xo = mc(Xm[None], lambda u: -u)[0]
+    u = sum(p_[0, j] * Xm[j] for j in range(4))
+    check(_maxdev(Xo, [q_[0, j] * -u + sum(C[0, i, j] * Xm[i] for i in range(4)) for j in range(4)]) < 1e-13,
+          "mhc stream update by hand")
+
+    # -- attnres: zero queries -> uniform weights -> with scale-invariant norms the layout itself
+    for S in (1, 2, 4):
+        for lay in ("pre", "sandwich", "lns"):
+            fa = base(layout=lay, norm={"type": "rmsnorm", "eps": TINY})
+            fr = base(layout=lay, norm={"type": "rmsnorm", "eps": TINY}, **res(type="attnres", attnres_block=S))
+            tr = _rand_tensors(fr, rng)
+            for k in list(tr):
+                if k.endswith(".query"):
+                    tr[k] = np.zeros(16)
+            ta = {k: v for k, v in tr.items() if "attnres" not in k}
+            dev = _maxdev(_logits(fr, tr, toks), _logits(fa, ta, toks))
+            check(dev < 1e-10, "attnres S=%d %s with zero queries != layout (%g)" % (S, lay, dev))
+    # sources V(s) per the contract, on symbolic outputs
+    e_, o_ = 100.0, [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0]
+    want = {(1, 0): [100], (1, 3): [100, 1, 2, 4], (2, 0): [100], (2, 1): [100, 1], (2, 2): [100, 3],
+            (2, 3): [100, 3, 4], (2, 8): [100, 3, 12, 48, 192], (4, 5): [100, 15, 16], (4, 4): [100, 15],
+            (6, 8): [100, 63, 192], (1, 8): [100] + o_}
+    for (S, s_), w_ in want.items():
+        check(attnres_sources(e_, o_[:s_], s_, S) == w_, "attnres V(%d) with S=%d" % (s_, S))
+    # one mix by hand
+    ar = Model(ModelConfig(fr), Params(tensors=_rand_tensors(fr, rng))).blocks[0].conn[1]
+    Vs = [rng.normal(size=(3, 16)) for _ in range(3)]
+    lg = np.array([[float(ar.query @ (v[r_] / math.sqrt((v[r_] ** 2).mean() + TINY) * ar.norm.w)) for v in Vs]
+                   for r_ in range(3)])
+    w_ = np.exp(lg) / np.exp(lg).sum(1, keepdims=True)
+    check(_maxdev(ar(Vs), [sum(w_[r_, j] * Vs[j][r_] for j in range(3)) for r_ in range(3)]) < 1e-13,
+          "attnres mix by hand")
+    check(ModelConfig(base(**res(type="attnres"))).stream_eps() == 1e-6 and
+          ModelConfig(base(norm={"eps": 0.01}, **res(type="attnres"))).stream_eps() == 0.01, "stream rmsnorm eps")
+
+    # -- value residual: scalar 0.5 == fixed == token with a zero gate; scalar 0 == none
+    for lay in ("pre", "post", "hybrid"):
+        f0 = base(layout=lay, n_layers=3, v_norm=(lay == "pre"), bias=True)
+        t0 = _rand_tensors(f0, rng)
+        fx = dict(f0, model=dict(f0["model"], value_residual="fixed"))
+        fs = dict(f0, model=dict(f0["model"], value_residual="scalar"))
+        ft = dict(f0, model=dict(f0["model"], value_residual="token"))
+        ts = dict(t0, **{"blocks.%d.attn.vres_lambda" % i: np.array([0.5]) for i in (1, 2)})
+        tt = dict(t0)
+        for i in (1, 2):
+            tt["blocks.%d.attn.vres_gate.weight" % i] = np.zeros((2, 16))
+            tt["blocks.%d.attn.vres_gate.bias" % i] = np.zeros(2)
+        lx = _logits(fx, t0, toks)
+        check(_maxdev(lx, _logits(fs, ts, toks)) < 1e-12 and _maxdev(lx, _logits(ft, tt, toks)) < 1e-12,
+              "%s: value residual fixed / scalar 0.5 / token zero gate differ" % lay)
+        check(_maxdev(lx, _logits(f0, t0, toks)) > 1e-6, "%s: value residual has no effect" % lay)
+        t1 = dict(t0, **{"blocks.%d.attn.vres_lambda" % i: np.array([0.0]) for i in (1, 2)})
+        check(_maxdev(_logits(fs, t1, toks), _logits(f0, t0, toks)) < 1e-12, "%s: scalar 0 != none" % lay)
+        # token: a huge positive bias on head 0 keeps v_i there, a huge negative one on head 1 takes V_0
+        tg = dict(tt)
+        for i in (1, 2):
+            tg["blocks.%d.attn.vres_gate.bias" % i] = np.array([1e3, -1e3])
+        mg = Model(ModelConfig(ft), Params(tensors=tg))
+        h = rng.normal(size=(T, 16))
+        v0 = mg.blocks[0].value_residual(h @ tg["blocks.0.attn.v_proj.weight"].T, h)
+        raw = h @ tg["blocks.2.attn.v_proj.weight"].T
+        vm = mg.blocks[2].value_residual(raw, h)
+        check(_maxdev(vm[:, :8], raw[:, :8]) < 1e-12 and _maxdev(vm[:, 8:], v0[:, 8:]) < 1e-12,
+              "%s: token gate is not per head g v_i + (1 - g) V_0" % lay)
+
+    # -- nGPT: unit-norm states; a = 0 makes every block the identity on N(h)
+    fn = base(**NGPT)
+    tn = _rand_tensors(fn, rng)
+    mn = Model(ModelConfig(fn), Params(tensors=tn))
+    e = mn.embed(toks, np.arange(T))
+    h = mn.trunk(e, lambda b: b.attention_full)
+    check(_maxdev(np.linalg.norm(h, axis=-1), 1.0) < 1e-12, "ngpt: output states not unit norm")
+    for k in list(tn):
+        if k.endswith((".alpha1", ".alpha2")):
+            tn[k] = np.zeros(16)
+    mn = Model(ModelConfig(fn), Params(tensors=tn))
+    want = (4.0 * tn["s_z"]) * (unit(tn["tok_emb.weight"][toks]) @ tn["lm_head.weight"].T)
+    check(_maxdev(mn.forward(toks), want) < 1e-12, "ngpt: zero alphas != identity blocks")
+    # one block by hand (1 layer, 1 head): nGPT's attention scale sqrt(dh) and Q = sd * s_qk
+    f1 = base(n_layers=1, n_heads=1, **NGPT)
+    t1 = _rand_tensors(f1, rng)
+    m1 = Model(ModelConfig(f1), Params(tensors=t1))
+    g = lambda n: t1["blocks.0." + n]                                          # noqa: E731
+    x = t1["tok_emb.weight"][toks[0]]
+    sd = 4.0
+    q = sd * g("attn.s_qk") * unit(rope(x @ g("attn.q_proj.weight").T, np.arange(T)))
+    k = sd * g("attn.s_qk") * unit(rope(x @ g("attn.k_proj.weight").T, np.arange(T)))
+    sc = q @ k.T * math.sqrt(16) + np.triu(np.full((T, T), -np.inf), 1)
+    pm = np.exp(sc - sc.max(-1, keepdims=True))
+    hA = (pm / pm.sum(-1, keepdims=True)) @ (x @ g("attn.v_proj.weight").T) @ g("attn.out_proj.weight").T
+    a1 = np.abs(0.05 * sd * g("alpha1"))
+    x = unit(unit(x) + a1 * (unit(hA) - unit(x)))
+    hM = ((sd * g("ffn.s_u")) * (x @ g("ffn.fc1.weight").T) *
+          silu((sd * g("ffn.s_v")) * (x @ g("ffn.gate.weight").T))) @ g("ffn.fc2.weight").T
+    x = unit(unit(x) + np.abs(0.05 * sd * g("alpha2")) * (unit(hM) - unit(x)))
+    want = (sd * t1["s_z"]) * (x @ t1["lm_head.weight"].T)
+    check(_maxdev(m1.forward(toks[:1])[0], want) < 1e-11, "ngpt one block by hand: %g"
+          % _maxdev(m1.forward(toks[:1])[0], want))
+    f2 = dict(f1, model=dict(f1["model"], ngpt={"alpha_init": 0.1}))
+    t2 = dict(t1, **{"blocks.0.alpha1": t1["blocks.0.alpha1"] / 2, "blocks.0.alpha2": t1["blocks.0.alpha2"] / 2})
+    check(_maxdev(_logits(f2, t2, toks), _logits(f1, t1, toks)) < 1e-12, "ngpt alpha_init * alpha")
+
+    # -- ResiDual: with norm none both streams are the pre stream: logits = 2 * pre's
+    fr = base(layout="resi_dual", norm={"type": "none"}, layerscale=0.4)
+    tr = _rand_tensors(fr, rng)
+    lp = _logits(dict(fr, model=dict(fr["model"], layout="pre")), tr, toks)
+    check(_maxdev(_logits(fr, tr, toks), 2.0 * lp) < 1e-11, "resi_dual(none) != 2 * pre(none)")
+    # one block by hand with layernorm slots
+    fr = base(layout="resi_dual", n_layers=1)
+    tr = _rand_tensors(fr, rng)
+    mr = Model(ModelConfig(fr), Params(tensors=tr))
+    blk = mr.blocks[0]
+    x = mr.embed(toks, np.arange(T))
+    y = blk.attention_full(x)
+    dual = x + y
+    x = blk.n1(x + y)
+    y = blk.ffn(x)
+    dual = dual + y
+    x = blk.n2(x + y)
+    check(_maxdev(mr.forward(toks), mr.project(x + mr.final_norm(dual))) < 1e-12, "resi_dual one block")
+    check("blocks.0.norm1.weight" in tr and "blocks.0.norm2.bias" in tr and "final_norm.weight" in tr and
+          "blocks.0.norm1_out.weight" not in tr, "resi_dual slots")
+
+    # -- config errors
+    bad = [(dict(layout="post", **res(type="hc")), "additive"),
+           (dict(layout="hybrid", **res(type="attnres")), "additive"),
+           (dict(layout="mix", **res(type="mhc")), "additive"),
+           (dict(layout="resi_dual", **res(type="hc")), "additive"),
+           (dict(layout="normformer", normformer={"resid_scale": "ffn"}, **res(type="mhc")), "additive"),
+           (dict(**res(type="attnres", attnres_block=3)), "attnres_block"),
+           (dict(**res(type="attnres", attnres_block=6)), "attnres_block"),       # 2L = 4
+           (dict(**res(type="hc", sinkhorn_iters=3)), "sinkhorn_iters"),
+           (dict(**res(type="mhc", dynamic=False)), "dynamic"),
+           (dict(**res(type="attnres", streams=2)), "streams"),
+           (dict(**res(type="hx")), "model.residual.type"),
+           (dict(value_residual="gate"), "value_residual"),
+           (dict(value_residual="fixed", n_layers=1), "value_residual"),
+           (dict(NGPT, pos="learned"), "rope"), (dict(NGPT, tie_embeddings=True), "tie_embeddings"),
+           (dict(NGPT, qk_norm=True), "qk_norm"), (dict(NGPT, **res(type="hc")), "residual"),
+           (dict(ngpt={"alpha_init": 0.1}), "alpha_init")]
+    for kw, word in bad:
+        try:
+            ModelConfig(base(**kw))
+            check(False, "bad config %r accepted" % kw)
+        except ContractError as e_:
+            check(word in str(e_), "error for %r does not name %s: %s" % (kw, word, e_))
+    # -- perturb: every parameter moves, shapes, names and metadata stay, the result loads
+    run, t0 = _write_run(tmp, "res_perturb", base(**res(type="mhc"), norm={"type": "batchnorm"}), rng=rng)
+    rc, out = _run_cli(["perturb", "--run", run, "--seed", "3"])
+    t1, meta = read_safetensors(checkpoint_path(run))
+    moved = [k for k in t0 if np.any(np.abs(t1[k] - t0[k]) > 1e-3)]
+    check(rc == 0 and json.loads(out.decode())["tensors"] == len(t0) and sorted(t1) == sorted(t0) and
+          sorted(moved) == sorted(k for k in t0 if not k.endswith(("running_mean", "running_var"))) and
+          "config" in meta, "perturb rewrites every parameter and keeps the rest")
+    load_model(run)
+    run, _ = _write_run(tmp, "res_stream", base(**res(type="hc")), rng=rng)
+    m_, full_ = load_model(run)
+    try:
+        stream_stats(m_, full_, 0)
+        check(False, "stream statistics of hc not refused")
+    except ContractError:
+        check(True, "")
+
+
 # ----------------------------------------------------------------------------------------------
 # CLI
 # ----------------------------------------------------------------------------------------------
@@ -1714,6 +2489,11 @@ def main(argv=None):
     pst.add_argument("--run", required=True)
     pst.add_argument("--step", type=int, default=0)
     sub.add_parser("selftest")
+    pp = sub.add_parser("perturb")
+    pp.add_argument("--run", required=True)
+    pp.add_argument("--step", type=int)
+    pp.add_argument("--seed", type=int, default=0)
+    pp.add_argument("--sigma", type=float, default=1.0)
     pi = sub.add_parser("initcheck")
     pi.add_argument("--run", required=True)
     pi.add_argument("--step", type=int, default=0)
@@ -1731,6 +2511,11 @@ def main(argv=None):
             return selftest()
         if args.step is not None and args.step < 0:
             raise UsageError("--step must be >= 0")
+        if args.cmd == "perturb":
+            n = perturb_checkpoint(args.run, args.step, args.seed, args.sigma)
+            sys.stdout.write(json.dumps({"tensors": n}) + "\n")
+            sys.stdout.flush()
+            return 0
         model, full = load_model(args.run, args.step)
         if args.cmd == "initcheck":
             tensors, _ = read_safetensors(checkpoint_path(args.run, args.step))

@@ -36,6 +36,9 @@ cases+=("pre ssnorm" "sandwich ssnorm" "pre layernorm --set model.qk_norm=true -
 # v_norm, attn_gate, subln.gamma; init-time options too, since checkpoints record their effect.
 source "$(dirname "$0")/cases_2025.sh"
 cases+=("${cases_2025[@]}")
+# The residual-stream methods: hc, mhc, attnres, value residual, ngpt, resi_dual.
+source "$(dirname "$0")/cases_residual.sh"
+cases+=("${cases_residual[@]}")
 cases+=("subln rmsnorm --set optim.qk_clip=5 --set optim.lr=3e-2")
 
 fail=0
@@ -43,11 +46,18 @@ i=0
 for c in "${cases[@]}"; do
   i=$((i + 1))
   read -r layout norm extra <<<"$c"
+  # "--perturb" (not a normlab flag): after training, scripts/reference_model.py perturb adds
+  # seeded noise to every parameter, so weights that training leaves near init move too
+  perturb=""
+  if [[ " $extra " == *" --perturb "* ]]; then perturb=1; extra="${extra/--perturb/}"; fi
   run="$tmp/run$i"
   # shellcheck disable=SC2086
   if ! "$BIN" train -c configs/default.yaml --out "$run" --set model.layout="$layout" \
       --set model.norm.type="$norm" "${common[@]}" $extra 2>"$tmp/log$i"; then
     echo "FAIL [$c]: training failed"; tail -3 "$tmp/log$i"; fail=1; continue
+  fi
+  if [ -n "$perturb" ] && ! $PY scripts/reference_model.py perturb --run "$run" >/dev/null; then
+    echo "FAIL [$c]: perturbing the checkpoint failed"; fail=1; continue
   fi
   ours="$("$BIN" eval --run "$run")"
   ref="$($PY scripts/reference_model.py eval --run "$run")"
