@@ -978,7 +978,7 @@ def plot_run_extras(run, outdir, head):
 # ----------------------------------------------------------------------------------------------
 
 FIXED_COLUMNS = ["row", "name", "seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                 "best_val_excess", "best_val_bpb", "diverged", "spikes", "spike_score", "max_grad_norm",
+                 "best_val_excess", "best_val_bpb", "diverged", "spike_count", "spike_score", "max_grad_norm",
                  "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
 
 
@@ -1078,7 +1078,7 @@ class Sweep:
             p["final"] = value("final_train_loss", "final_train_loss")
             p["best_val"] = value("best_val_loss", "best_val_loss")
             p["spike_score"] = value("spike_score", "spike_score")
-            p["eff_rank"] = value("final_eff_rank", "eff_rank")
+            p["eff_rank"] = value("final_eff_rank", "final_eff_rank")
             div = value("diverged", "diverged")
             p["diverged"] = (finite(div) and div > 0) or st in ("diverged",)
             p["failed"] = st == "failed"

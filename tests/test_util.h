@@ -1,6 +1,7 @@
 // Shared test helpers: temporary directories, a tiny fast config, running the CLI binary.
 #pragma once
 
+#include <atomic>
 #include <unistd.h>
 
 #include <yaml-cpp/yaml.h>
@@ -64,7 +65,14 @@ struct CommandResult {
 };
 
 // Runs a shell command line; stdout captured, stderr to the given file (or discarded).
+// Child processes this test process started through run_command (the unit tier's guard reads it).
+inline std::atomic<int64_t>& commands_run() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+
 inline CommandResult run_command(const std::string& cmd, const std::string& stderr_file = "/dev/null") {
+  ++commands_run();
   CommandResult r;
   std::FILE* p = ::popen((cmd + " 2>" + stderr_file).c_str(), "r");
   if (!p) return r;

@@ -27,7 +27,12 @@ std::string ConfigSource::where(const std::string& key) const {
 
 void Problems::add(const std::string& key, const std::string& message) {
   if (!keys_.insert(key).second) return;
-  lines_.push_back(fmt::format("{}: {}: {}", src_.where(key), key, message));
+  lines_.push_back(fmt::format("{}: {}: {}", src_ ? src_->where(key) : std::string("(config)"), key, message));
+}
+
+void Problems::add_at(const std::string& where, const std::string& key, const std::string& message) {
+  keys_.insert(key);
+  lines_.push_back(fmt::format("{}: {}: {}", where, key, message));
 }
 
 void Problems::add_earlier(const std::vector<std::string>& lines, const std::set<std::string>& keys) {

@@ -24,13 +24,17 @@ struct ConfigSource {
   std::string where(const std::string& key) const;
 };
 
-// Collects problems as "WHERE: key: message" lines.
+// Collects problems as "WHERE: key: message" lines, for a config (WHERE from its source) or for
+// any other input that names its locations itself (a sweep file: add_at).
 class Problems {
  public:
-  explicit Problems(const ConfigSource& src) : src_(src) {}
-  // A key that already has a problem (a value of the wrong type kept its default) gets no second
-  // one: checks of its default value would only mislead.
+  Problems() = default;  // locations given with add_at
+  explicit Problems(const ConfigSource& src) : src_(&src) {}
+  // At the key's place in the config source. A key that already has a problem (a value of the
+  // wrong type kept its default) gets no second one: checks of its default value would only mislead.
   void add(const std::string& key, const std::string& message);
+  // At an explicit location ("file:12", "--set"); every call adds a line.
+  void add_at(const std::string& where, const std::string& key, const std::string& message);
   // Problems found earlier (LoadedConfig::problems), reported first.
   void add_earlier(const std::vector<std::string>& lines, const std::set<std::string>& keys);
   bool empty() const { return lines_.empty(); }
@@ -43,7 +47,7 @@ class Problems {
   }
 
  private:
-  const ConfigSource& src_;
+  const ConfigSource* src_ = nullptr;
   std::vector<std::string> lines_;
   std::set<std::string> keys_;
 };

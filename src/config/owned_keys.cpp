@@ -28,10 +28,10 @@ std::vector<std::string> layout_key_sections() {
   return out;
 }
 
-bool owner_selected(const KeyOwner& owner, const ModelConfig& m) {
+bool owner_selected(const KeyOwner& owner, const ModelConfig& m, bool qkv_norm_used) {
   if (owner.kind == OwnerKind::kLayout) return m.layout == owner.name;
   if (owner.kind == OwnerKind::kResidual) return m.residual.type == owner.name;
-  return m.norm.type == owner.name || m.qk_norm_type.value_or(m.norm.type) == owner.name;
+  return m.norm.type == owner.name || (qkv_norm_used && m.qk_norm_type.value_or(m.norm.type) == owner.name);
 }
 
 OwnedValues::OwnedValues(OwnerKind kind) {
@@ -109,14 +109,14 @@ std::string key_owner_text(const std::string& section, const std::string& key) {
   return kind + names;
 }
 
-void check_owned_keys(const ModelConfig& m,
+void check_owned_keys(const ModelConfig& m, bool qkv_norm_used,
                       const std::function<void(const std::string& key, const std::string& message)>& add) {
   for (const auto& o : key_owners()) {
     const OwnedValues& values = values_of(o, m);
     for (const auto& k : o.keys) {
       // A key with several owners (residual.streams: hc, mhc) is in use when any of them is selected.
       bool selected = false;
-      for (const KeyOwner* owner : owners_of_key(o.section, k.name)) selected = selected || owner_selected(*owner, m);
+      for (const KeyOwner* owner : owners_of_key(o.section, k.name)) selected = selected || owner_selected(*owner, m, qkv_norm_used);
       const std::string key = o.section + "." + k.name;
       const KeyValue& v = values.get(key);
       if (!selected && !(v == k.default_value)) {
@@ -128,8 +128,12 @@ void check_owned_keys(const ModelConfig& m,
                               key_owner_text(o.section, k.name), m.residual.type)
                 : fmt::format("belongs to norm type {} (model.norm.type is {}{}); it would do nothing here", o.name,
                               m.norm.type,
-                              m.qk_norm_type && *m.qk_norm_type != m.norm.type ? ", qk_norm_type " + *m.qk_norm_type
-                                                                                : std::string()));
+                              m.qk_norm_type && *m.qk_norm_type != m.norm.type
+                                  ? ", qk_norm_type " + *m.qk_norm_type +
+                                        (qkv_norm_used ? std::string()
+                                                       : " but no q/k/v norm is on (model.qk_norm, model.v_norm "
+                                                         "or a layout with q/k/v norms)")
+                                  : std::string()));
         continue;
       }
       if (k.kind == KeyKind::kName && std::holds_alternative<std::string>(v) &&

@@ -57,9 +57,11 @@ const std::vector<KeyOwner>& key_owners();
 std::vector<const KeyOwner*> owners_of_section(const std::string& section);
 std::vector<std::string> layout_key_sections();
 
-// Whether the config selects this owner: a norm is selected when it is model.norm.type or the
-// q/k/v norm type; a layout when it is model.layout; a residual type when it is model.residual.type.
-bool owner_selected(const KeyOwner& owner, const ModelConfig& m);
+// Whether the config selects this owner: a norm is selected when it is model.norm.type, or the
+// q/k/v norm type while a q/k/v norm is on (`qkv_norm_used`: qk_norm, v_norm or a layout that
+// normalises q, k and v); a layout when it is model.layout; a residual type when it is
+// model.residual.type.
+bool owner_selected(const KeyOwner& owner, const ModelConfig& m, bool qkv_norm_used);
 
 // The values of the owned keys of one kind of owner, by "section.name" ("deepnorm.alpha",
 // "norm.dyt_alpha"); starts with every key at its default. Typed reads throw std::logic_error on a kind mismatch or an
@@ -89,7 +91,7 @@ class OwnedValues {
 
 // Problems of the owned keys: a value its owner's check refuses, and a key whose owner the config
 // does not select that is not at its default. `add(key, message)` receives each.
-void check_owned_keys(const ModelConfig& m,
+void check_owned_keys(const ModelConfig& m, bool qkv_norm_used,
                       const std::function<void(const std::string& key, const std::string& message)>& add);
 
 // The text of a value as config files and `normlab keys` write it ("auto", "0.5", "true", "ffn").

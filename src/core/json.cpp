@@ -95,6 +95,11 @@ JsonObject& JsonObject::add(std::string_view k, const std::vector<int64_t>& v) {
   return *this;
 }
 JsonObject& JsonObject::add(std::string_view k, const JsonObject& v) { return add_raw(k, v.str()); }
+JsonObject& JsonObject::add(std::string_view k, const std::vector<JsonObject>& v) {
+  std::string a = "[";
+  for (size_t i = 0; i < v.size(); ++i) a += (i ? "," : "") + v[i].str();
+  return add_raw(k, a + "]");
+}
 JsonObject& JsonObject::add_raw(std::string_view k, std::string_view json) {
   key(k);
   body_ += json;

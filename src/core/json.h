@@ -29,6 +29,7 @@ class JsonObject {
   JsonObject& add(std::string_view key, const std::vector<int64_t>& v);
   JsonObject& add(std::string_view key, const std::vector<std::string>& v);
   JsonObject& add(std::string_view key, const JsonObject& v);
+  JsonObject& add(std::string_view key, const std::vector<JsonObject>& v);  // an array of objects
   JsonObject& add_raw(std::string_view key, std::string_view json);
   bool empty() const { return body_.empty(); }
   std::string str() const { return "{" + body_ + "}"; }

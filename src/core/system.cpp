@@ -1,3 +1,4 @@
+#include <atomic>
 #include "core/system.h"
 
 #include <dlfcn.h>
@@ -62,8 +63,15 @@ double peak_rss_mib() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
+namespace {
+std::atomic<int64_t> g_children{0};
+}  // namespace
+
+int64_t children_spawned() { return g_children.load(); }
+
 pid_t spawn_child(const std::string& exe, const std::vector<std::string>& argv,
                   const std::vector<std::string>& env, const std::string& log_path, const std::string& what) {
+  ++g_children;
   std::vector<char*> av, ev;
   for (const auto& a : argv) av.push_back(const_cast<char*>(a.c_str()));
   for (const auto& e : env) ev.push_back(const_cast<char*>(e.c_str()));

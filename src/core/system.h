@@ -31,5 +31,7 @@ double peak_rss_mib();
 // Throws RuntimeFailure when the log cannot be opened or the fork fails.
 pid_t spawn_child(const std::string& exe, const std::vector<std::string>& argv,
                   const std::vector<std::string>& env, const std::string& log_path, const std::string& what);
+// Children spawn_child started in this process (the unit test tier's guard reads it).
+int64_t children_spawned();
 
 }  // namespace normlab

@@ -61,18 +61,6 @@ double incomplete_beta(double a, double b, double x) {
   return 1 - front * beta_cf(b, a, 1 - x) / b;
 }
 
-double mean_of(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
-
-double variance_of(const std::vector<double>& v, double mean) {  // sample variance (n - 1)
-  double s = 0;
-  for (double x : v) s += (x - mean) * (x - mean);
-  return v.size() > 1 ? s / static_cast<double>(v.size() - 1) : kNaN;
-}
-
 // a != b in any bit, NaN equal to NaN.
 bool differs(double a, double b) {
   if (std::isnan(a) && std::isnan(b)) return false;
@@ -202,8 +190,9 @@ double student_t_quantile(double p, double df) {
 
 WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
   const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
-  const double ma = mean_of(a), mb = mean_of(b);
-  const double qa = variance_of(a, ma) / na, qb = variance_of(b, mb) / nb;
+  const SeedStats sa = seed_stats(a), sb = seed_stats(b);  // the inputs are finite: n = size
+  const double ma = sa.mean, mb = sb.mean;
+  const double qa = sa.std * sa.std / na, qb = sb.std * sb.std / nb;
   WelchResult r;
   const double se2 = qa + qb;
   if (se2 == 0) {
@@ -226,7 +215,7 @@ Comparison compare_runs(const std::vector<std::string>& args, const std::string&
   }
   if (c.runs.size() < 2) throw UsageError("compare: needs at least two runs (a sweep counts as its runs)");
   std::vector<RunRecords> recs;
-  for (const auto& r : c.runs) recs.push_back(read_run(r));
+  for (const auto& r : c.runs) recs.push_back(read_run_with_records(r));
   if (by.empty()) {
     for (size_t i = 1; i < recs.size(); ++i) c.pairs.push_back(compare_pair(recs[0], recs[i]));
     return c;
@@ -249,8 +238,9 @@ Comparison compare_runs(const std::vector<std::string>& args, const std::string&
   }
   for (auto& g : c.groups) {
     if (g.samples.empty()) continue;
-    g.mean = mean_of(g.samples);
-    g.std = g.samples.size() > 1 ? std::sqrt(variance_of(g.samples, g.mean)) : kNaN;
+    const SeedStats st = seed_stats(g.samples);
+    g.mean = st.mean;
+    g.std = st.std;
     if (g.samples.size() > 1) {
       const double n = static_cast<double>(g.samples.size());
       const double half = student_t_quantile(0.975, n - 1) * g.std / std::sqrt(n);

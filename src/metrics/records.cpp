@@ -63,14 +63,26 @@ TrainRecord parse_train(const YAML::Node& r, int64_t step) {
   t.loss = num(r["loss"]);
   t.lr = num(r["lr"]);
   t.grad_norm = num(r["grad_norm"]);
+  t.loss_scale = num(r["loss_scale"]);
   t.loss_z = num(r["loss_z"]);
   t.grad_norm_z = num(r["grad_norm_z"]);
   integer(r["tokens"], t.tokens);
+  t.skipped = flag(r["skipped"]);
+  t.overflow = flag(r["overflow"]);
+  t.nonfinite = flag(r["nonfinite"]);
+  t.applied = static_cast<bool>(r["tok_per_s"]);
   t.tok_per_s = num(r["tok_per_s"]);
+  t.param_norm = num(r["param_norm"]);
+  t.grad_noise_scale = num(r["grad_noise_scale"]);
+  integer(r["qk_clipped"], t.qk_clipped);
   t.grad_norm_embed = num(r["grad_norm_embed"]);
   t.grad_norm_head = num(r["grad_norm_head"]);
-  t.skipped = flag(r["skipped"]);
-  t.nonfinite = flag(r["nonfinite"]);
+  t.logit_max = num(r["logit_max"]);
+  t.lse_mean = num(r["lse_mean"]);
+  const YAML::Node params = r["params"];
+  if (params && params.IsMap()) {
+    for (auto it = params.begin(); it != params.end(); ++it) t.params.emplace_back(it->first.as<std::string>(), num(it->second));
+  }
   const YAML::Node layers = r["layers"];
   if (layers && layers.IsMap()) {
     for (auto it = layers.begin(); it != layers.end(); ++it) {
@@ -210,6 +222,15 @@ RunRecords read_records(const std::string& metrics_path, const RunInfo& info) {
   return r;
 }
 
+RunRecords read_run_with_records(const std::string& dir) {
+  RunRecords r = read_run(dir);
+  if (r.train.empty() && r.eval.empty()) {
+    throw UsageError(fmt::format("{}/metrics.jsonl: no valid train or eval record (empty, torn or not NormLab's); "
+                                 "nothing to read", dir));
+  }
+  return r;
+}
+
 RunRecords read_run(const std::string& dir) {
   const fs::path run(dir);
   if (!fs::is_directory(run)) throw UsageError(dir + ": run directory not found");
@@ -335,6 +356,116 @@ std::vector<std::string> run_dirs(const std::string& arg) {
   std::sort(out.begin(), out.end());
   if (out.empty()) throw UsageError(arg + ": neither a run (no metrics.jsonl) nor a sweep with runs");
   return out;
+}
+
+SeedStats seed_stats(const std::vector<double>& values) {
+  SeedStats st;
+  double sum = 0;
+  for (double v : values) {
+    if (!std::isfinite(v)) {
+      ++st.missing;
+      continue;
+    }
+    sum += v;
+    ++st.n;
+  }
+  if (st.n == 0) return st;
+  st.mean = sum / static_cast<double>(st.n);
+  if (st.n < 2) return st;
+  double sq = 0;
+  for (double v : values) {
+    if (std::isfinite(v)) sq += (v - st.mean) * (v - st.mean);
+  }
+  st.std = std::sqrt(sq / static_cast<double>(st.n - 1));
+  return st;
+}
+
+// ----- writing ---------------------------------------------------------------------------------
+
+namespace {
+JsonObject series(const RecordLayers& layers) {
+  JsonObject o;
+  for (const auto& [name, values] : layers) o.add(name, values);
+  return o;
+}
+}  // namespace
+
+std::string to_json(const TrainRecord& r) {
+  JsonObject j;
+  j.add("kind", "train").add("step", r.step).add("loss", r.loss).add("lr", r.lr).add("grad_norm", r.grad_norm);
+  if (!std::isnan(r.loss_scale)) j.add("loss_scale", r.loss_scale);
+  if (r.overflow || r.nonfinite) {  // the step never reached its spike scores
+    j.add("tokens", r.tokens).add("skipped", true).add(r.overflow ? "overflow" : "nonfinite", true);
+    return j.str();
+  }
+  if (!std::isnan(r.loss_z)) j.add("loss_z", r.loss_z);
+  if (!std::isnan(r.grad_norm_z)) j.add("grad_norm_z", r.grad_norm_z);
+  j.add("tokens", r.tokens);
+  if (r.skipped) j.add("skipped", true);
+  if (!r.applied) return j.str();
+  j.add("tok_per_s", r.tok_per_s);
+  if (!std::isnan(r.param_norm)) j.add("param_norm", r.param_norm);
+  if (!std::isnan(r.grad_noise_scale)) j.add("grad_noise_scale", r.grad_noise_scale);
+  if (r.qk_clipped >= 0) j.add("qk_clipped", r.qk_clipped);
+  j.add("layers", series(r.layers)).add("grad_norm_embed", r.grad_norm_embed).add("grad_norm_head", r.grad_norm_head);
+  if (!std::isnan(r.logit_max)) j.add("logit_max", r.logit_max).add("lse_mean", r.lse_mean);
+  if (!r.depth_weights.empty()) j.add("attnres_weights", series(r.depth_weights));
+  if (!r.params.empty()) {
+    JsonObject p;
+    for (const auto& [name, v] : r.params) p.add(name, v);
+    j.add("params", p);
+  }
+  return j.str();
+}
+
+std::string to_json(const EvalRecord& r) {
+  JsonObject j;
+  j.add("kind", "eval").add("step", r.step).add("val_loss", r.val_loss).add("eff_rank", r.eff_rank);
+  if (!std::isnan(r.val_bpb)) j.add("val_bpb", r.val_bpb);
+  if (!std::isnan(r.val_excess)) j.add("val_excess", r.val_excess);
+  return j.str();
+}
+
+std::string to_json(const SpikeRecord& r) {
+  return JsonObject()
+      .add("kind", "spike").add("step", r.step).add("metric", r.metric).add("value", r.value).add("mean", r.mean)
+      .add("std", r.std).add("z", r.z).add("action", r.action)
+      .str();
+}
+
+double SpikeForensics::Layer::relative_jump() const { return rolling_mean > 0 ? grad_norm / rolling_mean : kNaN; }
+
+std::string to_json(const SpikeForensics& f) {
+  auto score = [](const SpikeForensics::Score& s) {
+    return JsonObject().add("value", s.value).add("mean", s.mean).add("std", s.std).add("z", s.z);
+  };
+  auto layer = [](const SpikeForensics::Layer& l) {
+    return JsonObject().add("layer", l.layer).add("grad_norm", l.grad_norm).add("rolling_mean", l.rolling_mean)
+        .add("relative_jump", l.relative_jump());
+  };
+  std::vector<JsonObject> micro_batches, layers, by_jump;
+  for (size_t a = 0; a < f.offsets.size(); ++a) {
+    micro_batches.push_back(JsonObject().add("micro_batch", f.first_micro_batch + static_cast<int64_t>(a))
+                                .add("offsets", f.offsets[a]));
+  }
+  std::vector<const SpikeForensics::Layer*> ranked;
+  for (const auto& l : f.layers) {
+    layers.push_back(layer(l));
+    ranked.push_back(&l);
+  }
+  // Largest relative jump first; layers without a baseline last, in model order.
+  std::stable_sort(ranked.begin(), ranked.end(), [](const SpikeForensics::Layer* a, const SpikeForensics::Layer* b) {
+    const double ja = a->relative_jump(), jb = b->relative_jump();
+    return (std::isnan(jb) ? -1.0 : jb) < (std::isnan(ja) ? -1.0 : ja);
+  });
+  for (const auto* l : ranked) by_jump.push_back(layer(*l));
+  JsonObject j;
+  j.add("step", f.step).add("action", f.action).add("window", f.window).add("zscore_threshold", f.zscore_threshold)
+      .add("loss", score(f.loss)).add("grad_norm", score(f.grad_norm))
+      .add("batch", JsonObject().add("data", f.data).add("format", f.format).add("ctx", f.ctx)
+                        .add("window_tokens", f.ctx + 1).add("micro_batches", micro_batches))
+      .add("layers", layers).add("layers_by_jump", by_jump);
+  return j.str();
 }
 
 }  // namespace normlab

@@ -1,8 +1,9 @@
-// The one reader of a run's records (src/metrics/README.md, "Records"): metrics.jsonl parsed into
-// typed train / eval / spike records, plus every number derived from them, each defined once
-// (src/metrics/README.md, "Derived numbers"). `normlab report` (report.cpp), the sweep summary
-// (src/sweep/summary.cpp) and scripts/plot.py (through `normlab report --json`) read runs through
-// this module and compute nothing on their own. The writer is the trainer (src/train/trainer.cpp).
+// A run's records as types (src/metrics/README.md, "Records"): the trainer builds them and
+// to_json() writes them (the one writer of their keys); read_run() parses metrics.jsonl back into
+// the same types, plus every number derived from them, each defined once (src/metrics/README.md,
+// "Derived numbers"). `normlab report` (report.cpp), the sweep summary (src/sweep/summary.cpp)
+// and scripts/plot.py (through `normlab report --json`) read runs through this module and compute
+// nothing on their own.
 #pragma once
 
 #include <cmath>
@@ -23,18 +24,26 @@ constexpr double kLogitGrowthFloor = 30.0;
 // layers.<name> of one train record, in the record's order (name without the "layers." prefix).
 using RecordLayers = std::vector<std::pair<std::string, std::vector<double>>>;
 
-// A key absent from a record reads as NaN (numbers), false (flags) or empty (series).
+// A key absent from a record reads as NaN (numbers), false (flags), -1 (counts) or empty
+// (series); to_json() leaves out exactly those. `applied`: the update was made (the record has
+// tok_per_s and the gradient norms); a stopped step has neither it nor `skipped`.
 struct TrainRecord {
   int64_t step = 0;
   double loss = std::nan(""), lr = std::nan(""), grad_norm = std::nan("");
+  double loss_scale = std::nan("");  // fp16 runs
   double loss_z = std::nan(""), grad_norm_z = std::nan("");
   int64_t tokens = -1;  // -1: absent
+  bool skipped = false, overflow = false, nonfinite = false;
+  bool applied = false;
   double tok_per_s = std::nan("");
+  double param_norm = std::nan(""), grad_noise_scale = std::nan("");
+  int64_t qk_clipped = -1;
   double grad_norm_embed = std::nan(""), grad_norm_head = std::nan("");
-  bool skipped = false, nonfinite = false;
+  double logit_max = std::nan(""), lse_mean = std::nan("");
   RecordLayers layers;
   // attnres_weights: each AttnRes reader's mean weight per source (empty for other runs).
   RecordLayers depth_weights;
+  std::vector<std::pair<std::string, double>> params;  // diag.per_param: per-tensor gradient norms
   // The series layers.<name>, or nullptr where the record has none.
   const std::vector<double>* layer(const std::string& name) const;
 };
@@ -50,6 +59,35 @@ struct SpikeRecord {
   std::string metric, action;
   double value = std::nan(""), mean = std::nan(""), std = std::nan(""), z = std::nan("");
 };
+
+// spikes/step_<N>.json: what a spike's step saw, to replay its batch and see which layers jumped.
+struct SpikeForensics {
+  struct Score {
+    double value = std::nan(""), mean = std::nan(""), std = std::nan(""), z = std::nan("");
+  };
+  struct Layer {
+    std::string layer;  // blocks.<i>, embed, head
+    double grad_norm = std::nan(""), rolling_mean = std::nan("");
+    double relative_jump() const;  // grad_norm / rolling_mean; NaN without a positive mean
+  };
+  int64_t step = 0;
+  std::string action;
+  int64_t window = 0;
+  double zscore_threshold = 0;
+  Score loss, grad_norm;
+  std::vector<std::string> data;  // data.train
+  std::string format;
+  int64_t ctx = 0;
+  int64_t first_micro_batch = 0;
+  std::vector<std::vector<int64_t>> offsets;  // window starts of each micro-batch
+  std::vector<Layer> layers;  // in model order; the file lists them again by relative jump
+};
+
+// The JSON line of each record kind, keys in the order the contract lists them.
+std::string to_json(const TrainRecord& r);
+std::string to_json(const EvalRecord& r);
+std::string to_json(const SpikeRecord& r);
+std::string to_json(const SpikeForensics& f);
 
 // From the run's config.yaml (defaults where there is none).
 struct RunInfo {
@@ -110,9 +148,23 @@ struct RunRecords {
   }
 };
 
+// Statistics over the seeds of one group (src/metrics/README.md, "Seed statistics"): the sweep
+// summary's mean and std rows, `normlab compare --by` and the sweep plots all take them from here.
+// Over the finite values only: a seed without one (no record yet, or a NaN / inf after it
+// diverged) is left out and counted in `missing`; a diverged seed whose value is finite counts
+// like any other seed.
+struct SeedStats {
+  int64_t n = 0, missing = 0;
+  double mean = std::nan(""), std = std::nan("");  // std: sample standard deviation (n - 1), NaN with n < 2
+};
+SeedStats seed_stats(const std::vector<double>& values);
+
 // <dir>/metrics.jsonl and <dir>/config.yaml. Throws UsageError when dir is not a directory or has
 // no metrics.jsonl.
 RunRecords read_run(const std::string& dir);
+// read_run for the commands that read one run's records (`normlab report`, `normlab compare`):
+// a UsageError (exit 2, one line) when metrics.jsonl holds no valid train or eval record.
+RunRecords read_run_with_records(const std::string& dir);
 // One metrics.jsonl file on its own, with the run facts that would come from config.yaml (at least
 // spike_zscore; val_path for the entropy-floor fallback). A missing file gives no records.
 RunRecords read_records(const std::string& metrics_path, const RunInfo& info = {});

@@ -71,7 +71,7 @@ std::vector<double> diag_series(const RunRecords& r, const char* name) {
 }  // namespace
 
 std::string report_text(const std::string& run_dir) {
-  const RunRecords r = read_run(run_dir);
+  const RunRecords r = read_run_with_records(run_dir);
   const RunInfo& i = r.info;
   const RunDerived& s = r.derived;
   std::string o;
@@ -135,7 +135,7 @@ std::string report_text(const std::string& run_dir) {
 }
 
 std::string report_json(const std::string& run_dir) {
-  const RunRecords r = read_run(run_dir);
+  const RunRecords r = read_run_with_records(run_dir);
   const RunInfo& i = r.info;
   const RunDerived& s = r.derived;
   std::string spikes = "[", profiles = "[", warnings = "[";
@@ -168,7 +168,7 @@ std::string report_json(const std::string& run_dir) {
       .add("best_val_excess", s.best_val_excess).add("final_val_bpb", s.final_val_bpb)
       .add("best_val_bpb", s.best_val_bpb).add("spike_score", s.spike_score).add("spike_count", s.spikes)
       .add("diverged", s.diverged).add("max_grad_norm", s.max_grad_norm).add("tok_per_s", s.tok_per_s)
-      .add("grad_ratio_first_last", s.grad_ratio_first_last).add("eff_rank", s.final_eff_rank)
+      .add("grad_ratio_first_last", s.grad_ratio_first_last).add("final_eff_rank", s.final_eff_rank)
       .add("block_cos", diag_series(r, "block_cos")).add("attn_sink", diag_series(r, "attn_sink"))
       .add("act_max", diag_series(r, "act_max"))
       .add("diag_step", diag ? diag->step : int64_t{-1}).add("layers", layers).add("attnres_weights", depth)

@@ -94,11 +94,10 @@ MetricsSink::MetricsSink(const std::string& path, int64_t keep_before, const std
   }
 }
 
-void MetricsSink::write(const JsonObject& record) {
-  const std::string line = record.str() + "\n";
-  f_->append(line);
+void MetricsSink::write(const std::string& record) {
+  f_->append(record + "\n");
   if (!csv_ && !tb_) return;
-  const YAML::Node parsed = YAML::Load(record.str());  // once, for both
+  const YAML::Node parsed = YAML::Load(record);  // once, for both
   if (csv_) csv_->append(csv_rows_of(parsed));
   if (tb_) tb_->write(parsed);
 }

@@ -28,7 +28,8 @@ class MetricsSink {
   MetricsSink(const MetricsSink&) = delete;
   MetricsSink& operator=(const MetricsSink&) = delete;
 
-  void write(const JsonObject& record);
+  void write(const JsonObject& record) { write(record.str()); }
+  void write(const std::string& json_record);  // one JSON object, without the newline
 
  private:
   std::unique_ptr<AppendFile> f_, csv_;

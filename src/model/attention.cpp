@@ -30,7 +30,8 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
     v_norm = register_module("v_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
   if (o.gate != AttnGate::kNone) {
     const int64_t rows = o.gate == AttnGate::kHead ? o.n_heads : o.d_model;
-    gate = register_module("gate", linear(o.d_model, rows, false));  // no gate bias (section 5)
+    // No gate bias (src/model/README.md, Tensor names).
+    gate = register_module("gate", linear(o.d_model, rows, false));
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
   if (o.ngpt) s_qk = register_parameter("s_qk", torch::full({o.d_model}, 1.0 / std::sqrt(static_cast<double>(o.d_model))));

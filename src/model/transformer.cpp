@@ -12,40 +12,55 @@ double norm_eps(const ModelConfig& m, const std::string& type) {
   return (t && std::isfinite(t->default_eps)) ? t->default_eps : 1e-5;
 }
 
+ResolvedModel ResolvedModel::of(const ModelConfig& m) {
+  ResolvedModel r;
+  r.norm = find_norm(m.norm.type);
+  r.qkv_norm = find_norm(m.qk_norm_type.value_or(m.norm.type));
+  r.layout = find_layout(m.layout);
+  r.residual = find_residual(m.residual.type);
+  r.qkv_norm_used = m.qk_norm || m.v_norm || (r.layout && r.layout->qkv_norm);
+  return r;
+}
+
+bool ResolvedModel::batch_statistics() const {
+  return (norm && norm->batch_statistics) || (qkv_norm_used && qkv_norm && qkv_norm->batch_statistics);
+}
+
 void resolve_model_config(ModelConfig& m) {
   if (!m.qk_norm_type) m.qk_norm_type = m.norm.type;
-  const LayoutType* layout = find_layout(m.layout);
-  if (layout && layout->resolve) layout->resolve(m);
+  const ResolvedModel r = ResolvedModel::of(m);
+  if (r.layout && r.layout->resolve) r.layout->resolve(m);
 }
 
 void check_layout_scope(const Config& c, Problems& p) {
-  const LayoutType* layout = find_layout(c.model.layout);
-  if (layout && layout->check) layout->check(c, [&](const std::string& key, const std::string& message) { p.add(key, message); });
+  const ResolvedModel r = ResolvedModel::of(c.model);
+  if (r.layout && r.layout->check) r.layout->check(c, [&](const std::string& key, const std::string& message) { p.add(key, message); });
 }
 
 void check_model_config(const ModelConfig& m, Problems& p) {
-  if (!find_norm(m.norm.type)) {
+  const ResolvedModel r = ResolvedModel::of(m);
+  if (!r.norm) {
     p.add("model.norm.type", fmt::format("'{}' is not a registered norm; expected one of: {}",
                                          m.norm.type, norm_names()));
   }
-  if (m.qk_norm_type && !find_norm(*m.qk_norm_type)) {
+  if (m.qk_norm_type && !r.qkv_norm) {
     p.add("model.qk_norm_type", fmt::format("'{}' is not a registered norm; expected one of: {}",
                                             *m.qk_norm_type, norm_names()));
   }
-  if (!find_layout(m.layout)) {
+  if (!r.layout) {
     p.add("model.layout", fmt::format("'{}' is not a registered layout; expected one of: {}",
                                       m.layout, layout_names()));
   }
-  if (!find_residual(m.residual.type)) {
+  if (!r.residual) {
     p.add("model.residual.type", fmt::format("'{}' is not a registered residual type; expected one of: {}",
                                              m.residual.type, residual_names()));
-  } else if (m.residual.type != "add" && find_layout(m.layout) && m.n_layers > 0) {
-    ModelConfig r = m;  // the plans read resolved values
-    resolve_model_config(r);
-    if (!layout_is_additive(r)) {
+  } else if (m.residual.type != "add" && r.layout && m.n_layers > 0) {
+    ModelConfig resolved = m;  // the plans read resolved values
+    resolve_model_config(resolved);
+    if (!layout_is_additive(resolved)) {
       std::string additive;
       for (const auto& t : layout_registry()) {
-        ModelConfig probe = r;
+        ModelConfig probe = resolved;
         probe.layout = t.name;
         resolve_model_config(probe);
         if (layout_is_additive(probe)) additive += (additive.empty() ? "" : ", ") + t.name;
@@ -61,12 +76,11 @@ void check_model_config(const ModelConfig& m, Problems& p) {
     p.add("model.value_residual", fmt::format("{} mixes block 0's values into later blocks; n_layers {} has none",
                                               choice_name(m.value_residual), m.n_layers));
   // Keys that only mean something together with others: an error rather than a silent no-op.
-  const LayoutType* layout = find_layout(m.layout);
   std::string qkv_layouts;
   for (const auto& t : layout_registry()) {
     if (t.qkv_norm) qkv_layouts += (qkv_layouts.empty() ? "" : ", ") + t.name;
   }
-  const bool layout_qkv = layout && layout->qkv_norm;
+  const bool layout_qkv = r.layout && r.layout->qkv_norm;
   if (m.qk_norm_axis != QkNormAxis::kHead && !(m.qk_norm || m.v_norm || layout_qkv))
     p.add("model.qk_norm_axis",
           "'all' has no effect without model.qk_norm, model.v_norm or layout " + qkv_layouts);
@@ -74,9 +88,8 @@ void check_model_config(const ModelConfig& m, Problems& p) {
     p.add("model.qk_norm_position", "'after_rope' has no effect without model.qk_norm or layout " + qkv_layouts);
   // An eps that no norm in use reads (dyt, derf, none have none).
   if (m.norm.eps && !p.has("model.norm.type") && !p.has("model.qk_norm_type")) {
-    const NormType* n = find_norm(m.norm.type);
-    const NormType* q = find_norm(m.qk_norm_type.value_or(m.norm.type));
-    const bool qkv_used = m.qk_norm || m.v_norm || layout_qkv;
+    const NormType *n = r.norm, *q = r.qkv_norm;
+    const bool qkv_used = r.qkv_norm_used;
     const bool read = (n && std::isfinite(n->default_eps)) || (qkv_used && q && std::isfinite(q->default_eps));
     if (!read) {
       p.add("model.norm.eps", fmt::format("norm type {} has no eps{}; it would do nothing here", m.norm.type,
@@ -86,7 +99,7 @@ void check_model_config(const ModelConfig& m, Problems& p) {
   // A key a norm type or a layout owns, set under another one, would silently do nothing: an
   // error (and the owners' value checks).
   if (!p.has("model.norm.type") && !p.has("model.qk_norm_type") && !p.has("model.layout")) {
-    check_owned_keys(m, [&](const std::string& key, const std::string& message) { p.add(key, message); });
+    check_owned_keys(m, r.qkv_norm_used, [&](const std::string& key, const std::string& message) { p.add(key, message); });
   }
 }
 
@@ -144,7 +157,8 @@ void for_each_block_linear(TransformerImpl& model,
 TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   resolve_model_config(m_);  // idempotent; the plans read resolved values
   const ModelConfig& m = m_;
-  const LayoutType* layout = find_layout(m.layout);
+  entries_ = ResolvedModel::of(m);
+  const LayoutType* layout = entries_.layout;
   TORCH_CHECK(layout, "unknown layout ", m.layout);
   NormOptions no;
   no.size = m.d_model;
@@ -193,9 +207,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   if (!m.tie_embeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(m.d_model, m.vocab_size).bias(false)));
   }
-  layout_ = layout;
   if (layout->build) layout->build(*this, m);
-  const ResidualType* residual = find_residual(m.residual.type);
+  const ResidualType* residual = entries_.residual;
   TORCH_CHECK(residual, "unknown residual type ", m.residual.type);
   stream_ = residual->make(*this, m);
   for (auto& b : blocks_) {
@@ -216,7 +229,7 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) { return hea
 
 torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
   auto logits = lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());  // (B, T, V)
-  if (layout_->head) logits = layout_->head(*this, logits);
+  if (entries_.layout->head) logits = entries_.layout->head(*this, logits);
   if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
   return logits;
 }
@@ -237,11 +250,11 @@ void TransformerImpl::block_stats(int64_t i, const torch::Tensor& x_in, const to
   stats_.add("attn_logit_max", as.logit_max);
   stats_.add("attn_sink", as.sink);
   if (as.vres_lambda.defined()) stats_.add("vres_lambda", as.vres_lambda);
-  if (layout_->block_stats) layout_->block_stats(*blocks_[i], m_, stats_);
+  if (entries_.layout->block_stats) entries_.layout->block_stats(*blocks_[i], m_, stats_);
 }
 
 void TransformerImpl::after_update() {
-  if (layout_->after_update) layout_->after_update(*this);
+  if (entries_.layout->after_update) entries_.layout->after_update(*this);
 }
 
 void TransformerImpl::value_residual_around(int64_t i, bool before) {
@@ -261,8 +274,8 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
     x = stream_forward(x);
   } else {
     // A layout may carry more than x between blocks (ResiDual); the statistics read its x.
-    auto view = [&](const torch::Tensor& s) { return layout_->stream_view ? layout_->stream_view(s) : s; };
-    if (layout_->stream_start) x = layout_->stream_start(x);
+    auto view = [&](const torch::Tensor& s) { return entries_.layout->stream_view ? entries_.layout->stream_view(s) : s; };
+    if (entries_.layout->stream_start) x = entries_.layout->stream_start(x);
     for (int64_t i = 0; i < n_blocks(); ++i) {
       value_residual_around(i, /*before=*/true);
       auto& b = blocks_[i];
@@ -277,9 +290,9 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
       value_residual_around(i, /*before=*/false);
     }
     if (capture_) add_stream_stats(stats_, view(x));
-    if (layout_->stream_finish) {
+    if (entries_.layout->stream_finish) {
       release_value_residual();
-      return layout_->stream_finish(*this, x);
+      return entries_.layout->stream_finish(*this, x);
     }
   }
   release_value_residual();
@@ -369,8 +382,9 @@ void init_weights(Transformer& model, const InitConfig& init) {
       p.normal_(0.0, std);
     }
   }
-  const LayoutType* layout = find_layout(m.layout);
-  if (layout && layout->init) layout->init(*model, m);  // the layout's own rule (section 4)
+  const LayoutType* layout = model->entries().layout;
+  // The layout's own rule (src/model/README.md, Initialisation).
+  if (layout && layout->init) layout->init(*model, m);
 }
 
 int64_t count_params(Transformer& model, bool include_embeddings) {

@@ -1,6 +1,6 @@
 // The decoder-only Transformer of src/model/README.md: embeddings, L blocks of the configured layout, the
 // final norm when the layout has one, and a (tied by default) output head. Parameter names are
-// the contract's tensor names (section 5).
+// the contract's tensor names (src/model/README.md, Tensor names).
 #pragma once
 
 #include "config/config.h"
@@ -33,8 +33,23 @@ class LayerSeries {
 // kurtosis about zero mean(x^4) / mean(x^2)^2 (3 for a Gaussian), over every element, in fp32.
 void add_stream_stats(LayerSeries& s, const torch::Tensor& x);
 
+// A model config's registry entries, looked up once by name: the model, the config checks and the
+// start-up warnings all read them from here. An entry is nullptr where its name is not registered
+// (check_model_config reports that).
+struct ResolvedModel {
+  const NormType* norm = nullptr;          // model.norm.type
+  const NormType* qkv_norm = nullptr;      // model.qk_norm_type (auto: the norm type)
+  const LayoutType* layout = nullptr;      // model.layout
+  const ResidualType* residual = nullptr;  // model.residual.type
+  bool qkv_norm_used = false;              // model.qk_norm, model.v_norm or a layout with q/k/v norms
+  static ResolvedModel of(const ModelConfig& m);
+  // A norm in use pools statistics over the batch's positions (batchnorm: warned about at start-up).
+  bool batch_statistics() const;
+};
+
 class TransformerImpl : public torch::nn::Module {
  public:
+  const ResolvedModel& entries() const { return entries_; }
   // m must be resolved (resolve_model_config).
   explicit TransformerImpl(const ModelConfig& m);
   // tokens: (B, T) int64 -> logits (B, T, V), T <= ctx
@@ -79,7 +94,7 @@ class TransformerImpl : public torch::nn::Module {
   bool capture_ = false;
   LayerSeries stats_;
   std::unique_ptr<ResidualStream> stream_;  // null for residual type add
-  const LayoutType* layout_ = nullptr;
+  ResolvedModel entries_;  // the config's registry entries, looked up once
   std::set<const c10::TensorImpl*> kept_init_, late_init_, no_decay_;
   torch::Tensor v0_;  // value residual: block 0's raw values during a forward
   // The blocks under a residual type other than add: each sublayer's term through the carrier.

@@ -33,11 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Everything the child needs, prepared before fork (the child only calls async-signal-safe code).
-struct ChildCommand {
-  std::vector<std::string> argv, env;
-  std::string log_path;
-};
 
 // The environment with the thread counts set (OpenBLAS and OpenMP read them at start-up). The wait
 // policy is the child's own start-up decision (src/cli/main.cpp), or the caller's if set.
@@ -124,222 +119,239 @@ int threads_per_job(int jobs) {
   return std::max(1, cores / std::max(1, jobs));
 }
 
-int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
-  if (options.jobs < 1) throw UsageError("--jobs must be at least 1");
-  const SweepShard& shard = options.shard;
-  const std::vector<SweepPoint> points = expand_sweep(sweep);
-  const std::vector<Config> configs = validate_points(sweep, points);
-  const std::string& dir = sweep.out_dir;
-  std::vector<size_t> mine;  // this shard's points
-  for (size_t i = 0; i < points.size(); ++i) {
-    if (shard.has(i)) mine.push_back(i);
+namespace {
+
+// One sweep process's work on its shard, in four moves: plan (decide every point from its run
+// directory, before anything is written), open (take the directory, print the plan), poll (one
+// round: forward Ctrl-C, start points while job slots are free, finish a child that ended) and
+// report (the closing line and exit code).
+class SweepScheduler {
+ public:
+  SweepScheduler(const Sweep& sweep, const SweepRunOptions& options)
+      : sweep_(sweep), options_(options), dir_(sweep.out_dir), points_(expand_sweep(sweep)),
+        configs_(validate_points(sweep, points_)), plans_(points_.size(), Plan::kFresh),
+        shard_name_(options.shard.whole() ? "" : fmt::format("shard {}/{}", options.shard.index, options.shard.count)) {
+    for (size_t i = 0; i < points_.size(); ++i) {
+      if (options.shard.has(i)) mine_.push_back(i);
+    }
   }
 
-  // What a point needs, from its run directory: decided for the plan printed at the start, and
-  // again once the point is claimed (another sweep process may have run it meanwhile).
-  auto plan_of = [&](size_t i) {
-    const fs::path run = point_run_dir(dir, points[i]);
-    const auto rec = read_point_record(run.string());
-    if (rec && (rec->status == "done" || rec->status == "diverged")) return Plan::kSkip;
-    if (file_exists((run / "checkpoints" / "LATEST").string())) return Plan::kResume;
-    return Plan::kFresh;
-  };
-  // Decide every point before touching anything; runs of another config are never mixed in.
-  std::vector<Plan> plans(points.size(), Plan::kFresh);
-  std::vector<std::string> stale;
-  for (size_t i : mine) {
-    const fs::path run = point_run_dir(dir, points[i]);
-    if (file_exists((run / "config.yaml").string())) {
-      bool same = false;
-      try {
-        same = comparable(parse_config_file((run / "config.yaml").string()).config) ==
-               comparable(configs[i]);
-      } catch (const UsageError&) {
+  // Decides every point of the shard; runs of another config are never mixed in (UsageError).
+  void plan() {
+    std::vector<std::string> stale;
+    for (size_t i : mine_) {
+      const fs::path run = point_run_dir(dir_, points_[i]);
+      if (file_exists((run / "config.yaml").string())) {
+        bool same = false;
+        try {
+          same = comparable(parse_config_file((run / "config.yaml").string()).config) == comparable(configs_[i]);
+        } catch (const UsageError&) {
+        }
+        if (!same) stale.push_back(run.string());
       }
-      if (!same) stale.push_back(run.string());
+      plans_[i] = plan_of(i);
     }
-    plans[i] = plan_of(i);
-  }
-  if (!stale.empty()) {
+    if (stale.empty()) return;
     throw UsageError(fmt::format(
         "{}: {} run director{} hold a run of another config than this sweep gives {} (first: {}); "
         "use --out DIR for a new sweep directory, or delete them to run them again",
-        dir, stale.size(), stale.size() == 1 ? "y" : "ies", stale.size() == 1 ? "it" : "them",
-        stale[0]));
+        dir_, stale.size(), stale.size() == 1 ? "y" : "ies", stale.size() == 1 ? "it" : "them", stale[0]));
   }
 
-  fs::create_directories(fs::path(dir) / "runs");
-  fs::create_directories(fs::path(dir) / "claims");
-  // One sweep process per directory and shard at a time (released by the kernel if it dies).
-  // Different shards, or a shard beside the whole sweep, share the directory point by point.
-  const std::string shard_name =
-      shard.whole() ? "" : fmt::format("shard {}/{}", shard.index, shard.count);
-  const DirectoryLock lock(
-      (fs::path(dir) / (shard.whole() ? std::string("sweep.lock")
-                                      : fmt::format("sweep.shard-{}-of-{}.lock", shard.index,
-                                                    shard.count)))
-          .string(),
-      shard.whole() ? dir + ": another normlab sweep is running on this directory"
-                    : fmt::format("{}: another normlab sweep is running {} on this directory",
-                                  dir, shard_name));
-  add_log_file((fs::path(dir) / "sweep.log").string());
-  write_file_atomic((fs::path(dir) / "sweep.yaml").string(), dump_sweep(sweep));
-  const int threads = threads_per_job(options.jobs);
-  const auto env = child_env(threads);
-  size_t n_skip = 0, n_resume = 0;
-  for (size_t i : mine) {
-    n_skip += plans[i] == Plan::kSkip;
-    n_resume += plans[i] == Plan::kResume;
+  // Takes the directory: one sweep process per directory and shard at a time (released by the
+  // kernel if it dies); different shards, or a shard beside the whole sweep, share it point by point.
+  void open() {
+    fs::create_directories(fs::path(dir_) / "runs");
+    fs::create_directories(fs::path(dir_) / "claims");
+    const SweepShard& shard = options_.shard;
+    lock_ = std::make_unique<DirectoryLock>(
+        (fs::path(dir_) / (shard.whole() ? std::string("sweep.lock")
+                                         : fmt::format("sweep.shard-{}-of-{}.lock", shard.index, shard.count))).string(),
+        shard.whole() ? dir_ + ": another normlab sweep is running on this directory"
+                      : fmt::format("{}: another normlab sweep is running {} on this directory", dir_, shard_name_));
+    add_log_file((fs::path(dir_) / "sweep.log").string());
+    write_file_atomic((fs::path(dir_) / "sweep.yaml").string(), dump_sweep(sweep_));
+    threads_ = threads_per_job(options_.jobs);
+    env_ = child_env(threads_);
+    size_t n_skip = 0, n_resume = 0;
+    for (size_t i : mine_) {
+      n_skip += plans_[i] == Plan::kSkip;
+      n_resume += plans_[i] == Plan::kResume;
+      if (plans_[i] != Plan::kSkip) todo_.push_back(i);
+    }
+    finished_ = n_skip;
+    spdlog::info("normlab sweep: {}{} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} thread{} | {}",
+                 shard.whole() ? "" : fmt::format("{}: {} of ", shard_name_, mine_.size()), points_.size(), n_skip,
+                 n_resume, mine_.size() - n_skip - n_resume, options_.jobs, options_.jobs == 1 ? "" : "s", threads_,
+                 threads_ == 1 ? "" : "s", dir_);
+    write_summary();
   }
-  spdlog::info(
-      "normlab sweep: {}{} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} "
-      "thread{} | {}",
-      shard.whole() ? "" : fmt::format("{}: {} of ", shard_name, mine.size()), points.size(),
-      n_skip, n_resume, mine.size() - n_skip - n_resume, options.jobs,
-      options.jobs == 1 ? "" : "s", threads, threads == 1 ? "" : "s", dir);
-  auto write_summary = [&] {
-    // Every sweep process sharing the directory rewrites the summary: under the lock, the last
-    // write sees every point record written before it.
-    const DirectoryLock summary_lock((fs::path(dir) / "summary.lock").string());
-    write_summary_files(summarise_sweep(sweep, points, dir));
-  };
-  write_summary();
 
-  std::vector<size_t> todo;
-  for (size_t i : mine) {
-    if (plans[i] != Plan::kSkip) todo.push_back(i);
+  // One round. Returns false when every point of the plan has finished or, after Ctrl-C, every
+  // running child has stopped.
+  bool poll() {
+    if (next_ >= todo_.size() && running_.empty()) return false;
+    const bool stopping = options_.stop && options_.stop->load();
+    if (stopping && !forwarded_) {
+      forwarded_ = true;
+      spdlog::info("interrupted: asking {} running point{} to checkpoint and stop ({} not started)", running_.size(),
+                   running_.size() == 1 ? "" : "s", todo_.size() - next_);
+      for (const auto& j : running_) ::kill(j.pid, SIGINT);
+    }
+    while (!stopping && running_.size() < static_cast<size_t>(options_.jobs) && next_ < todo_.size()) {
+      start(todo_[next_++]);
+    }
+    int st = 0;
+    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      auto it = std::find_if(running_.begin(), running_.end(), [&](const Job& j) { return j.pid == pid; });
+      if (it != running_.end()) {
+        const Job job = *it;
+        running_.erase(it);
+        finish(job, st);
+      }
+      return true;
+    }
+    if (stopping && running_.empty()) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return true;
   }
-  size_t next = 0, finished = n_skip, elsewhere = 0;
-  std::vector<Job> running;
-  std::map<size_t, std::unique_ptr<DirectoryLock>> claims;  // held while the point trains
-  bool forwarded = false;
 
-  auto start = [&](size_t i) {
-    const SweepPoint& p = points[i];
-    const std::string run = point_run_dir(dir, p);
+  // The closing line: 0 when every point is done, diverged or run elsewhere, 1 when any failed,
+  // 130 after Ctrl-C.
+  int report() {
+    write_summary();
+    std::map<PointStatus, size_t> n;
+    for (size_t i : mine_) {
+      if (const auto rec = read_point_record(point_run_dir(dir_, points_[i]))) ++n[rec->status];
+    }
+    const size_t done = n[PointStatus::kDone], diverged = n[PointStatus::kDiverged], failed = n[PointStatus::kFailed];
+    spdlog::info("sweep {}{}: {} done, {} diverged, {} failed, {} not finished of {}{}; summary in {}/summary.md",
+                 shard_name_.empty() ? "" : shard_name_ + " ", forwarded_ ? "interrupted" : "finished", done, diverged,
+                 failed, mine_.size() - done - diverged - failed, mine_.size(),
+                 elsewhere_ ? fmt::format(" ({} run by another sweep process)", elsewhere_) : "", dir_);
+    if (forwarded_) return 130;
+    return failed ? 1 : 0;
+  }
+
+ private:
+  // What a point needs, from its run directory: decided for the plan printed at the start, and
+  // again once the point is claimed (another sweep process may have run it meanwhile).
+  Plan plan_of(size_t i) const {
+    const fs::path run = point_run_dir(dir_, points_[i]);
+    const auto rec = read_point_record(run.string());
+    if (rec && is_finished(rec->status)) return Plan::kSkip;
+    if (file_exists((run / "checkpoints" / "LATEST").string())) return Plan::kResume;
+    return Plan::kFresh;
+  }
+
+  // Every sweep process sharing the directory rewrites the summary: under the lock, the last
+  // write sees every point record written before it.
+  void write_summary() const {
+    const DirectoryLock summary_lock((fs::path(dir_) / "summary.lock").string());
+    write_summary_files(summarise_sweep(sweep_, points_, dir_));
+  }
+
+  void start(size_t i) {
+    const SweepPoint& p = points_[i];
+    const std::string run = point_run_dir(dir_, p);
     std::unique_ptr<DirectoryLock> claim;
     try {
-      claim = std::make_unique<DirectoryLock>(
-          (fs::path(dir) / "claims" / (p.name + ".lock")).string(), "");
+      claim = std::make_unique<DirectoryLock>((fs::path(dir_) / "claims" / (p.name + ".lock")).string(), "");
     } catch (const UsageError&) {
-      ++finished;
-      ++elsewhere;
-      spdlog::info("[{}/{}] skip     {}: another normlab sweep process is running it", finished,
-                   mine.size(), p.name);
+      ++finished_;
+      ++elsewhere_;
+      spdlog::info("[{}/{}] skip     {}: another normlab sweep process is running it", finished_, mine_.size(), p.name);
       return;
     }
-    plans[i] = plan_of(i);
-    if (plans[i] == Plan::kSkip) {
-      ++finished;
-      spdlog::info("[{}/{}] skip     {}: finished by another normlab sweep process", finished,
-                   mine.size(), p.name);
+    plans_[i] = plan_of(i);
+    if (plans_[i] == Plan::kSkip) {
+      ++finished_;
+      spdlog::info("[{}/{}] skip     {}: finished by another normlab sweep process", finished_, mine_.size(), p.name);
       return;
     }
-    const bool resume = plans[i] == Plan::kResume;
+    const bool resume = plans_[i] == Plan::kResume;
     double prior = 0;
     if (resume) {
-      if (const auto rec = read_point_record(run); rec && std::isfinite(rec->wall_s))
-        prior = rec->wall_s;
+      if (const auto rec = read_point_record(run); rec && std::isfinite(rec->wall_s)) prior = rec->wall_s;
     } else {
       fs::remove_all(run);  // a start that never reached its first checkpoint
     }
     fs::create_directories(run);
     PointRecord rec;
-    rec.status = "running";
+    rec.status = PointStatus::kRunning;
     write_point_record(run, p, rec);
-    ChildCommand cmd;
-    cmd.argv = {"normlab", "train", "-c", sweep.base};
-    for (const auto& o : point_overrides(sweep, p)) cmd.argv.insert(cmd.argv.end(), {"--set", o});
-    cmd.argv.insert(cmd.argv.end(),
-                    {"--set", fmt::format("train.threads={}", threads), "--out", run});
-    if (resume) cmd.argv.push_back("--resume");
-    cmd.env = env;
-    cmd.log_path = (fs::path(run) / "stderr.log").string();
-    running.push_back({i, spawn_child(options.exe, cmd.argv, cmd.env, cmd.log_path, "normlab sweep"), Clock::now(), prior});
-    claims[i] = std::move(claim);
+    std::vector<std::string> argv = {"normlab", "train", "-c", sweep_.base};
+    for (const auto& o : point_overrides(sweep_, p)) argv.insert(argv.end(), {"--set", o});
+    argv.insert(argv.end(), {"--set", fmt::format("train.threads={}", threads_), "--out", run});
+    if (resume) argv.push_back("--resume");
+    const pid_t pid = spawn_child(options_.exe, argv, env_, (fs::path(run) / "stderr.log").string(), "normlab sweep");
+    running_.push_back({i, pid, Clock::now(), prior});
+    claims_[i] = std::move(claim);
     spdlog::info("start   {}{}", p.name, resume ? " (resuming from its checkpoint)" : "");
-  };
+  }
 
-  auto finish = [&](const Job& job, int wait_status) {
-    const SweepPoint& p = points[job.point];
-    const std::string run = point_run_dir(dir, p);
-    const int code =
-        WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+  void finish(const Job& job, int wait_status) {
+    const SweepPoint& p = points_[job.point];
+    const std::string run = point_run_dir(dir_, p);
+    const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
     const SummaryValues m = run_metrics((fs::path(run) / "metrics.jsonl").string());
     const bool diverged = m[kDiverged] == 1;
     PointRecord rec;
     rec.exit_code = code;
     rec.wall_s = job.prior_wall_s + std::chrono::duration<double>(Clock::now() - job.start).count();
     if (code == 0) {
-      rec.status = diverged ? "diverged" : "done";
-    } else if (code == 130 || (forwarded && WIFSIGNALED(wait_status))) {
-      rec.status = "running";  // interrupted: resumable, not done
+      rec.status = diverged ? PointStatus::kDiverged : PointStatus::kDone;
+    } else if (code == 130 || (forwarded_ && WIFSIGNALED(wait_status))) {
+      rec.status = PointStatus::kRunning;  // interrupted: resumable, not done
     } else {
-      rec.status = diverged ? "diverged" : "failed";
+      rec.status = diverged ? PointStatus::kDiverged : PointStatus::kFailed;
     }
     write_point_record(run, p, rec);
-    claims.erase(job.point);
-    ++finished;
+    claims_.erase(job.point);
+    ++finished_;
     std::string what;
-    if (rec.status == "failed") {
-      what = fmt::format("exit {}: {} (log: {}/stderr.log)", code, last_line(run + "/stderr.log"),
-                         run);
-    } else if (rec.status == "running") {
+    if (rec.status == PointStatus::kFailed) {
+      what = fmt::format("exit {}: {} (log: {}/stderr.log)", code, last_line(run + "/stderr.log"), run);
+    } else if (rec.status == PointStatus::kRunning) {
       what = "interrupted; a re-run resumes it";
     } else {
-      what = std::isfinite(m[kFinalTrainLoss]) ? fmt::format("loss {:.4f}", m[kFinalTrainLoss])
-                                               : "loss not finite";
+      what = std::isfinite(m[kFinalTrainLoss]) ? fmt::format("loss {:.4f}", m[kFinalTrainLoss]) : "loss not finite";
       if (code != 0) what += fmt::format(" (exit {}: {})", code, last_line(run + "/stderr.log"));
     }
-    spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished, mine.size(), rec.status, p.name, what,
+    spdlog::info("[{}/{}] {:<8} {}: {}, {}", finished_, mine_.size(), status_name(rec.status), p.name, what,
                  seconds(rec.wall_s));
     write_summary();
-  };
-
-  while (next < todo.size() || !running.empty()) {
-    const bool stopping = options.stop && options.stop->load();
-    if (stopping && !forwarded) {
-      forwarded = true;
-      spdlog::info("interrupted: asking {} running point{} to checkpoint and stop ({} not started)",
-                   running.size(), running.size() == 1 ? "" : "s", todo.size() - next);
-      for (const auto& j : running) ::kill(j.pid, SIGINT);
-    }
-    while (!stopping && running.size() < static_cast<size_t>(options.jobs) && next < todo.size()) {
-      start(todo[next++]);
-    }
-    int st = 0;
-    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
-    if (pid > 0) {
-      auto it =
-          std::find_if(running.begin(), running.end(), [&](const Job& j) { return j.pid == pid; });
-      if (it != running.end()) {
-        const Job job = *it;
-        running.erase(it);
-        finish(job, st);
-      }
-      continue;
-    }
-    if (stopping && running.empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 
-  write_summary();
-  size_t done = 0, diverged = 0, failed = 0;
-  for (size_t i : mine) {
-    const auto rec = read_point_record(point_run_dir(dir, points[i]));
-    if (!rec) continue;
-    done += rec->status == "done";
-    diverged += rec->status == "diverged";
-    failed += rec->status == "failed";
+  const Sweep& sweep_;
+  const SweepRunOptions& options_;
+  const std::string dir_;
+  const std::vector<SweepPoint> points_;
+  const std::vector<Config> configs_;
+  std::vector<Plan> plans_;
+  const std::string shard_name_;
+  std::vector<size_t> mine_;  // this shard's points
+  std::unique_ptr<DirectoryLock> lock_;
+  int threads_ = 1;
+  std::vector<std::string> env_;
+  std::vector<size_t> todo_;  // the planned points to start, in order
+  size_t next_ = 0, finished_ = 0, elsewhere_ = 0;
+  std::vector<Job> running_;
+  std::map<size_t, std::unique_ptr<DirectoryLock>> claims_;  // held while the point trains
+  bool forwarded_ = false;  // Ctrl-C was forwarded to the children
+};
+
+}  // namespace
+
+int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
+  if (options.jobs < 1) throw UsageError("--jobs must be at least 1");
+  SweepScheduler scheduler(sweep, options);
+  scheduler.plan();
+  scheduler.open();
+  while (scheduler.poll()) {
   }
-  spdlog::info(
-      "sweep {}{}: {} done, {} diverged, {} failed, {} not finished of {}{}; summary in "
-      "{}/summary.md",
-      shard_name.empty() ? "" : shard_name + " ", forwarded ? "interrupted" : "finished", done,
-      diverged, failed, mine.size() - done - diverged - failed, mine.size(),
-      elsewhere ? fmt::format(" ({} run by another sweep process)", elsewhere) : "", dir);
-  if (forwarded) return 130;
-  return failed ? 1 : 0;
+  return scheduler.report();
 }
 
 }  // namespace normlab

@@ -15,7 +15,7 @@ namespace normlab {
 
 const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames = {
     "steps",  "final_train_loss", "best_val_loss",         "best_val_excess", "best_val_bpb", "diverged",
-    "spikes", "spike_score",      "max_grad_norm",         "grad_ratio_first_last", "final_eff_rank",
+    "spike_count", "spike_score", "max_grad_norm",         "grad_ratio_first_last", "final_eff_rank",
     "tok_per_s", "wall_s"};
 
 namespace {
@@ -107,13 +107,35 @@ SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore) 
   return summary_values(read_records(metrics_path, info));
 }
 
+const char* status_name(PointStatus s) {
+  switch (s) {
+    case PointStatus::kPending: return "pending";
+    case PointStatus::kRunning: return "running";
+    case PointStatus::kDone: return "done";
+    case PointStatus::kDiverged: return "diverged";
+    case PointStatus::kFailed: return "failed";
+  }
+  return "pending";
+}
+
+bool is_finished(PointStatus s) { return s == PointStatus::kDone || s == PointStatus::kDiverged; }
+
 std::optional<PointRecord> read_point_record(const std::string& run_dir) {
   const std::string path = (fs::path(run_dir) / "point.json").string();
   if (!file_exists(path)) return std::nullopt;
   try {
     const YAML::Node j = YAML::Load(read_file(path));
     PointRecord r;
-    r.status = j["status"].as<std::string>();
+    const std::string status = j["status"].as<std::string>();
+    bool known = false;
+    for (PointStatus st : {PointStatus::kPending, PointStatus::kRunning, PointStatus::kDone, PointStatus::kDiverged,
+                           PointStatus::kFailed}) {
+      if (status == status_name(st)) {
+        r.status = st;
+        known = true;
+      }
+    }
+    if (!known) return std::nullopt;  // not a status this binary writes: as if never recorded
     if (j["exit_code"] && !j["exit_code"].IsNull()) r.exit_code = j["exit_code"].as<int>();
     r.wall_s = num(j["wall_s"]);
     return r;
@@ -130,7 +152,7 @@ void write_point_record(const std::string& run_dir, const SweepPoint& point,
   j.add("name", point.name)
       .add("overrides", overrides)
       .add("seed", point.seed)
-      .add("status", record.status);
+      .add("status", status_name(record.status));
   if (record.exit_code) {
     j.add("exit_code", *record.exit_code);
   } else {
@@ -157,7 +179,7 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
     r.values = file_exists((fs::path(run) / "metrics.jsonl").string()) ? summary_values(read_run(run))
                                                                         : summary_values(RunRecords{});
     const auto rec = read_point_record(run);
-    r.status = rec ? rec->status : "pending";
+    r.status = status_name(rec ? rec->status : PointStatus::kPending);
     r.values[kWallS] = rec ? rec->wall_s : kNaN;
     if (!members.count(p.group)) groups.push_back(p.group);
     members[p.group].push_back(s.rows.size());
@@ -179,21 +201,11 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
     std_row = mean;
     std_row.row = "std";
     for (int c = 0; c < kNumSummaryColumns; ++c) {
-      double sum = 0, sq = 0;
-      int64_t count = 0;
-      for (size_t i : idx) {
-        const double v = s.rows[i].values[c];
-        if (!std::isfinite(v)) continue;
-        sum += v;
-        ++count;
-      }
-      const double m = count ? sum / count : kNaN;
-      for (size_t i : idx) {
-        const double v = s.rows[i].values[c];
-        if (std::isfinite(v)) sq += (v - m) * (v - m);
-      }
-      mean.values[c] = m;
-      std_row.values[c] = count ? std::sqrt(sq / count) : kNaN;  // population std
+      std::vector<double> values;
+      for (size_t i : idx) values.push_back(s.rows[i].values[c]);
+      const SeedStats st = seed_stats(values);
+      mean.values[c] = st.mean;
+      std_row.values[c] = st.std;
     }
     s.rows.push_back(mean);
     s.rows.push_back(std_row);

@@ -42,9 +42,15 @@ SummaryValues summary_values(const RunRecords& run);
 // The same from one metrics.jsonl file on its own; spike_zscore: the run's diag.spike.zscore.
 SummaryValues run_metrics(const std::string& metrics_path, double spike_zscore = 6);
 
+// Where a point stands. done and diverged are finished (a re-run skips them); running is a
+// point that was started (or interrupted: a re-run resumes it); failed exited with an error.
+enum class PointStatus { kPending, kRunning, kDone, kDiverged, kFailed };
+const char* status_name(PointStatus s);  // "pending", "running", "done", "diverged", "failed"
+bool is_finished(PointStatus s);         // done or diverged
+
 // <run>/point.json: the sweep's record of one point.
 struct PointRecord {
-  std::string status = "pending";  // done | failed | diverged | running | pending
+  PointStatus status = PointStatus::kPending;
   std::optional<int> exit_code;
   double wall_s = std::nan("");
 };

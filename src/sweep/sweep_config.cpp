@@ -50,42 +50,26 @@ std::string join(const std::vector<T>& v, const std::string& sep) {
   return out;
 }
 
-class Collector {
- public:
-  void add(const std::string& where, const std::string& key, const std::string& message) {
-    lines_.push_back(fmt::format("{}: {}: {}", where, key, message));
-  }
-  void add_all(const std::vector<std::string>& lines) {
-    lines_.insert(lines_.end(), lines.begin(), lines.end());
-  }
-  bool empty() const { return lines_.empty(); }
-  void raise_if_any() const {
-    if (!lines_.empty()) throw ConfigError(lines_);
-  }
-
- private:
-  std::vector<std::string> lines_;
-};
 
 // A run-config key as written in a sweep: dotted, non-empty parts, no '='. `seed` and `out_dir`
 // belong to the sweep itself (`seeds:`, one run directory per point).
 bool check_key(const std::string& key, const std::string& where, const std::string& section,
-               Collector& problems) {
+               Problems& problems) {
   const bool well_formed =
       !key.empty() && key.front() != '.' && key.back() != '.' &&
       key.find("..") == std::string::npos && std::all_of(key.begin(), key.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
       });
   if (!well_formed) {
-    problems.add(where, section + "." + key, "expected a dotted config key such as model.layout");
+    problems.add_at(where, section + "." + key, "expected a dotted config key such as model.layout");
     return false;
   }
   if (key == "seed") {
-    problems.add(where, section + "." + key, "list seeds under `seeds:`, not as an override");
+    problems.add_at(where, section + "." + key, "list seeds under `seeds:`, not as an override");
     return false;
   }
   if (key == "out_dir") {
-    problems.add(where, section + "." + key,
+    problems.add_at(where, section + "." + key,
                  "each point runs in <sweep>/runs/<name>; set the sweep's out_dir instead");
     return false;
   }
@@ -95,10 +79,10 @@ bool check_key(const std::string& key, const std::string& where, const std::stri
 // `set:` mapping: key -> any YAML value.
 void parse_set(const YAML::Node& n, const std::string& file, const std::string& section,
                std::vector<std::pair<std::string, std::string>>& out,
-               std::map<std::string, std::string>& where, Collector& problems) {
+               std::map<std::string, std::string>& where, Problems& problems) {
   if (!n || n.IsNull()) return;
   if (!n.IsMap()) {
-    problems.add(at(file, n), section,
+    problems.add_at(at(file, n), section,
                  "expected a mapping of config keys to values, got " + describe_node(n));
     return;
   }
@@ -118,11 +102,11 @@ void parse_set(const YAML::Node& n, const std::string& file, const std::string& 
 // A mapping of key -> non-empty list of values, as in `axes:` and each `zip:` entry.
 std::vector<SweepAxis> parse_lists(const YAML::Node& n, const std::string& file,
                                    const std::string& section,
-                                   std::map<std::string, std::string>& where, Collector& problems) {
+                                   std::map<std::string, std::string>& where, Problems& problems) {
   std::vector<SweepAxis> out;
   if (!n || n.IsNull()) return out;
   if (!n.IsMap()) {
-    problems.add(at(file, n), section,
+    problems.add_at(at(file, n), section,
                  "expected a mapping of config keys to lists of values, got " + describe_node(n));
     return out;
   }
@@ -130,7 +114,7 @@ std::vector<SweepAxis> parse_lists(const YAML::Node& n, const std::string& file,
     const std::string key = kv.first.Scalar();
     if (!check_key(key, at(file, kv.first), section, problems)) continue;
     if (!kv.second.IsSequence() || kv.second.size() == 0) {
-      problems.add(at(file, kv.first), section + "." + key,
+      problems.add_at(at(file, kv.first), section + "." + key,
                    "expected a non-empty list of values, got " + describe_node(kv.second));
       continue;
     }
@@ -146,11 +130,11 @@ std::vector<SweepAxis> parse_lists(const YAML::Node& n, const std::string& file,
 // `zip:` list: each entry one axis whose keys vary together.
 std::vector<SweepAxis> parse_zip(const YAML::Node& n, const std::string& file,
                                  const std::string& section,
-                                 std::map<std::string, std::string>& where, Collector& problems) {
+                                 std::map<std::string, std::string>& where, Problems& problems) {
   std::vector<SweepAxis> out;
   if (!n || n.IsNull()) return out;
   if (!n.IsSequence()) {
-    problems.add(
+    problems.add_at(
         at(file, n), section,
         "expected a list of mappings ({key: [values], key: [values]}), got " + describe_node(n));
     return out;
@@ -159,7 +143,7 @@ std::vector<SweepAxis> parse_zip(const YAML::Node& n, const std::string& file,
     const std::string entry = fmt::format("{}[{}]", section, i);
     auto lists = parse_lists(n[i], file, entry, where, problems);
     if (lists.empty()) {
-      if (n[i].IsMap() && n[i].size() == 0) problems.add(at(file, n[i]), entry, "empty zip entry");
+      if (n[i].IsMap() && n[i].size() == 0) problems.add_at(at(file, n[i]), entry, "empty zip entry");
       continue;
     }
     SweepAxis axis;
@@ -172,7 +156,7 @@ std::vector<SweepAxis> parse_zip(const YAML::Node& n, const std::string& file,
       equal = equal && l.values.size() == lists[0].values.size();
     }
     if (!equal) {
-      problems.add(
+      problems.add_at(
           at(file, n[i]), entry,
           fmt::format("zipped lists must have equal lengths, got {}", join(lengths, ", ")));
       continue;
@@ -188,10 +172,10 @@ std::vector<SweepAxis> parse_zip(const YAML::Node& n, const std::string& file,
 }
 
 std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
-                                 const std::string& section, Collector& problems) {
+                                 const std::string& section, Problems& problems) {
   std::vector<int64_t> out;
   if (!n.IsSequence() || n.size() == 0) {
-    problems.add(at(file, n), section,
+    problems.add_at(at(file, n), section,
                  "expected a non-empty list of integer seeds, got " + describe_node(n));
     return out;
   }
@@ -199,22 +183,22 @@ std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
     try {
       const int64_t s = v.as<int64_t>();
       if (std::find(out.begin(), out.end(), s) != out.end()) {
-        problems.add(at(file, v), section, fmt::format("seed {} is listed twice", s));
+        problems.add_at(at(file, v), section, fmt::format("seed {} is listed twice", s));
       }
       out.push_back(s);
     } catch (const YAML::Exception&) {
-      problems.add(at(file, v), section, "expected an integer seed, got " + describe_node(v));
+      problems.add_at(at(file, v), section, "expected an integer seed, got " + describe_node(v));
     }
   }
   return out;
 }
 
 void reject_unknown(const YAML::Node& n, const std::string& file, const std::string& prefix,
-                    const std::vector<std::string>& known, Collector& problems) {
+                    const std::vector<std::string>& known, Problems& problems) {
   for (const auto& kv : n) {
     const std::string k = kv.first.Scalar();
     if (std::find(known.begin(), known.end(), k) == known.end()) {
-      problems.add(at(file, kv.first), prefix + k,
+      problems.add_at(at(file, kv.first), prefix + k,
                    "unknown key; expected one of: " + join(known, ", "));
     }
   }
@@ -232,6 +216,47 @@ const std::string* owning_key(const std::map<std::string, std::string>& where,
   return nullptr;
 }
 
+// The `quick:` section: the sweep `s` with its replacements, or null when it is not a mapping.
+std::shared_ptr<const Sweep> parse_quick(const YAML::Node& q, const std::string& path, const Sweep& s,
+                                         Problems& problems) {
+  if (!q.IsMap()) {
+    problems.add_at(at(path, q), "quick", "expected a mapping with any of set, axes, zip, seeds, out_dir");
+    return nullptr;
+  }
+  reject_unknown(q, path, "quick.", {"set", "axes", "zip", "seeds", "out_dir"}, problems);
+  Sweep quick = s;
+  parse_set(q["set"], path, "quick.set", quick.set, quick.where, problems);
+  for (const auto& a : parse_lists(q["axes"], path, "quick.axes", quick.where, problems)) {
+    auto it = std::find_if(quick.axes.begin(), quick.axes.end(),
+                           [&](const SweepAxis& x) { return !x.zip && x.keys == a.keys; });
+    if (it == quick.axes.end()) {
+      problems.add_at(quick.where[a.keys[0]], "quick.axes." + a.keys[0], "not a key under axes:");
+    } else {
+      *it = a;
+    }
+  }
+  if (q["zip"]) {
+    quick.axes.erase(std::remove_if(quick.axes.begin(), quick.axes.end(),
+                                    [](const SweepAxis& x) { return x.zip; }),
+                     quick.axes.end());
+    auto qz = parse_zip(q["zip"], path, "quick.zip", quick.where, problems);
+    quick.axes.insert(quick.axes.end(), qz.begin(), qz.end());
+  }
+  if (q["seeds"]) {
+    quick.seeds = parse_seeds(q["seeds"], path, "quick.seeds", problems);
+    quick.where["seed"] = at(path, q["seeds"]);
+  }
+  if (const YAML::Node o = q["out_dir"]) {
+    if (!o.IsScalar()) {
+      problems.add_at(at(path, o), "quick.out_dir",
+                   "expected a directory, got " + describe_node(o));
+    } else {
+      quick.out_dir = o.Scalar();
+    }
+  }
+  return std::make_shared<const Sweep>(std::move(quick));
+}
+
 }  // namespace
 
 std::vector<std::string> Sweep::axis_keys() const {
@@ -240,10 +265,15 @@ std::vector<std::string> Sweep::axis_keys() const {
   return keys;
 }
 
+Sweep apply_quick(const Sweep& sweep) {
+  if (!sweep.quick) throw ConfigError({sweep.file + ": quick: the sweep file has no quick: section"});
+  return *sweep.quick;
+}
+
 Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
   if (!file_exists(path)) throw UsageError(path + ": sweep file not found");
   const YAML::Node root = load_sweep_yaml(path);
-  Collector problems;
+  Problems problems;
   if (!root.IsMap()) {
     throw ConfigError({path + ": (top level): expected a mapping with base:, axes:, seeds:, ..."});
   }
@@ -254,16 +284,16 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
   s.file = path;
   const fs::path dir = fs::path(path).parent_path();
   if (const YAML::Node b = root["base"]; !b || !b.IsScalar()) {
-    problems.add(b ? at(path, b) : path, "base",
+    problems.add_at(b ? at(path, b) : path, "base",
                  "expected the path of the base run config (relative to this file)");
   } else {
     const fs::path base = fs::absolute(dir / b.Scalar()).lexically_normal();
     s.base = base.string();
     if (options.check_base && !file_exists(s.base))
-      problems.add(at(path, b), "base", fmt::format("file '{}' not found", s.base));
+      problems.add_at(at(path, b), "base", fmt::format("file '{}' not found", s.base));
   }
   if (const YAML::Node o = root["out_dir"]; o && !o.IsScalar()) {
-    problems.add(at(path, o), "out_dir", "expected the sweep directory, got " + describe_node(o));
+    problems.add_at(at(path, o), "out_dir", "expected the sweep directory, got " + describe_node(o));
   } else {
     s.out_dir = o ? o.Scalar() : "runs/sweeps/" + fs::path(path).stem().string();
   }
@@ -277,52 +307,19 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
   }
 
   // The quick section is checked whether or not it is applied.
-  if (const YAML::Node q = root["quick"]; q && !q.IsNull()) {
-    if (!q.IsMap()) {
-      problems.add(at(path, q), "quick",
-                   "expected a mapping with any of set, axes, zip, seeds, out_dir");
+  if (const YAML::Node q = root["quick"]; q && !q.IsNull()) s.quick = parse_quick(q, path, s, problems);
+  if (options.quick) {
+    if (s.quick) {
+      s = apply_quick(s);
     } else {
-      reject_unknown(q, path, "quick.", {"set", "axes", "zip", "seeds", "out_dir"}, problems);
-      Sweep quick = s;
-      parse_set(q["set"], path, "quick.set", quick.set, quick.where, problems);
-      for (const auto& a : parse_lists(q["axes"], path, "quick.axes", quick.where, problems)) {
-        auto it = std::find_if(quick.axes.begin(), quick.axes.end(),
-                               [&](const SweepAxis& x) { return !x.zip && x.keys == a.keys; });
-        if (it == quick.axes.end()) {
-          problems.add(quick.where[a.keys[0]], "quick.axes." + a.keys[0], "not a key under axes:");
-        } else {
-          *it = a;
-        }
-      }
-      if (q["zip"]) {
-        quick.axes.erase(std::remove_if(quick.axes.begin(), quick.axes.end(),
-                                        [](const SweepAxis& x) { return x.zip; }),
-                         quick.axes.end());
-        auto qz = parse_zip(q["zip"], path, "quick.zip", quick.where, problems);
-        quick.axes.insert(quick.axes.end(), qz.begin(), qz.end());
-      }
-      if (q["seeds"]) {
-        quick.seeds = parse_seeds(q["seeds"], path, "quick.seeds", problems);
-        quick.where["seed"] = at(path, q["seeds"]);
-      }
-      if (const YAML::Node o = q["out_dir"]) {
-        if (!o.IsScalar()) {
-          problems.add(at(path, o), "quick.out_dir",
-                       "expected a directory, got " + describe_node(o));
-        } else {
-          quick.out_dir = o.Scalar();
-        }
-      }
-      if (options.quick) s = quick;
+      problems.add_at(path, "quick", "--quick given but the sweep file has no quick: section");
     }
-  } else if (options.quick) {
-    problems.add(path, "quick", "--quick given but the sweep file has no quick: section");
   }
 
   for (const auto& o : options.sets) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
-      problems.add("--set", o, "expected key.path=value");
+      problems.add_at("--set", o, "expected key.path=value");
       continue;
     }
     const std::string key = o.substr(0, eq);
@@ -340,7 +337,7 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
 
   std::set<std::string> seen;
   for (const auto& k : s.axis_keys()) {
-    if (!seen.insert(k).second) problems.add(s.where[k], k, "appears in more than one axis");
+    if (!seen.insert(k).second) problems.add_at(s.where[k], k, "appears in more than one axis");
   }
   if (s.seeds.empty() && problems.empty() && file_exists(s.base)) {
     // Default: the base config's own seed.
@@ -413,18 +410,18 @@ std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
     while (a > 0 && ++index[a - 1] == sweep.axes[a - 1].values.size()) index[--a] = 0;
     if (a == 0) break;
   }
-  Collector problems;
+  Problems problems;
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < points.size(); ++i) {
     const std::string& n = points[i].name;
     if (n.size() > kMaxNameLength) {
-      problems.add(sweep.file, n.substr(0, 40) + "...",
+      problems.add_at(sweep.file, n.substr(0, 40) + "...",
                    fmt::format("point name longer than {} characters; use shorter axis values",
                                kMaxNameLength));
     }
     auto [it, fresh] = seen.emplace(n, i);
     if (!fresh) {
-      problems.add(
+      problems.add_at(
           sweep.file, n,
           fmt::format("points {} and {} get the same name (a value listed twice, or values "
                       "that differ only in characters outside [A-Za-z0-9._+-])",

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,8 +33,15 @@ struct Sweep {
   // Where each set/axis key and `seeds` was written ("file:12", "--set"), for error messages.
   std::map<std::string, std::string> where;
 
+  // The file's `quick:` variant, checked whether or not it is used (null: the file has none).
+  std::shared_ptr<const Sweep> quick;
+
   std::vector<std::string> axis_keys() const;  // every axis's keys, in axis order
 };
+
+// The sweep with its `quick:` section applied (its set merged, its axes, zip, seeds and out_dir
+// replacing the file's). Throws ConfigError when the file has no quick: section.
+Sweep apply_quick(const Sweep& sweep);
 
 struct SweepOptions {
   bool quick = false;             // apply the file's `quick:` section

@@ -17,8 +17,6 @@
 #include "model/transformer.h"
 #include "train/adamw.h"
 #include "train/device.h"
-#include "train/loss_scale.h"
-#include "train/schedule.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -80,10 +78,7 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
   int64_t micro_batch = 0;
   // The trainer's step, decisions included (a spike or non-finite step is skipped here, never
   // stopped: there is no run to stop).
-  LossScaler scaler(cfg.train.precision == Precision::kFp16);
-  SpikeDetector loss_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore),
-      grad_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore);
-  TrainStep step(cfg, t, data, device, scaler, loss_spikes, grad_spikes);
+  TrainStep step(cfg, t, data, device);
   std::vector<double> times;
   std::unique_ptr<torch::autograd::profiler::RecordProfile> profile;
   for (int64_t s = 0; s < warmup + steps; ++s) {
@@ -91,8 +86,10 @@ BenchResult bench_training(const Config& cfg, const std::string& config_name, in
       profile = std::make_unique<torch::autograd::profiler::RecordProfile>(profile_path);
     }
     const auto t0 = Clock::now();
-    const StepOutcome o = step.run(micro_batch, lr_at(cfg.optim, s, cfg.train.steps), diag,
-                                   /*per_param=*/false);
+    StepPlan plan = step.plan_at(s);  // the trainer's plan, diagnostics as the bench asks
+    plan.diag = diag;
+    plan.per_param = false;
+    const StepOutcome o = step.run(micro_batch, plan);
     if (o.action == StepAction::kSkipOverflow) ++r.overflow_steps;  // fp16: the scaler skipped it
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (s == 0) r.first_loss = o.loss;

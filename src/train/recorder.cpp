@@ -74,14 +74,14 @@ void Recorder::start(int64_t resume_step) {
                                         (out / "tensorboard").string(), cfg_.model.n_layers);
 }
 
-void Recorder::record(const JsonObject& rec) {
+void Recorder::record(const std::string& rec) {
   if (sink_) sink_->write(rec);
 }
 
-void Recorder::spike_forensics(int64_t step, const JsonObject& forensics) {
+void Recorder::spike_forensics(int64_t step, const std::string& forensics) {
   const fs::path dir = fs::path(cfg_.out_dir) / "spikes";
   fs::create_directories(dir);
-  write_file_atomic((dir / fmt::format("step_{:08d}.json", step)).string(), forensics.str() + "\n");
+  write_file_atomic((dir / fmt::format("step_{:08d}.json", step)).string(), forensics + "\n");
 }
 
 void Recorder::checkpoint(Transformer& model, const AdamW* optimizer, const TrainState& state) {

@@ -35,9 +35,9 @@ class Recorder {
   // Once everything is checked: clears a start-over's files, writes config.yaml, starts train.log
   // and the metrics files (a resume keeps the records of the steps before `resume_step`).
   void start(int64_t resume_step);
-  void record(const JsonObject& rec);
+  void record(const std::string& json_record);  // one line of metrics.jsonl (metrics/records.h's to_json)
   // spikes/step_<N>.json, written atomically.
-  void spike_forensics(int64_t step, const JsonObject& forensics);
+  void spike_forensics(int64_t step, const std::string& json);
   // checkpoints/step_<N> with the config written at start(), atomically; LATEST names it.
   void checkpoint(Transformer& model, const AdamW* optimizer, const TrainState& state);
   // Throws RuntimeFailure when a write to train.log failed.

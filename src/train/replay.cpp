@@ -19,8 +19,8 @@
 #include "train/checkpoint.h"
 #include "train/device.h"
 #include "train/evaluate.h"
+#include "train/resume.h"
 #include "train/run_config.h"
-#include "train/schedule.h"
 #include "train/step.h"
 #include "train/trainer.h"
 
@@ -214,23 +214,14 @@ ReplayResult replay_step(const std::string& run, int64_t N) {
   const std::string ckpt = find_checkpoint(run, *from);
   configure_threads(cfg.train.threads);
   const torch::Device device = resolve_device(choice_name(cfg.train.device), "train.device");
-  TrainState state;
   const Corpus data = Corpus::load(cfg.data.train, cfg.data.format);
   std::optional<Tokenizer> tok;
   if (!cfg.data.tokenizer.empty() && file_exists(cfg.data.tokenizer)) tok = Tokenizer::load(cfg.data.tokenizer);
   Trainable t = make_trainable(cfg, device);
-  load_model_weights(ckpt, t.model);
-  load_trainer_state(ckpt, *t.optimizer, state);
+  TrainStep step(cfg, t, data, device);
+  const TrainState state = restore_checkpoint(ckpt, t, step);
   // W processes with batch B optimise as one with W*B (src/dist/README.md): replayed as one.
   if (state.world_size > 1) cfg.train.batch_size *= state.world_size;
-  set_torch_rng_state_hex(state.torch_rng);
-  LossScaler scaler(cfg.train.precision == Precision::kFp16);
-  scaler.restore(state.loss_scale, state.loss_scale_good_steps);
-  SpikeDetector loss_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore),
-      grad_spikes(cfg.diag.spike.window, cfg.diag.spike.zscore);
-  loss_spikes.window().assign(state.spike_loss);
-  grad_spikes.window().assign(state.spike_grad_norm);
-  TrainStep step(cfg, t, data, device, scaler, loss_spikes, grad_spikes);
 
   ReplayResult r;
   r.run = run;
@@ -247,9 +238,7 @@ ReplayResult replay_step(const std::string& run, int64_t N) {
       torch::NoGradGuard ng;
       for (const auto& p : t.params) before.push_back(p.detach().clone());
     }
-    const bool diag = s % cfg.diag.every == 0;
-    const bool log_now = s % cfg.train.log_every == 0 || s + 1 == cfg.train.steps || diag;
-    const StepOutcome o = step.run(micro, lr_at(cfg.optim, s, cfg.train.steps), diag, cfg.diag.per_param && log_now);
+    const StepOutcome o = step.run(micro, step.plan_at(s));
     ++r.updates_replayed;
     if (!capture) continue;
     c.step = s;

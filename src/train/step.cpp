@@ -3,12 +3,16 @@
 #include "train/qk_clip.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "core/torch_compat.h"
 #include "train/evaluate.h"
+#include "train/schedule.h"
 
 namespace normlab {
 
@@ -36,7 +40,108 @@ bool nan_gradient_requested(int rank, int64_t first_micro_batch) {
   return std::sscanf(v, "%d:%lld", &r, &k) == 2 && r == rank && k == first_micro_batch;
 }
 
+// The fp16 loss scale a fresh run starts from: 2^16 (src/train/README.md). Test hook, like
+// NORMLAB_CRASH_AT: NORMLAB_TEST_LOSS_SCALE overrides it, so a test can force overflows.
+double initial_loss_scale() {
+  const char* v = std::getenv("NORMLAB_TEST_LOSS_SCALE");
+  return v && *v ? std::stod(v) : LossScaler::kInitialScale;
+}
+
 }  // namespace
+
+namespace {
+std::atomic<int64_t> g_training_steps{0};
+}  // namespace
+
+int64_t TrainStep::count() { return g_training_steps.load(); }
+
+StepPlan plan_at(const Config& cfg, int64_t s) {
+  StepPlan p;
+  const int64_t steps = cfg.train.steps, next = s + 1;
+  p.step = s;
+  p.lr = lr_at(cfg.optim, s, steps);
+  p.diag = s % cfg.diag.every == 0;
+  p.last = next == steps;
+  p.progress = s % cfg.train.log_every == 0 || p.last;
+  p.log = p.progress || p.diag;
+  p.per_param = cfg.diag.per_param && p.log;
+  p.eval = cfg.eval.every > 0 && next % cfg.eval.every == 0 && !p.last;
+  p.checkpoint = next % cfg.train.checkpoint_every == 0 || p.last;
+  return p;
+}
+
+std::vector<double> layer_values(const GradNorms& g) {
+  std::vector<double> v = g.block;
+  v.push_back(g.embed);
+  v.push_back(g.head);
+  return v;
+}
+
+std::string layer_name(size_t i, int64_t n_layers) {
+  const size_t L = static_cast<size_t>(n_layers);
+  return i < L ? fmt::format("blocks.{}", i) : (i == L ? "embed" : "head");
+}
+
+TrainRecord train_record(const Config& cfg, const StepPlan& plan, const StepOutcome& o,
+                         const std::vector<std::string>& param_names, int64_t tokens, double tok_per_s) {
+  TrainRecord r;
+  r.step = plan.step;
+  r.loss = o.loss;
+  r.lr = plan.lr;
+  r.grad_norm = o.grads.total;
+  if (cfg.train.precision == Precision::kFp16) r.loss_scale = o.loss_scale;
+  r.tokens = tokens;
+  r.overflow = o.action == StepAction::kSkipOverflow;
+  r.nonfinite = o.action == StepAction::kSkipNonFinite || o.action == StepAction::kStopNonFinite;
+  r.skipped = is_skip(o.action);
+  if (!r.overflow && !r.nonfinite) {
+    if (o.loss_z.active) r.loss_z = o.loss_z.z;
+    if (o.grad_norm_z.active) r.grad_norm_z = o.grad_norm_z.z;
+  }
+  r.applied = o.action == StepAction::kUpdate;
+  if (!r.applied) return r;
+  const GradNorms& g = o.grads;
+  r.tok_per_s = tok_per_s;
+  r.layers = {{"grad_norm", g.block}, {"grad_norm_attn", g.attn}, {"grad_norm_ffn", g.ffn}, {"grad_norm_norms", g.norms}};
+  r.grad_norm_embed = g.embed;
+  r.grad_norm_head = g.head;
+  if (std::isfinite(o.grad_noise_scale)) r.grad_noise_scale = o.grad_noise_scale;
+  if (cfg.optim.qk_clip > 0) r.qk_clipped = o.qk_clipped;
+  if (const std::optional<Diagnostics>& d = o.diag) {
+    r.param_norm = d->param_norm;
+    r.layers.insert(r.layers.end(), d->layers.begin(), d->layers.end());
+    r.logit_max = d->logit_max;
+    r.lse_mean = d->lse_mean;
+    r.depth_weights = d->depth_weights;
+  }
+  if (cfg.diag.per_param) {
+    for (size_t i = 0; i < param_names.size() && i < o.per_param_sq.size(); ++i) {
+      r.params.emplace_back(param_names[i], std::sqrt(o.per_param_sq[i]));
+    }
+  }
+  return r;
+}
+
+SpikeForensics spike_forensics(const Config& cfg, int64_t step, const StepOutcome& o) {
+  SpikeForensics f;
+  f.step = step;
+  f.action = choice_name(cfg.diag.spike.action);
+  f.window = cfg.diag.spike.window;
+  f.zscore_threshold = cfg.diag.spike.zscore;
+  f.loss = {o.loss, o.loss_z.mean, o.loss_z.std, o.loss_z.z};
+  f.grad_norm = {o.grads.total, o.grad_norm_z.mean, o.grad_norm_z.std, o.grad_norm_z.z};
+  f.data = cfg.data.train;
+  f.format = choice_name(cfg.data.format);
+  f.ctx = cfg.model.ctx;
+  f.first_micro_batch = o.pass.first_micro_batch;
+  f.offsets = o.pass.offsets;
+  const auto now = layer_values(o.grads);
+  for (size_t i = 0; i < now.size(); ++i) {
+    f.layers.push_back({layer_name(i, cfg.model.n_layers), now[i],
+                        i < o.layer_baseline.size() ? o.layer_baseline[i] : std::nan("")});
+  }
+  return f;
+}
 
 Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag, double loss_scale,
@@ -157,11 +262,31 @@ bool is_skip(StepAction a) {
 }
 bool is_stop(StepAction a) { return a == StepAction::kStopNonFinite || a == StepAction::kStopSpike; }
 
-TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
-                     LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes, Comm* comm)
-    : cfg_(cfg), t_(t), data_(data), device_(device), scaler_(scaler), loss_spikes_(loss_spikes),
-      grad_spikes_(grad_spikes), comm_(comm) {
+TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device, Comm* comm)
+    : cfg_(cfg), t_(t), data_(data), device_(device), comm_(comm),
+      scaler_(cfg.train.precision == Precision::kFp16, initial_loss_scale()),
+      loss_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
+      grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
+      layer_windows_(cfg.model.n_layers + 2, RollingWindow(cfg.diag.spike.window)) {
   if (comm_) reducer_ = std::make_unique<GradientReducer>(*comm_, t_.params);
+}
+
+void TrainStep::snapshot(TrainState& state) const {
+  state.spike_loss.assign(loss_spikes_.window().values().begin(), loss_spikes_.window().values().end());
+  state.spike_grad_norm.assign(grad_spikes_.window().values().begin(), grad_spikes_.window().values().end());
+  state.spike_layers.clear();
+  for (const auto& w : layer_windows_) state.spike_layers.emplace_back(w.values().begin(), w.values().end());
+  state.loss_scale = scaler_.enabled() ? scaler_.scale() : 0;
+  state.loss_scale_good_steps = scaler_.good_steps();
+}
+
+void TrainStep::restore(const TrainState& state) {
+  scaler_.restore(state.loss_scale, state.loss_scale_good_steps);  // fp16; else it starts at 2^16
+  loss_spikes_.window().assign(state.spike_loss);
+  grad_spikes_.window().assign(state.spike_grad_norm);
+  for (size_t i = 0; i < layer_windows_.size() && i < state.spike_layers.size(); ++i) {
+    layer_windows_[i].assign(state.spike_layers[i]);
+  }
 }
 
 namespace {
@@ -174,8 +299,9 @@ std::vector<double> unscaled(std::vector<double> squared, double scale) {
 }
 }  // namespace
 
-StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_param,
-                           const std::atomic<bool>* stop) {
+StepOutcome TrainStep::run(int64_t& micro_batch, const StepPlan& plan, const std::atomic<bool>* stop) {
+  ++g_training_steps;
+  const bool diag = plan.diag, per_param = plan.per_param;
   StepOutcome o;
   o.loss_scale = scaler_.scale();  // fp16: gradients come out multiplied by it
   const int rank = comm_ ? comm_->rank() : 0, world = comm_ ? comm_->world_size() : 1;
@@ -228,6 +354,9 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
     o.loss_spike = loss_spikes_.is_spike(o.loss_z);
     o.grad_norm_spike = grad_spikes_.is_spike(o.grad_norm_z);
   }
+  if (o.loss_spike || o.grad_norm_spike) {
+    for (const auto& w : layer_windows_) o.layer_baseline.push_back(w.mean());
+  }
   o.action = decide_step(o.loss, o.grads.total, scaler_.enabled(), o.loss_spike || o.grad_norm_spike, cfg_.diag);
   if (o.action == StepAction::kSkipOverflow) scaler_.update(/*gradients_finite=*/false);
   if (is_skip(o.action)) t_.optimizer->zero_grad();
@@ -235,13 +364,15 @@ StepOutcome TrainStep::run(int64_t& micro_batch, double lr, bool diag, bool per_
 
   const bool read_diag = diag && rank == 0;  // only the first process records
   if (read_diag) probe_.before(t_.params);
-  clip_and_step(cfg_, *t_.optimizer, lr, o.grads.total, o.loss_scale);
+  clip_and_step(cfg_, *t_.optimizer, plan.lr, o.grads.total, o.loss_scale);
   t_.model->after_update();  // the layout's action (nGPT's renormalisation), on every rank
   if (tau > 0) o.qk_clipped = apply_qk_clip(t_.model, tau, comm_);
   if (read_diag) o.diag = read_diagnostics(o.pass);
   scaler_.update(/*gradients_finite=*/true);
   loss_spikes_.accept(o.loss);
   grad_spikes_.accept(o.grads.total);
+  const auto lv = layer_values(o.grads);
+  for (size_t i = 0; i < lv.size() && i < layer_windows_.size(); ++i) layer_windows_[i].push(lv[i]);
   return o;
 }
 

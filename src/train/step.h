@@ -18,7 +18,9 @@
 #include "metrics/probe.h"
 #include "metrics/spike.h"
 #include "model/transformer.h"
+#include "metrics/records.h"
 #include "train/adamw.h"
+#include "train/checkpoint.h"
 #include "train/loss_scale.h"
 
 namespace normlab {
@@ -39,6 +41,7 @@ struct Pass {
 // of their squared norms, `big_sq` the squared norm of their average (a batch of n * small).
 // In sequences; NaN when n < 2. Unbiased but noisy: a single estimate may be negative.
 double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, int64_t n);
+
 
 // The autocast type of train.precision: kFloat (no autocast), kBFloat16 or kHalf.
 torch::ScalarType precision_dtype(Precision precision);
@@ -100,39 +103,82 @@ struct StepOutcome {
   bool stop = false;                   // W > 1: some rank was asked to stop (Ctrl-C) during this step
   double grad_noise_scale = std::nan("");  // diag steps with accum x W > 1, in sequences
   int64_t qk_clipped = 0;                  // heads QK-Clip rescaled after this update
+  // On a spike: each layer's rolling mean of gradient norms before this step (layer_values' order).
+  std::vector<double> layer_baseline;
 };
+
+// What happens around record index s (the batch seen with the weights after s updates), the one
+// rule the trainer, replay and bench follow (src/train/README.md, "The training step"):
+struct StepPlan {
+  int64_t step = 0;
+  double lr = 0;            // lr_at(optim, s, train.steps)
+  bool diag = false;        // s % diag.every == 0: full diagnostics of the first micro-batch
+  bool log = false;         // a train record: s % train.log_every == 0, the last step, or diag
+  bool per_param = false;   // diag.per_param on a logged step: per-tensor gradient norms
+  bool progress = false;    // a progress line: s % train.log_every == 0 or the last step
+  // After the update, with the step counter at s + 1:
+  bool last = false;        // s + 1 == train.steps: the final evaluation and checkpoint
+  bool eval = false;        // s + 1 a multiple of eval.every (not the last step, which evaluates anyway)
+  bool checkpoint = false;  // s + 1 a multiple of train.checkpoint_every, or the last step
+};
+StepPlan plan_at(const Config& cfg, int64_t s);
 
 // Runs updates of one Trainable: forward and backward, one host read (loss, gradient-norm groups
 // and, when asked, per-tensor norms), the decision, then on kUpdate gradient clipping and AdamW,
-// the loss scaler and the spike baselines advanced; on a skip the gradients are dropped and
-// nothing else changes. What to record or write is the caller's. With a Comm (W > 1 ranks) the
+// the layout's after-update action, and the state a step carries between updates advanced (the
+// fp16 loss scaler, the loss and gradient-norm spike baselines and the per-layer gradient-norm
+// windows the spike forensics compare against); on a skip the gradients are dropped and nothing
+// else changes. What to record or write is the caller's. With a Comm (W > 1 ranks) the
 // gradients are averaged over the ranks while the last backward runs (GradientReducer) and the
 // loss and stop flag all-reduced right after it, so every decision is taken on values every rank
-// holds.
+// holds. The trainer, `normlab replay` and `normlab bench` drive it the same way:
+// plan_at(s), then run(micro_batch, plan); snapshot/restore carry its state through checkpoints.
 class TrainStep {
  public:
+  // Steps (run calls) this process ran, over every TrainStep: training runs, benches and replays
+  // all step through here. The unit test tier's guard reads it (tests/README.md, "Tiers").
+  static int64_t count();
   TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const torch::Device& device,
-            LossScaler& scaler, SpikeDetector& loss_spikes, SpikeDetector& grad_spikes,
             Comm* comm = nullptr);
-  // One update at learning rate lr, from global micro-batch `micro_batch` (advanced); diag
+  StepPlan plan_at(int64_t s) const { return normlab::plan_at(cfg_, s); }
+  // One update as `plan` says, from global micro-batch `micro_batch` (advanced); plan.diag
   // captures the statistics of the first micro-batch and, after an update, reads them with the
-  // update ratio into the outcome's `diag` (rank 0 only). With W > 1 ranks,
-  // `stop` (this process's Ctrl-C flag) is read after the backward and all-reduced with the
-  // gradients: the outcome's `stop` says whether any rank was asked, so all of them stop together.
-  StepOutcome run(int64_t& micro_batch, double lr, bool diag, bool per_param,
-                  const std::atomic<bool>* stop = nullptr);
+  // update ratio into the outcome's `diag` (rank 0 only). With W > 1 ranks, `stop` (this
+  // process's Ctrl-C flag) is read after the backward and all-reduced with the gradients: the
+  // outcome's `stop` says whether any rank was asked, so all of them stop together.
+  StepOutcome run(int64_t& micro_batch, const StepPlan& plan, const std::atomic<bool>* stop = nullptr);
+
+  // The state a checkpoint carries (loss scale, spike baselines, layer windows): into `state`,
+  // and back from it (a resume makes the same decisions as the run it continues).
+  void snapshot(TrainState& state) const;
+  void restore(const TrainState& state);
+  const LossScaler& scaler() const { return scaler_; }
 
  private:
   const Config& cfg_;
   Trainable& t_;
   const Corpus& data_;
   torch::Device device_;
-  LossScaler& scaler_;
-  SpikeDetector &loss_spikes_, &grad_spikes_;
   Comm* comm_;
+  LossScaler scaler_;
+  SpikeDetector loss_spikes_, grad_spikes_;
+  std::vector<RollingWindow> layer_windows_;  // per block, then embed, head
   std::unique_ptr<GradientReducer> reducer_;  // W > 1
   UpdateProbe probe_;  // the weights before a diagnostics step's update (buffers kept between steps)
   Diagnostics read_diagnostics(const Pass& pass);
 };
+
+// Per-layer gradient norms as the spike forensics list them: blocks, then embed and head.
+std::vector<double> layer_values(const GradNorms& g);
+std::string layer_name(size_t i, int64_t n_layers);  // "blocks.<i>", "embed", "head"
+
+// The train record of a step (src/metrics/README.md, "Records"): what a skipped or stopped step
+// leaves, or an applied step's gradient norms and, on diagnostics steps, its statistics.
+// `tokens` are the tokens seen after it, `tok_per_s` the speed since the last record.
+TrainRecord train_record(const Config& cfg, const StepPlan& plan, const StepOutcome& o,
+                         const std::vector<std::string>& param_names, int64_t tokens, double tok_per_s);
+
+// spikes/step_<N>.json of a step whose loss or gradient norm spiked.
+SpikeForensics spike_forensics(const Config& cfg, int64_t step, const StepOutcome& o);
 
 }  // namespace normlab

@@ -254,6 +254,10 @@ TEST(ConfigTest, ValueRules) {
       {"model: {mix: {post_layers: 1}}", "model.mix.post_layers: belongs to layout mix (model.layout is pre)"},
       {"model: {norm: {dyt_alpha: 0.3}}", "model.norm.dyt_alpha: belongs to norm type dyt (model.norm.type is layernorm)"},
       {"model: {norm: {type: dyt, dyt_alpha: -1}}", "model.norm.dyt_alpha: -1 must be > 0"},
+      // The q/k/v norm type's own keys do nothing while no q/k/v norm is on.
+      {"model: {qk_norm_type: dyt, norm: {dyt_alpha: 0.3}}",
+       "model.norm.dyt_alpha: belongs to norm type dyt (model.norm.type is layernorm, qk_norm_type dyt but no q/k/v norm is on"},
+      {"model: {qk_norm: true, qk_norm_type: dyt, norm: {dyt_alpha: -1}}", "model.norm.dyt_alpha: -1 must be > 0"},
       {"model: {norm: {type: dyt, eps: 0.01}}", "model.norm.eps: norm type dyt has no eps; it would do nothing here"},
       {"init: {scheme: kaiming}", "init.scheme: expected one of: normal, xavier, got 'kaiming'"},
       {"init: {std: 0}", "init.std: 0 must be > 0"},

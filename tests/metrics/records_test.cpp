@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "core/errors.h"
+#include "metrics/compare.h"
 #include "metrics/report.h"
 #include "sweep/summary.h"
 #include "test_util.h"
@@ -185,7 +188,7 @@ TEST(RecordsTest, ReportAndSweepSummaryAgreeOnTheSameRunDirectory) {
   same(kSpikeScore, "spike_score");
   same(kMaxGradNorm, "max_grad_norm");
   same(kGradRatioFirstLast, "grad_ratio_first_last");
-  same(kFinalEffRank, "eff_rank");
+  same(kFinalEffRank, "final_eff_rank");
   same(kTokPerS, "tok_per_s");
   EXPECT_EQ(v[kSteps], j["last_step"].as<double>() + 1);
   // The numbers themselves: the threshold 3 is the run's config.yaml; the skipped spike step counts.
@@ -242,6 +245,161 @@ TEST(RecordsTest, ReadRunNeedsADirectoryWithMetrics) {
   EXPECT_EQ(r.info.spike_zscore, 6);
   ASSERT_EQ(r.derived.warnings.size(), 1u);
   EXPECT_NE(r.derived.warnings[0].find("config.yaml"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// The writer and the reader are mirrors: every kind of train record written by to_json reads
+// back into the same fields, and the keys come in the documented order.
+TEST(RecordsWriterTest, TrainRecordsRoundTripThroughTheReader) {
+  testing::TempDir dir;
+  TrainRecord applied;
+  applied.step = 7;
+  applied.loss = 3.5;
+  applied.lr = 1e-3;
+  applied.grad_norm = 0.75;
+  applied.loss_z = 1.25;
+  applied.tokens = 4096;
+  applied.applied = true;
+  applied.tok_per_s = 1234.5;
+  applied.param_norm = 12.0;
+  applied.qk_clipped = 2;
+  applied.layers = {{"grad_norm", {0.5, 0.25}}, {"act_rms", {1.0, 2.0, 3.0}}};
+  applied.grad_norm_embed = 0.125;
+  applied.grad_norm_head = 0.0625;
+  applied.logit_max = 9.0;
+  applied.lse_mean = 4.0;
+  applied.depth_weights = {{"h_1", {0.5, 0.5}}};
+  applied.params = {{"tok_emb.weight", 0.5}};
+  TrainRecord overflow;
+  overflow.step = 8;
+  overflow.loss = 3.0;
+  overflow.lr = 1e-3;
+  overflow.grad_norm = std::numeric_limits<double>::infinity();
+  overflow.loss_scale = 65536;
+  overflow.tokens = 4096;
+  overflow.skipped = overflow.overflow = true;
+  TrainRecord stopped;  // a spike that stopped the run: neither applied nor skipped
+  stopped.step = 9;
+  stopped.loss = 30.0;
+  stopped.lr = 1e-3;
+  stopped.grad_norm = 5.0;
+  stopped.loss_z = 12.0;
+  stopped.tokens = 4096;
+  const std::string line = to_json(applied);
+  EXPECT_EQ(line.rfind(R"({"kind":"train","step":7,"loss":3.5,"lr":0.001,"grad_norm":0.75,"loss_z":1.25,"tokens":4096,)", 0), 0u)
+      << line;
+  EXPECT_EQ(to_json(stopped), R"({"kind":"train","step":9,"loss":30,"lr":0.001,"grad_norm":5,"loss_z":12,"tokens":4096})");
+  const RunRecords r = records(dir, {line, to_json(overflow), to_json(stopped)});
+  ASSERT_EQ(r.train.size(), 3u);
+  const TrainRecord& a = r.train[0];
+  EXPECT_TRUE(a.applied);
+  EXPECT_FALSE(a.skipped);
+  EXPECT_EQ(a.tokens, 4096);
+  EXPECT_DOUBLE_EQ(a.tok_per_s, 1234.5);
+  EXPECT_DOUBLE_EQ(a.param_norm, 12.0);
+  EXPECT_EQ(a.qk_clipped, 2);
+  EXPECT_TRUE(std::isnan(a.grad_noise_scale));
+  EXPECT_EQ(a.layers, applied.layers);
+  EXPECT_EQ(a.depth_weights, applied.depth_weights);
+  EXPECT_EQ(a.params, applied.params);
+  EXPECT_DOUBLE_EQ(a.logit_max, 9.0);
+  EXPECT_EQ(to_json(a), line);  // read back, written again: the same line
+  const TrainRecord& o = r.train[1];
+  EXPECT_TRUE(o.skipped && o.overflow && !o.applied);
+  EXPECT_DOUBLE_EQ(o.loss_scale, 65536);
+  EXPECT_TRUE(std::isnan(o.grad_norm));  // written as null
+  const TrainRecord& s = r.train[2];
+  EXPECT_FALSE(s.skipped || s.applied);
+  EXPECT_DOUBLE_EQ(s.loss_z, 12.0);
+}
+
+TEST(RecordsWriterTest, EvalAndSpikeRecordsRoundTrip) {
+  testing::TempDir dir;
+  EvalRecord e;
+  e.step = 100;
+  e.val_loss = 2.5;
+  e.eff_rank = 40;
+  e.val_excess = 1.5;
+  SpikeRecord sp{12, "loss", "skip", 9.0, 3.0, 1.0, 6.0};
+  EXPECT_EQ(to_json(e), R"({"kind":"eval","step":100,"val_loss":2.5,"eff_rank":40,"val_excess":1.5})");
+  EXPECT_EQ(to_json(sp), R"({"kind":"spike","step":12,"metric":"loss","value":9,"mean":3,"std":1,"z":6,"action":"skip"})");
+  const RunRecords r = records(dir, {to_json(e), to_json(sp)});
+  ASSERT_EQ(r.eval.size(), 1u);
+  ASSERT_EQ(r.spikes.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.eval[0].val_excess, 1.5);
+  EXPECT_TRUE(std::isnan(r.eval[0].val_bpb));
+  EXPECT_EQ(r.spikes[0].metric, "loss");
+  EXPECT_DOUBLE_EQ(r.spikes[0].z, 6.0);
+}
+
+// spikes/step_<N>.json lists the layers in model order and again by relative jump, largest first,
+// layers without a baseline last.
+TEST(RecordsWriterTest, SpikeForensicsRankLayersByRelativeJump) {
+  SpikeForensics f;
+  f.step = 5;
+  f.action = "log";
+  f.window = 10;
+  f.zscore_threshold = 6;
+  f.loss = {4.0, 2.0, 0.5, 4.0};
+  f.data = {"a.txt"};
+  f.format = "bytes";
+  f.ctx = 8;
+  f.first_micro_batch = 3;
+  f.offsets = {{0, 9}, {18, 27}};
+  f.layers = {{"blocks.0", 1.0, 1.0}, {"blocks.1", 6.0, 2.0}, {"embed", 1.0, 0.0}, {"head", 4.0, 1.0}};
+  const YAML::Node j = YAML::Load(to_json(f));
+  EXPECT_EQ(j["batch"]["window_tokens"].as<int>(), 9);
+  EXPECT_EQ(j["batch"]["micro_batches"][1]["micro_batch"].as<int>(), 4);
+  EXPECT_EQ(j["batch"]["micro_batches"][1]["offsets"][0].as<int>(), 18);
+  ASSERT_EQ(j["layers"].size(), 4u);
+  EXPECT_EQ(j["layers"][2]["layer"].as<std::string>(), "embed");
+  EXPECT_TRUE(j["layers"][2]["relative_jump"].IsNull());
+  std::vector<std::string> order;
+  for (const auto& l : j["layers_by_jump"]) order.push_back(l["layer"].as<std::string>());
+  EXPECT_EQ(order, (std::vector<std::string>{"head", "blocks.1", "blocks.0", "embed"}));
+  EXPECT_DOUBLE_EQ(j["layers_by_jump"][0]["relative_jump"].as<double>(), 4.0);
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// Seed statistics are defined once (metrics/records.h): sample std, non-finite seeds left out and
+// counted; the summary, compare and the plots read these.
+TEST(SeedStatsTest, SampleStdOverTheFiniteSeedsWithTheOthersCounted) {
+  const SeedStats s = seed_stats({1.0, 2.0, 3.0, std::nan(""), std::numeric_limits<double>::infinity()});
+  EXPECT_EQ(s.n, 3);
+  EXPECT_EQ(s.missing, 2);
+  EXPECT_DOUBLE_EQ(s.mean, 2.0);
+  EXPECT_DOUBLE_EQ(s.std, 1.0);  // sqrt((1 + 0 + 1) / (3 - 1))
+  const SeedStats one = seed_stats({4.0});
+  EXPECT_DOUBLE_EQ(one.mean, 4.0);
+  EXPECT_TRUE(std::isnan(one.std));
+  EXPECT_TRUE(std::isnan(seed_stats({}).mean));
+}
+
+TEST(RecordsTest, ARunWithoutValidRecordsIsAUsageErrorForReportAndCompare) {
+  testing::TempDir dir;
+  write_lines(dir / "empty/metrics.jsonl", {"not json", R"({"kind":"other"})"});
+  EXPECT_NO_THROW(read_run(dir / "empty"));  // the sweep summary reads a run that is starting
+  try {
+    read_run_with_records(dir / "empty");
+    FAIL() << "no UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl: no valid train or eval record"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  EXPECT_THROW(report_text(dir / "empty"), UsageError);
+  EXPECT_THROW(report_json(dir / "empty"), UsageError);
+  write_lines(dir / "good/metrics.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":1.0})"});
+  EXPECT_THROW(compare_runs({dir / "good", dir / "empty"}, ""), UsageError);
 }
 
 }  // namespace

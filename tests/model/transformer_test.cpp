@@ -53,7 +53,8 @@ TEST(TransformerTest, UntiedHeadAndBiasOptionsAddTheirTensors) {
   EXPECT_TRUE(n.count("lm_head.weight"));
   EXPECT_TRUE(n.count("blocks.0.attn.q_proj.bias"));
   EXPECT_TRUE(n.count("blocks.2.attn.out_proj.bias"));
-  EXPECT_FALSE(n.count("blocks.2.ffn.fc2.bias"));  // contract section 5: attention biases only
+  // src/model/README.md, Tensor names: with model.bias, attention biases only.
+  EXPECT_FALSE(n.count("blocks.2.ffn.fc2.bias"));
   EXPECT_FALSE(n.count("blocks.0.norm1.bias"));
   EXPECT_FALSE(n.count("final_norm.bias"));
 }

@@ -129,7 +129,7 @@ def write_sweep(d, axes, seeds, new, with_summary, diverge=None):
     if not with_summary:
         return
     head = ["row", "name"] + keys + ["seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                                     "best_val_excess", "best_val_bpb", "diverged", "spikes", "spike_score", "max_grad_norm",
+                                     "best_val_excess", "best_val_bpb", "diverged", "spike_count", "spike_score", "max_grad_norm",
                                      "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
     out = [head]
     for name, c, seed, div in rows:

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <fstream>
 
@@ -102,7 +104,7 @@ class SweepSummaryTableTest : public ::testing::Test {
     sweep_.axes = {SweepAxis{{"model.layout"}, {{"pre"}, {"post"}}}};
     sweep_.seeds = {1, 2};
     points_ = expand_sweep(sweep_);
-    auto run = [&](size_t i, double last_loss, double tok, const std::string& status, double wall) {
+    auto run = [&](size_t i, double last_loss, double tok, PointStatus status, double wall) {
       const std::string dir = point_run_dir(dir_.path(), points_[i]);
       write_lines(
           dir + "/metrics.jsonl",
@@ -117,16 +119,16 @@ class SweepSummaryTableTest : public ::testing::Test {
       r.wall_s = wall;
       write_point_record(dir, points_[i], r);
     };
-    run(0, 2.0, 1000, "done", 10);
-    run(1, 3.0, 3000, "done", 30);
-    run(2, 6.0, 2000, "diverged", 20);  // post, seed 1; post seed 2 never ran
+    run(0, 2.0, 1000, PointStatus::kDone, 10);
+    run(1, 3.0, 3000, PointStatus::kDone, 30);
+    run(2, 6.0, 2000, PointStatus::kDiverged, 20);  // post, seed 1; post seed 2 never ran
   }
   testing::TempDir dir_;
   Sweep sweep_;
   std::vector<SweepPoint> points_;
 };
 
-TEST_F(SweepSummaryTableTest, MeanAndPopulationStdOverTheSeedsOfEachCombination) {
+TEST_F(SweepSummaryTableTest, MeanAndSampleStdOverTheSeedsOfEachCombination) {
   const SweepSummary s = summarise_sweep(sweep_, points_, dir_.path());
   ASSERT_EQ(s.rows.size(), 4u + 2 * 2);
   EXPECT_EQ(s.rows[3].status, "pending");
@@ -140,18 +142,18 @@ TEST_F(SweepSummaryTableTest, MeanAndPopulationStdOverTheSeedsOfEachCombination)
   EXPECT_EQ(mean.n, 2);
   EXPECT_EQ(mean.status, "2/2 done");
   EXPECT_DOUBLE_EQ(mean.values[kFinalTrainLoss], 2.5);
-  EXPECT_DOUBLE_EQ(sd.values[kFinalTrainLoss],
-                   0.5);  // population std: sqrt(((2-2.5)^2 + (3-2.5)^2) / 2)
+  // seed_stats (metrics/records.h): sample std, sqrt(((2-2.5)^2 + (3-2.5)^2) / (2 - 1))
+  EXPECT_DOUBLE_EQ(sd.values[kFinalTrainLoss], std::sqrt(0.5));
   EXPECT_DOUBLE_EQ(mean.values[kBestValLoss], 3.0);
   EXPECT_DOUBLE_EQ(mean.values[kTokPerS], 2000);
-  EXPECT_DOUBLE_EQ(sd.values[kTokPerS], 1000);
+  EXPECT_DOUBLE_EQ(sd.values[kTokPerS], 1000 * std::sqrt(2.0));
   EXPECT_DOUBLE_EQ(mean.values[kWallS], 20);
   EXPECT_DOUBLE_EQ(mean.values[kDiverged], 0);
   const SummaryRow& post = s.rows[6];
   EXPECT_EQ(post.n, 1);  // only the seed that ran
   EXPECT_EQ(post.status, "0/2 done");
   EXPECT_DOUBLE_EQ(post.values[kDiverged], 1);
-  EXPECT_DOUBLE_EQ(s.rows[7].values[kFinalTrainLoss], 0);
+  EXPECT_TRUE(std::isnan(s.rows[7].values[kFinalTrainLoss]));  // one seed: no spread
 }
 
 TEST_F(SweepSummaryTableTest, CsvAndMarkdownFiles) {
@@ -165,11 +167,11 @@ TEST_F(SweepSummaryTableTest, CsvAndMarkdownFiles) {
   EXPECT_EQ(lines[0],
             "row,name,model.layout,seed,n,status,steps,final_train_loss,best_val_loss,best_val_"
             "excess,best_val_bpb,diverged,"
-            "spikes,spike_score,max_grad_norm,grad_ratio_first_last,final_eff_rank,tok_per_s,wall_s");
+            "spike_count,spike_score,max_grad_norm,grad_ratio_first_last,final_eff_rank,tok_per_s,wall_s");
   EXPECT_EQ(lines[1], "run,\"layout=pre,seed=1\",pre,1,1,done,10,2,2.5,,,0,0,,2,2,,1000,10");
   EXPECT_EQ(lines[4], "run,\"layout=post,seed=2\",post,2,1,pending,,,,,,,,,,,,,");
   EXPECT_EQ(lines[5], "mean,layout=pre,pre,,2,2/2 done,10,2.5,3,,,0,0,,2,2,,2000,20");
-  EXPECT_EQ(lines[6], "std,layout=pre,pre,,2,2/2 done,0,0.5,0.5,,,0,0,,0,0,,1000,10");
+  EXPECT_EQ(lines[6], "std,layout=pre,pre,,2,2/2 done,0,0.707107,0.707107,,,0,0,,0,0,,1414.21,14.1421");
 
   const std::string md = read_file(dir_ / "summary.md");
   EXPECT_NE(md.find("final loss: last train loss"), std::string::npos);
@@ -177,7 +179,7 @@ TEST_F(SweepSummaryTableTest, CsvAndMarkdownFiles) {
   EXPECT_NE(md.find("| pre | 1 | done | 10 | 2.0000 | 2.5000 | - | - | 0 | 0 | - | 2 | 2 | - | 1000 | 10.0 |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| pre | 2 | 2/2 done | 2.5000 ± 0.5000 | 3.0000 ± 0.5000 |"),
+  EXPECT_NE(md.find("| pre | 2 | 2/2 done | 2.5000 ± 0.7071 | 3.0000 ± 0.7071 |"),
             std::string::npos)
       << md;
   EXPECT_NE(md.find("| post | 1 | 0/2 done | 6.0000 | 6.5000 | - | - | 1.00 |"), std::string::npos)
@@ -200,19 +202,19 @@ TEST(SweepSummaryTest, PointRecordRoundTrips) {
   p.seed = 3;
   EXPECT_FALSE(read_point_record(dir.path()));
   PointRecord r;
-  r.status = "running";
+  r.status = PointStatus::kRunning;
   write_point_record(dir.path(), p, r);
   EXPECT_EQ(
       read_file(dir / "point.json"),
       R"({"name":"layout=pre,seed=3","overrides":{"model.layout":"pre"},"seed":3,"status":"running","exit_code":null,"wall_s":null})"
       "\n");
-  r.status = "failed";
+  r.status = PointStatus::kFailed;
   r.exit_code = 2;
   r.wall_s = 1.5;
   write_point_record(dir.path(), p, r);
   const auto back = read_point_record(dir.path());
   ASSERT_TRUE(back);
-  EXPECT_EQ(back->status, "failed");
+  EXPECT_EQ(back->status, PointStatus::kFailed);
   EXPECT_EQ(back->exit_code, 2);
   EXPECT_EQ(back->wall_s, 1.5);
 }

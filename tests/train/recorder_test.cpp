@@ -24,8 +24,8 @@ TEST(RecorderTest, WritesTheRunDirectoryAndHoldsItForItsLife) {
     EXPECT_FALSE(fs::exists(fs::path(c.out_dir) / "config.yaml")) << "nothing is written before start()";
     EXPECT_THROW(Recorder(c, false), UsageError);  // run.lock is held
     rec.start(0);
-    rec.record(JsonObject().add("kind", "train").add("step", 0).add("loss", 5.5));
-    rec.spike_forensics(3, JsonObject().add("step", 3));
+    rec.record(JsonObject().add("kind", "train").add("step", 0).add("loss", 5.5).str());
+    rec.spike_forensics(3, JsonObject().add("step", 3).str());
     Trainable t = make_trainable(c, torch::Device(torch::kCPU));
     TrainState st;
     st.step = 2;
@@ -55,7 +55,7 @@ TEST(RecorderTest, AStartWithoutACheckpointIsStartedOver) {
   {
     Recorder rec(c, false);
     rec.start(0);
-    rec.record(JsonObject().add("kind", "train").add("step", 0).add("loss", 5.5));
+    rec.record(JsonObject().add("kind", "train").add("step", 0).add("loss", 5.5).str());
   }
   EXPECT_THROW(Recorder(testing::tiny_config(dir / "none"), /*resume=*/true), UsageError);  // no such run
   Recorder rec(c, /*resume=*/false);  // no checkpoint: nothing to continue, so no refusal

@@ -15,6 +15,15 @@
 
 namespace normlab {
 namespace {
+// A plan with only a learning rate and the diagnostics flag set.
+StepPlan plan(double lr, bool diag) {
+  StepPlan p;
+  p.lr = lr;
+  p.diag = diag;
+  return p;
+}
+}  // namespace
+namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -87,15 +96,13 @@ TEST(TrainStepTest, DiagnosticsStepsTrainAlikeAndCarryEveryStatistic) {
   std::vector<torch::Tensor> before, after;
   for (const bool diag : {false, true}) {
     Trainable t = make_trainable(c, cpu);
-    LossScaler scaler(false, 1.0);
-    SpikeDetector ls(c.diag.spike.window, c.diag.spike.zscore), gs(c.diag.spike.window, c.diag.spike.zscore);
-    TrainStep step(c, t, data, cpu, scaler, ls, gs);
+    TrainStep step(c, t, data, cpu);
     int64_t mb = 0;
     for (int s = 0; s < 4; ++s) {
       if (diag && s == 3) {
         for (auto& p : t.params) before.push_back(p.detach().clone());
       }
-      const StepOutcome o = step.run(mb, 1e-3, diag, false);
+      const StepOutcome o = step.run(mb, plan(1e-3, diag));
       losses[diag].push_back(o.loss);
       ASSERT_EQ(o.diag.has_value(), diag);
       if (!diag || s < 3) continue;
@@ -169,13 +176,11 @@ TEST(GradNoiseScaleTest, TheStepUsesEachMicroBatchsOwnGradient) {
   const double want = simple_noise_scale(small, big, c.train.batch_size, 2);
 
   Trainable t = make_trainable(c, cpu);
-  LossScaler scaler(false, 1.0);
-  SpikeDetector ls(c.diag.spike.window, c.diag.spike.zscore), gs(c.diag.spike.window, c.diag.spike.zscore);
-  TrainStep step(c, t, data, cpu, scaler, ls, gs);
+  TrainStep step(c, t, data, cpu);
   int64_t mb = 0;
-  const StepOutcome diag_step = step.run(mb, 1e-3, /*diag=*/true, false);
+  const StepOutcome diag_step = step.run(mb, plan(1e-3, /*diag=*/true));
   EXPECT_NEAR(diag_step.grad_noise_scale, want, 1e-4 * std::abs(want));
-  EXPECT_TRUE(std::isnan(step.run(mb, 1e-3, /*diag=*/false, false).grad_noise_scale));  // diag steps only
+  EXPECT_TRUE(std::isnan(step.run(mb, plan(1e-3, /*diag=*/false)).grad_noise_scale));  // diag steps only
 }
 
 }  // namespace

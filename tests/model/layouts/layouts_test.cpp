@@ -1,6 +1,6 @@
 // Every registered layout is pinned to its contract equation (src/model/README.md), its exact
-// parameter names (section 5), and causality. A layout added to the registry without an entry
-// here fails LayoutTest.EveryRegisteredLayoutHasAnEquationTest.
+// parameter names (src/model/README.md, Tensor names), and causality. A layout added to the
+// registry without an entry here fails LayoutTest.EveryRegisteredLayoutHasAnEquationTest.
 #include <gtest/gtest.h>
 
 #include <functional>

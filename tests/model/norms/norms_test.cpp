@@ -377,7 +377,7 @@ TEST_P(NormContractTest, InitValuesNamesAndDefaultEpsFollowTheContract) {
   auto m = make(GetParam(), kSize, std::nullopt, /*bias=*/true, kAlpha);
   expect_tensors(m->named_parameters(), c.params, "parameter");
   expect_tensors(m->named_buffers(), c.buffers, "buffer");
-  // Section 5: norm tensors are only ever called these.
+  // src/model/README.md, Tensor names: norm tensors are only ever called these.
   const std::set<std::string> allowed = {"weight", "bias", "alpha", "shift", "running_mean", "running_var"};
   for (const auto& kv : m->named_parameters()) EXPECT_TRUE(allowed.count(kv.key())) << kv.key();
   for (const auto& kv : m->named_buffers()) EXPECT_TRUE(allowed.count(kv.key())) << kv.key();
