@@ -35,7 +35,8 @@ OpenBLAS is the OpenMP build (LD_LIBRARY_PATH=/usr/lib/<multiarch>/openblas-open
 Mirrored from NormLab so that both train the same numbers (step 0 loss agrees to float precision):
 the init stream (torch.manual_seed(seed), modules built in NormLab's registration order, then
 re-initialised in named_parameters() order), the data offsets (NormLab's splitmix64 stream of
-data/README.md), the lr schedule (section 7), clipping coefficient min(1, clip/(norm+1e-6)).
+data/README.md), the lr schedule (src/train/README.md, Optimisation), clipping coefficient
+min(1, clip/(norm+1e-6)).
 """
 
 import argparse

@@ -28,17 +28,17 @@ READINGS of the contract (src/model/README.md) where the text leaves a choice (2
 hybrid, lns, layerscale, qk_norm_axis, qk_norm_position, v_norm, attn_gate, subln.gamma); each
 follows the cited paper's standard form where the contract is silent:
  R1  derf: `bias` is always present (as for dyt); `model.norm.bias: false` drops only layernorm's
-     bias, the one case section 1 names. derf has no eps; rmsnorm_free's eps defaults to 1e-6 and,
+     bias, the one case src/model/README.md (Norms) names. derf has no eps; rmsnorm_free's eps defaults to 1e-6 and,
      like every other type, is overridden by `model.norm.eps`.
  R2  subln: `attn.inner_norm` (size d) and `ffn.mid_norm` (size d_ff) are of type
      `model.norm.type`. With `ffn: swiglu` the mid norm follows the product silu(gate x) * fc1 x
-     (the same reading as NormFormer's mid norm). Order inside attention as section 3 lists it:
+     (the same reading as NormFormer's mid norm). Order inside attention as src/model/README.md (Attention) lists it:
      gate, head scale, merge, inner norm, out_proj. No norm1_out / norm2_out slots.
  R3  hybrid: q/k/v norms exist in every block whatever `model.qk_norm` / `model.v_norm` say; their
      type is `model.qk_norm_type` (default `model.norm.type`) and they follow `qk_norm_axis` /
      `qk_norm_position`. Every block keeps `norm2` (no `norm1`); HybridNorm* (first_block_pre) gives
      block 0 `norm1` as well, keeps its q/k/v norms, and its FFN is the pre form x + M(norm2(x)).
-     A final norm is present (section 2's table).
+     A final norm is present (the Layouts table of src/model/README.md).
  R4  lns: the factor 1/sqrt(i+1) (i = 0-based block index) multiplies Na's output for both
      sublayers of block i; LayerScale, if on, multiplies F's output as in pre.
  R5  layerscale c > 0: every block of every layout has ls1 and ls2 [d]; each multiplies, per
@@ -58,7 +58,7 @@ follows the cited paper's standard form where the contract is silent:
      x itself in post / deepnorm / reordered / hybrid (norm1(x) in HybridNorm*'s block 0). The
      elementwise gate's channel h*dh + j gates dimension j of head h (split like q); the head gate's
      row h gates head h.
- R9  init (section 4; used by `initcheck` and the selftests only; eval/sample read the weights):
+ R9  init (src/model/README.md, Initialisation; used by `initcheck` and the selftests only; eval/sample read the weights):
      "gate" in the DeepNorm and Sub-LN lists is the SwiGLU `ffn.gate`; `attn.gate` is initialised
      like q_proj / k_proj (N(0, init.std), or xavier gain 1 under xavier and deepnorm) with no
      residual, beta or gamma factor. Sub-LN's gamma multiplies the scheme's init including GPT-2's
@@ -85,7 +85,7 @@ RESIDUAL READINGS (sections "Layouts" ngpt / resi_dual, "Residual streams", "Ten
      vres_lambda is used as is (no squashing); head h of the token gate mixes channels
      h*dh .. h*dh+dh-1.
  R15 ngpt: "The head reads h = tok_emb.weight[tokens]" is the first block's input (the LM head
-     reads the last block's output). RoPE is section 5's rotate-half; s_qk viewed [H, dh] gives
+     reads the last block's output). RoPE is the Attention section's rotate-half; s_qk viewed [H, dh] gives
      head h the channels h*dh .. h*dh+dh-1; q, k, v are computed from the block input h as it is
      (unit rows in a trained checkpoint); the attention gate and the token gate read h too; the
      logit softcap (if on) follows the s_z scaling.
@@ -176,7 +176,7 @@ DEFAULT_EPS = {"layernorm": 1e-5, "rmsnorm": 1e-6, "rmsnorm_1p": 1e-6, "scalenor
                "ssnorm": 1e-6}
 LAYOUTS = ("pre", "post", "deepnorm", "sandwich", "normformer", "reordered", "mix",
            "subln", "hybrid", "lns")          # the layouts of the generic selftests
-STREAM_LAYOUTS = ("ngpt", "resi_dual")           # layouts that carry their own stream (section 5)
+STREAM_LAYOUTS = ("ngpt", "resi_dual")           # layouts that carry their own stream (src/model/README.md, Residual streams)
 ALL_LAYOUTS = LAYOUTS + STREAM_LAYOUTS
 FINAL_NORM_LAYOUTS = ("pre", "sandwich", "normformer", "reordered", "mix", "subln", "hybrid", "lns",
                       "resi_dual")
@@ -1157,7 +1157,7 @@ class Model:
 
 
 # ----------------------------------------------------------------------------------------------
-# initialisation rules (section 4), for checking step_00000000 checkpoints (initcheck) and selftests
+# initialisation rules (src/model/README.md, Initialisation), for checking step_00000000 checkpoints (initcheck) and selftests
 # ----------------------------------------------------------------------------------------------
 
 NORM_SLOTS = ("norm1", "norm1_out", "norm2", "norm2_out", "final_norm", "embed_norm", "q_norm",

@@ -2,24 +2,33 @@
 # Installs what is missing (Debian 12, as root or with sudo) and builds NormLab (Release) in the
 # build directory of the LibTorch family NORMLAB_TORCH selects (scripts/torch_env.sh: build/ for
 # Debian's LibTorch 1.13, the default; build-pip/ for NORMLAB_TORCH=pip). Run by scripts/train.sh
-# and scripts/test.sh; safe and fast to re-run. The one script that installs anything.
-#   scripts/setup.sh [--plot] [--bench-ref] [--fuzz] [--pip-torch] [cmake --build arguments]
+# and scripts/test.sh; safe and fast to re-run. The one script that installs anything: Debian
+# packages with apt-get, and with pip (into folders of NormLab's own, never into a Python
+# environment; paths and versions in scripts/torch_env.sh) the tensorboard package and, when asked
+# for, the pinned PyTorch wheel and oneMKL.
+#   scripts/setup.sh [--plot] [--bench-ref] [--fuzz] [--pip-torch] [--blis] [--mkl] [cmake --build arguments]
 # Optional parts, each installed on top of the default set-up and build:
 #   --plot       what scripts/plot.py imports (matplotlib, numpy, PIL)
 #   --bench-ref  what scripts/bench_reference.py imports (Debian's PyTorch 1.13, PyYAML, numpy)
 #   --fuzz       clang and its fuzzer/sanitizer runtime for tests/fuzz/run_fuzz.sh
 #   --pip-torch  the same as NORMLAB_TORCH=pip: the pinned PyTorch wheel (scripts/torch_env.sh),
 #                then the build in build-pip/
+#   --blis       BLIS's OpenMP build (libblis4-openmp), one of the BLAS scripts/bench_blas.sh times
+#   --mkl        oneMKL's libraries from PyPI's `mkl` wheel, unpacked into NORMLAB_MKL_PREFIX
+#                (scripts/torch_env.sh), for scripts/bench_blas.sh
 # Every other argument goes to `cmake --build` (everything after a literal `--` too).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EXTRA_PKGS=()
 BUILD_ARGS=()
+WANT_MKL=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --plot) EXTRA_PKGS+=(python3-matplotlib python3-numpy python3-pil) ;;
     --bench-ref) EXTRA_PKGS+=(python3-torch python3-yaml python3-numpy) ;;
     --fuzz) EXTRA_PKGS+=(clang libclang-rt-14-dev) ;;
+    --blis) EXTRA_PKGS+=(libblis4-openmp) ;;
+    --mkl) EXTRA_PKGS+=(unzip); WANT_MKL=1 ;;
     --pip-torch)
       if [ -n "${NORMLAB_TORCH:-}" ] && [ "$NORMLAB_TORCH" != pip ]; then
         echo "normlab setup: --pip-torch conflicts with NORMLAB_TORCH=$NORMLAB_TORCH" >&2
@@ -38,7 +47,7 @@ PKGS=(cmake g++ make ccache pkg-config libyaml-cpp-dev libspdlog-dev libfmt-dev 
       libopenblas0-pthread libopenblas0-openmp python3 python3-numpy python3-yaml python3-matplotlib)
 # Debian's LibTorch for every family (bench.sh always builds its 1.13 side too).
 PKGS+=(libtorch-dev)
-# The pinned wheel and the tensorboard package are installed with pip (scripts/torch_env.sh).
+# The pinned wheel, the tensorboard package and oneMKL are installed with pip (below).
 PKGS+=(python3-pip)
 ((${#EXTRA_PKGS[@]})) && PKGS+=("${EXTRA_PKGS[@]}")
 
@@ -53,8 +62,42 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
-[ "$NORMLAB_TORCH_FAMILY" = pip ] && normlab_install_pip_torch
-normlab_install_tensorboard
+# pip_into PREFIX WHAT PIP-ARGS...: runs `python3 -m pip PIP-ARGS` into a fresh folder beside PREFIX
+# (the folder is the last argument pip gets) and moves it to PREFIX only when pip succeeded, marked
+# complete: an interrupted install is started over, a complete one is never repeated.
+pip_into() {
+  local prefix="$1" what="$2"
+  shift 2
+  [ -f "$prefix/.complete" ] && return 0
+  echo "normlab setup: installing $what into $prefix with pip" >&2
+  local tmp="$prefix.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$(dirname "$prefix")"
+  python3 -m pip --quiet --disable-pip-version-check "$@" "$tmp" >&2
+  rm -rf "$prefix"
+  mv "$tmp" "$prefix"
+  touch "$prefix/.complete"
+}
+# The pinned wheel with the nvidia-* wheels it needs (about 4.6 GB), installed once.
+if [ "$NORMLAB_TORCH_FAMILY" = pip ]; then
+  pip_into "$NORMLAB_TORCH_PIP_PREFIX" "torch==$NORMLAB_TORCH_PIP_VERSION" \
+    install --no-warn-script-location "torch==$NORMLAB_TORCH_PIP_VERSION" --target
+fi
+pip_into "$NORMLAB_TENSORBOARD_PREFIX" "tensorboard==$NORMLAB_TENSORBOARD_VERSION" \
+  install --no-warn-script-location "tensorboard==$NORMLAB_TENSORBOARD_VERSION" --target
+# oneMKL: only the shared libraries of the `mkl` wheel (no Python package), into lib/.
+if [ "$WANT_MKL" = 1 ] && [ ! -f "$NORMLAB_MKL_PREFIX/.complete" ]; then
+  echo "normlab setup: unpacking oneMKL $NORMLAB_MKL_VERSION (the mkl wheel) into $NORMLAB_MKL_PREFIX" >&2
+  mkl_tmp="$NORMLAB_MKL_PREFIX.tmp.$$"
+  rm -rf "$mkl_tmp"
+  mkdir -p "$mkl_tmp"
+  python3 -m pip --quiet --disable-pip-version-check download --no-deps -d "$mkl_tmp/wheel" \
+    "mkl==$NORMLAB_MKL_VERSION" >&2
+  unzip -q -o -j "$mkl_tmp"/wheel/mkl-*.whl "mkl-$NORMLAB_MKL_VERSION.data/data/lib/*" -d "$mkl_tmp/lib"
+  rm -rf "$mkl_tmp/wheel" "$NORMLAB_MKL_PREFIX"
+  mv "$mkl_tmp" "$NORMLAB_MKL_PREFIX"
+  touch "$NORMLAB_MKL_PREFIX/.complete"
+fi
 if [ "$NORMLAB_TORCH_FAMILY" = libtorch ] && [ ! -d "$NORMLAB_TORCH_DIR/share/cmake/Torch" ]; then
   echo "normlab setup: NORMLAB_TORCH=$NORMLAB_TORCH: expected debian, pip or a LibTorch folder holding share/cmake/Torch" >&2
   exit 2

@@ -131,6 +131,9 @@ RunInfo read_info(const std::string& path) {
     // data.val: one file (a string), or a list whose only entry is it; a stream of several has no floor
     const YAML::Node val = at({"data", "val"});
     info.val_path = val.IsSequence() && val.size() == 1 ? text(val[0]) : text(val);
+    const YAML::Node train = at({"data", "train"});
+    info.train_path = train.IsSequence() && train.size() == 1 ? text(train[0]) : text(train);
+    integer(at({"model", "ctx"}), info.ctx);
     integer(at({"model", "n_layers"}), info.n_layers);
     integer(at({"model", "d_model"}), info.d_model);
     if (const double z = num(at({"diag", "spike", "zscore"})); std::isfinite(z)) info.spike_zscore = z;
@@ -323,6 +326,16 @@ void derive(RunRecords& r) {
   }
   if (!std::isfinite(d.entropy_floor)) {
     if (auto f = read_entropy_floor(r.info.val_path)) d.entropy_floor = f->floor;
+  }
+  if (auto f = read_entropy_floor(r.info.train_path)) d.train_entropy_floor = f->floor;
+  if (const int64_t T = r.info.ctx; T >= 1) {
+    double h = 0, harmonic = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      h += std::log(static_cast<double>(t + 1));
+      harmonic += 1.0 / static_cast<double>(t + 1);
+    }
+    d.uniform_attn_entropy = h / static_cast<double>(T);
+    if (T >= 2) d.uniform_attn_sink = (harmonic - 1) / static_cast<double>(T - 1);
   }
   auto excess = [&](const EvalRecord& e) {
     return std::isfinite(e.val_excess) ? e.val_excess : e.val_loss - d.entropy_floor;

@@ -91,9 +91,9 @@ std::string to_json(const SpikeForensics& f);
 
 // From the run's config.yaml (defaults where there is none).
 struct RunInfo {
-  std::string layout, norm, val_path;
+  std::string layout, norm, val_path, train_path;  // data paths: the one file, else empty
   std::string residual = "add", value_residual = "none";  // model.residual.type, model.value_residual
-  int64_t n_layers = 0, d_model = 0;
+  int64_t n_layers = 0, d_model = 0, ctx = 0;
   double spike_zscore = 6;   // diag.spike.zscore
   std::string config_error;  // config.yaml exists but does not parse: the defaults are used
 };
@@ -115,6 +115,11 @@ struct RunDerived {
   double final_val_loss = std::nan(""), best_val_loss = std::nan("");
   int64_t final_val_step = -1, best_val_step = -1;
   double entropy_floor = std::nan(""), final_val_excess = std::nan(""), best_val_excess = std::nan("");
+  double train_entropy_floor = std::nan("");  // of data.train (floor.json), for train-loss plots
+  // Causal attention spread evenly over the model.ctx = T positions (query t sees t + 1 keys): its
+  // mean entropy, mean_t ln(t + 1), and its mean weight on position 0 over t = 1..T-1,
+  // (H_T - 1) / (T - 1), H_T the harmonic number. The levels the attention statistics start from.
+  double uniform_attn_entropy = std::nan(""), uniform_attn_sink = std::nan("");
   double final_val_bpb = std::nan(""), best_val_bpb = std::nan("");  // val_bpb of those eval records
   int64_t spikes = 0;  // spike records
   double spike_score = std::nan("");

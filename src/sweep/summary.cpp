@@ -303,7 +303,11 @@ std::string summary_json(const SweepSummary& s) {
     for (int c = 0; c < kNumSummaryColumns; ++c) j.add(kSummaryColumnNames[c], r.values[c]);
     rows += (rows.empty() ? "" : ",") + j.str();
   }
-  return JsonObject().add("sweep", s.sweep_dir).add_raw("rows", "[" + rows + "]").str() + "\n";
+  // Each axis key with the short name the point names and plots use (sweep_config.h).
+  const auto shorts = short_names(s.keys);
+  std::vector<JsonObject> axes;
+  for (const auto& k : s.keys) axes.push_back(JsonObject().add("key", k).add("short", shorts.at(k)));
+  return JsonObject().add("sweep", s.sweep_dir).add("axes", axes).add_raw("rows", "[" + rows + "]").str() + "\n";
 }
 
 void write_summary_files(const SweepSummary& s) {

@@ -18,9 +18,18 @@ for p in tests/mutants/*.patch; do
   if ! (cd build && make -j2 normlab normlab_tests 2>&1 | grep -E " error|Error " ); then :; fi
   extra=""
   [[ $n == 04-* ]] && extra="--gtest_repeat=10"  # timing-dependent: a swap seen missing is very likely in 3 rounds, near certain in 10
-  timeout -s KILL 240 build/tests/normlab_tests --gtest_filter="$f" $extra > /tmp/mutant-$n.log 2>&1
+  # The tests run in a session of their own (setsid), whose leader writes its PID, the session's id,
+  # to $sid_file. Whatever they started and left behind (mutant 01's second `normlab train`, which
+  # trains toward steps=100000; children in process groups of their own) is in that session, and
+  # only those processes are killed afterwards.
+  sid_file="$(mktemp)"
+  setsid -w bash -c 'echo $$ > "$0"; exec timeout -s KILL 240 "$@"' "$sid_file" \
+    build/tests/normlab_tests --gtest_filter="$f" $extra > /tmp/mutant-$n.log 2>&1
   rc=$?
-  pkill -f "normlab train -c /tmp/normlab_test_" 2>/dev/null
+  sid="$(cat "$sid_file")"
+  rm -f "$sid_file"
+  left="$(ps -o pid= -s "$sid" 2>/dev/null || true)"
+  [ -n "$left" ] && kill -KILL $left 2>/dev/null
   if [ $rc -ne 0 ]; then echo "$n: KILLED-BY-MUTANT (test failed, rc=$rc) [$f]"; else echo "$n: SURVIVED (tests passed) [$f]"; bad=1; fi
   git apply -R $p
 done

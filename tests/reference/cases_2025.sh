@@ -3,7 +3,7 @@
 # "LAYOUT NORM [--set extra ...]".
 #
 # Optional init check (needs `--set train.save_init=true` in the case's training command): the
-# step-0 checkpoint against section 4's rules, incl. Sub-LN's gamma:
+# step-0 checkpoint against the Initialisation rules of src/model/README.md, incl. Sub-LN's gamma:
 #   $PY scripts/reference_model.py initcheck --run "$run" --step 0
 # (statistical: sample std within max(8%, 6/sqrt(2n)) of the rule, constants exact to f32.)
 cases_2025=()
