@@ -87,11 +87,13 @@ struct TrainCommand {
       if (out_dir.empty()) throw UsageError("--out: must name a directory, got an empty string");
       overrides.push_back("out_dir=" + out_dir);
     }
-    Config cfg = load_run_config(config_path, overrides);
+    RunData data;  // loaded once: by the checks, then trained on
+    Config cfg = load_run_config(config_path, overrides, &data);
     std::signal(SIGINT, on_sigint);
     std::signal(SIGTERM, on_sigterm);
     if (nproc > 1) return launch(cfg, argc, argv);
     TrainOptions opts;
+    opts.data = &data;
     opts.resume = resume;
     opts.stop = &g_stop;
     return train(cfg, opts);

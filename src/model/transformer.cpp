@@ -32,13 +32,11 @@ void resolve_model_config(ModelConfig& m) {
   if (r.layout && r.layout->resolve) r.layout->resolve(m);
 }
 
-void check_layout_scope(const Config& c, Problems& p) {
-  const ResolvedModel r = ResolvedModel::of(c.model);
+void check_layout_scope(const Config& c, const ResolvedModel& r, Problems& p) {
   if (r.layout && r.layout->check) r.layout->check(c, [&](const std::string& key, const std::string& message) { p.add(key, message); });
 }
 
-void check_model_config(const ModelConfig& m, Problems& p) {
-  const ResolvedModel r = ResolvedModel::of(m);
+void check_model_config(const ModelConfig& m, const ResolvedModel& r, Problems& p) {
   if (!r.norm) {
     p.add("model.norm.type", fmt::format("'{}' is not a registered norm; expected one of: {}",
                                          m.norm.type, norm_names()));

@@ -114,9 +114,12 @@ TORCH_MODULE(Transformer);
 void resolve_model_config(ModelConfig& m);
 
 // Registry checks (norm and layout names) that config/ cannot do on its own.
-void check_model_config(const ModelConfig& m, Problems& problems);
+void check_model_config(const ModelConfig& m, const ResolvedModel& entries, Problems& problems);
+inline void check_model_config(const ModelConfig& m, Problems& problems) {
+  check_model_config(m, ResolvedModel::of(m), problems);
+}
 // The layout's scope rules over the whole config (nGPT: rope, swiglu, no weight decay, ...).
-void check_layout_scope(const Config& c, Problems& problems);
+void check_layout_scope(const Config& c, const ResolvedModel& entries, Problems& problems);
 
 // eps for a norm of this type under this config.
 double norm_eps(const ModelConfig& m, const std::string& type);

@@ -49,13 +49,14 @@ std::string resolve_data_paths(PathList& paths) {
   return "";
 }
 
-Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
+Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* data) {
   Config& c = loaded.config;
   Problems problems(loaded.source);
   problems.add_earlier(loaded.problems, loaded.problem_keys);
   validate_config(c, problems);
-  check_model_config(c.model, problems);
-  check_layout_scope(c, problems);
+  const ResolvedModel entries = ResolvedModel::of(c.model);  // the registry entries, looked up once
+  check_model_config(c.model, entries, problems);
+  check_layout_scope(c, entries, problems);
   if (c.train.device == DeviceKind::kCuda) {
     if (const std::string why = device_unavailable_reason("cuda"); !why.empty()) {
       problems.add("train.device", "cuda: " + why);
@@ -70,7 +71,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
         continue;
       }
       try {
-        const Corpus corpus = Corpus::load(*paths, c.data.format);
+        Corpus corpus = Corpus::load(*paths, c.data.format);
         for (const TokenFile& f : corpus.files()) {
           if (f.format == TokenFormat::kBytes && read_as_bytes.empty()) read_as_bytes = f.path;
         }
@@ -81,6 +82,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
           problems.add(key, fmt::format("'{}' holds token {} at position {} (the first one) >= model.vocab_size {}",
                                         bad->path, bad->token, bad->position, c.model.vocab_size));
         }
+        if (data) (std::string(key) == "data.train" ? data->train : data->val) = std::move(corpus);
       } catch (const UsageError& e) {
         problems.add(key, e.what());
       }
@@ -91,11 +93,12 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
         problems.add("data.tokenizer", fmt::format("file '{}' not found", c.data.tokenizer));
       } else {
         try {
-          const Tokenizer tok = Tokenizer::load(c.data.tokenizer);
+          Tokenizer tok = Tokenizer::load(c.data.tokenizer);
           if (tok.vocab_size() > c.model.vocab_size) {
             problems.add("data.tokenizer", fmt::format("'{}' has {} pieces but model.vocab_size is {}",
                                                        c.data.tokenizer, tok.vocab_size(), c.model.vocab_size));
           }
+          if (data) data->tokenizer = std::move(tok);
         } catch (const UsageError& e) {
           problems.add("data.tokenizer", e.what());
         }
@@ -124,8 +127,8 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
   return c;
 }
 
-Config load_run_config(const std::string& path, const std::vector<std::string>& overrides) {
-  return check_and_resolve(parse_config_file(path, overrides, /*collect=*/true), /*check_data_files=*/true);
+Config load_run_config(const std::string& path, const std::vector<std::string>& overrides, RunData* data) {
+  return check_and_resolve(parse_config_file(path, overrides, /*collect=*/true), /*check_data_files=*/true, data);
 }
 
 }  // namespace normlab

@@ -7,17 +7,28 @@
 #include <vector>
 
 #include "config/load.h"
+#include "data/corpus.h"
+#include "data/tokenizer.h"
 
 namespace normlab {
 
-Config load_run_config(const std::string& path, const std::vector<std::string>& overrides);
+// What a run reads besides its config, loaded once while the config is checked (the checks need
+// it: token counts, vocabulary, the tokenizer's size) and handed on to the trainer.
+struct RunData {
+  Corpus train, val;
+  std::optional<Tokenizer> tokenizer;  // data.tokenizer
+};
+
+// `data`: when given, receives the corpora and tokenizer the checks loaded.
+Config load_run_config(const std::string& path, const std::vector<std::string>& overrides,
+                       RunData* data = nullptr);
 
 // Same checks for a config already in memory (e.g. from a checkpoint), named `name` in errors;
 // problems already in loaded.problems are reported first. With check_data_files the data files
 // are checked and their relative paths made absolute (against the current directory, where
 // they were always looked up), so the stored config works from any directory; the training
 // memory is checked against this machine's too.
-Config check_and_resolve(LoadedConfig loaded, bool check_data_files);
+Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* data = nullptr);
 
 // data.train / data.val as files: each glob pattern (a name holding * ? or [) replaced by its
 // matches in sorted order, every name made absolute. Returns the problem ("" when none): a file

@@ -47,16 +47,26 @@ std::string human_duration(double s) {
 }
 
 // Warnings about the set-up, once the run is checked: a slow BLAS, batchnorm's causal leak.
-void warn_about_setup(const Config& cfg) {
+void warn_about_setup(const Transformer& model) {
   if (reference_blas_loaded()) {
     spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
                  "for ~30x faster matmuls", loaded_blas_library());
   }
-  if (ResolvedModel::of(cfg.model).batch_statistics()) {
+  if (model->entries().batch_statistics()) {
     spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
                  "token's normalisation sees later tokens of the batch (a causal leak; eval uses "
                  "running statistics)");
   }
+}
+
+// The data the config checks loaded (moved from), or loaded now when there is none.
+RunData take_data(const Config& cfg, RunData* loaded) {
+  if (loaded) return std::move(*loaded);
+  RunData d;
+  d.train = Corpus::load(cfg.data.train, cfg.data.format);
+  d.val = Corpus::load(cfg.data.val, cfg.data.format);
+  if (!cfg.data.tokenizer.empty()) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
+  return d;
 }
 
 void log_header(const Config& cfg, Transformer& model, const Corpus& train, const Corpus& val,
@@ -101,13 +111,11 @@ class Run {
     }
     if (comm_) start_ = share_start(*comm_, cfg_.out_dir, opts_.resume, /*rank0_failed=*/false, start_);
     configure_threads(threads_per_rank(cfg_.train.threads, env_, std::max<int64_t>(1, std::thread::hardware_concurrency())));
-    train_data_ = Corpus::load(cfg_.data.train, cfg_.data.format);
-    val_data_ = Corpus::load(cfg_.data.val, cfg_.data.format);
+    data_ = take_data(cfg_, opts_.data);
     if (cfg_.data.val.size() == 1) floor_ = read_entropy_floor(cfg_.data.val[0]);
-    if (!cfg_.data.tokenizer.empty()) tokenizer_ = Tokenizer::load(cfg_.data.tokenizer);
 
     t_ = make_trainable(cfg_, device_);
-    step_ = std::make_unique<TrainStep>(cfg_, t_, train_data_, device_, comm_.get());
+    step_ = std::make_unique<TrainStep>(cfg_, t_, data_.train, device_, comm_.get());
     if (start_.resuming) {
       state_ = restore_checkpoint(start_.checkpoint_dir, t_, *step_);
       state_.world_size = env_.world_size;
@@ -125,9 +133,9 @@ class Run {
     if (!writer()) return loop();
     // Everything is checked: only now is the run directory written to.
     rec_->start(state_.step);
-    warn_about_setup(cfg_);
+    warn_about_setup(t_.model);
     if (start_.resuming) spdlog::info("resumed from {} (step {})", start_.checkpoint_dir, state_.step);
-    log_header(cfg_, t_.model, train_data_, val_data_, floor_);
+    log_header(cfg_, t_.model, data_.train, data_.val, floor_);
     if (!start_.resuming && cfg_.train.save_init) checkpoint();
     if (!start_.resuming) run_eval();
     return loop();
@@ -156,7 +164,7 @@ class Run {
 
   void run_eval() {
     if (!writer()) return;  // rank 0 evaluates while the others go on to the next exchange
-    auto r = evaluate(t_.model, val_data_, cfg_.eval.max_windows, device_, tokenizer_ ? &*tokenizer_ : nullptr);
+    auto r = evaluate(t_.model, data_.val, cfg_.eval.max_windows, device_, data_.tokenizer ? &*data_.tokenizer : nullptr);
     if (std::isnan(state_.best_val) || r.loss < state_.best_val) state_.best_val = r.loss;
     EvalRecord rec;
     rec.step = state_.step;
@@ -306,8 +314,7 @@ class Run {
   std::unique_ptr<Recorder> rec_;  // rank 0 only: the one writer of the run directory
   StartPoint start_;               // a new run, or the checkpoint a resume starts from
   torch::Device device_;
-  Corpus train_data_, val_data_;
-  std::optional<Tokenizer> tokenizer_;  // data.tokenizer: the bytes behind val tokens (val_bpb)
+  RunData data_;  // corpora, and the tokenizer (the bytes behind val tokens: val_bpb)
   std::optional<EntropyFloor> floor_;
   Trainable t_;
   std::unique_ptr<TrainStep> step_;

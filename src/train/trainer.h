@@ -12,8 +12,12 @@ namespace normlab {
 
 constexpr int kInterrupted = 130;
 
+struct RunData;
+
 struct TrainOptions {
   bool resume = false;
+  // The data load_run_config loaded while checking (moved from; nullptr: the trainer loads it).
+  RunData* data = nullptr;
   const std::atomic<bool>* stop = nullptr;  // set asynchronously (SIGINT) to stop after this update
 };
 

@@ -1,0 +1,113 @@
+// The run half's shape, held by reading the sources (no git, no child process): one owner for the
+// restore, the step plan and the registry lookups, and the sizes the restructuring promised
+// (src/train/README.md, "One step"; tests/README.md, "Tiers").
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace normlab {
+namespace {
+namespace fs = std::filesystem;
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// "path:line" of every line of src/**/*.cpp matching `re`, except under `except_dir`.
+std::vector<std::string> grep_src(const std::string& re, const std::string& except_dir = "") {
+  std::vector<std::string> hits;
+  const fs::path src = fs::path(testing::source_dir()) / "src";
+  const std::regex r(re);
+  for (const auto& e : fs::recursive_directory_iterator(src)) {
+    if (!e.is_regular_file() || e.path().extension() != ".cpp") continue;
+    const std::string rel = fs::relative(e.path(), testing::source_dir()).string();
+    if (!except_dir.empty() && rel.rfind(except_dir, 0) == 0) continue;
+    std::istringstream in(read(e.path()));
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      if (std::regex_search(line, r)) hits.push_back(rel + ":" + std::to_string(n));
+    }
+  }
+  return hits;
+}
+
+// Lines from the line matching `start` through the first line after it that is exactly `end`.
+int64_t span_lines(const std::string& file, const std::string& start, const std::string& end) {
+  std::istringstream in(read(fs::path(testing::source_dir()) / file));
+  int64_t n = 0;
+  bool in_span = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!in_span && line.rfind(start, 0) == 0) in_span = true;
+    if (!in_span) continue;
+    ++n;
+    if (line == end) return n;
+  }
+  return -1;
+}
+
+TEST(CodeShapeTest, TheCheckpointRestoreLivesInResumeAlone) {
+  for (const char* fn : {R"(\bload_trainer_state\()", R"(\bset_torch_rng_state_hex\()"}) {
+    for (const auto& hit : grep_src(fn)) {
+      EXPECT_TRUE(hit.rfind("src/train/resume.cpp:", 0) == 0 || hit.rfind("src/train/checkpoint.cpp:", 0) == 0)
+          << fn << " called outside resume.cpp: " << hit;
+    }
+  }
+}
+
+TEST(CodeShapeTest, TheStepPlanIsDecidedInOnePlace) {
+  // Which steps are diagnostics, logged, evaluated or checkpointed: plan_at in step.cpp alone.
+  for (const char* re : {R"(%\s*cfg_?\.diag\.every)", R"(%\s*cfg_?\.train\.log_every)", R"(%\s*cfg_?\.eval\.every)",
+                         R"(%\s*cfg_?\.train\.checkpoint_every)"}) {
+    for (const auto& hit : grep_src(re)) {
+      EXPECT_EQ(hit.rfind("src/train/step.cpp:", 0), 0u) << re << " outside plan_at: " << hit;
+    }
+  }
+}
+
+TEST(CodeShapeTest, RegistryEntriesAreLookedUpThroughResolvedModel) {
+  // find_layout / find_residual by a config's name: ResolvedModel::of alone (the registries
+  // themselves and their own folders aside).
+  for (const char* re : {R"(\bfind_layout\()", R"(\bfind_residual\()"}) {
+    for (const auto& hit : grep_src(re)) {
+      const bool registry = hit.rfind("src/model/layouts/", 0) == 0 || hit.rfind("src/model/residual/", 0) == 0;
+      EXPECT_TRUE(registry || hit.rfind("src/model/transformer.cpp:", 0) == 0) << re << ": " << hit;
+    }
+    int in_transformer = 0;
+    for (const auto& hit : grep_src(re)) in_transformer += hit.rfind("src/model/transformer.cpp:", 0) == 0;
+    EXPECT_EQ(in_transformer, 1) << re << ": once, in ResolvedModel::of";
+  }
+}
+
+TEST(CodeShapeTest, TheRunAndTheSweepRunnerStaySmall) {
+  const int64_t run = span_lines("src/train/trainer.cpp", "class Run {", "};");
+  EXPECT_GT(run, 0);
+  EXPECT_LE(run, 250) << "class Run in src/train/trainer.cpp";
+  const int64_t sweep = span_lines("src/sweep/runner.cpp", "int run_sweep(", "}");
+  EXPECT_GT(sweep, 0);
+  EXPECT_LE(sweep, 80) << "run_sweep in src/sweep/runner.cpp";
+  const int64_t parse = span_lines("src/sweep/sweep_config.cpp", "Sweep parse_sweep_file(", "}");
+  EXPECT_GT(parse, 0);
+  EXPECT_LE(parse, 80) << "parse_sweep_file";
+}
+
+TEST(CodeShapeTest, RecordsAreWrittenByTheirTypesNotByLiteralKeys) {
+  // The trainer builds typed records (metrics/records.h) and never spells a record key itself.
+  const std::string trainer = read(fs::path(testing::source_dir()) / "src/train/trainer.cpp");
+  for (const char* key : {"\"kind\"", "\"tok_per_s\"", "\"loss_z\"", "\"val_loss\"", "\"layers_by_jump\"", "add_raw("}) {
+    EXPECT_EQ(trainer.find(key), std::string::npos) << key << " in src/train/trainer.cpp";
+  }
+}
+
+}  // namespace
+}  // namespace normlab
