@@ -109,5 +109,17 @@ TEST(CodeShapeTest, RecordsAreWrittenByTheirTypesNotByLiteralKeys) {
   }
 }
 
+TEST(CodeShapeTest, ProblemsAreCollectedByOneClass) {
+  // Config and sweep files report through config/load.h's Problems; no second collector.
+  EXPECT_EQ(grep_src(R"(class\s+Collector\b)"), std::vector<std::string>{});
+  for (const auto& hit : grep_src(R"(class\s+Problems\b)")) ADD_FAILURE() << "a second Problems: " << hit;
+}
+
+TEST(CodeShapeTest, TheMutantListNamesGuaranteesNotProjectHistory) {
+  const std::string list = read(fs::path(testing::source_dir()) / "tests/mutants/mutants.txt");
+  std::smatch m;
+  EXPECT_FALSE(std::regex_search(list, m, std::regex(R"(\b(finding|issue) [0-9])"))) << m.str();
+}
+
 }  // namespace
 }  // namespace normlab

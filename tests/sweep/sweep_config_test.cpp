@@ -114,6 +114,14 @@ TEST(SweepConfigTest, QuickMergesSetReplacesAxesAndSeedsAndCliSetComesLast) {
   EXPECT_EQ(again.set, quick.set);
   EXPECT_EQ(again.seeds, quick.seeds);
   EXPECT_EQ(names(expand_sweep(again)), names(expand_sweep(quick)));
+
+  // The parser keeps the quick variant; applying it is a step of its own.
+  ASSERT_TRUE(full.quick);
+  const Sweep applied = apply_quick(full);
+  EXPECT_EQ(applied.out_dir, "runs/quick");
+  EXPECT_EQ(names(expand_sweep(applied)), names(expand_sweep(parse_sweep_file(path, SweepOptions{true}))));
+  EXPECT_FALSE(applied.quick);
+  EXPECT_THROW(apply_quick(again), ConfigError);  // a dumped sweep has no quick section
 }
 
 TEST(SweepConfigTest, SeedsDefaultToTheBaseConfigsSeed) {
