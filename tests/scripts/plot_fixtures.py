@@ -1,8 +1,11 @@
 #!/usr/bin/python3
-"""Synthetic run and sweep directories for tests/scripts/plot_test.sh: the files scripts/plot.py
-reads (metrics.jsonl, config.yaml, point.json, summary.csv) in the formats of src/train/README.md
-and 9 and src/sweep/summary.cpp, with made-up but plausible numbers. Not a model of training: the
-point is that every series plot.py draws is there (or, for the old-style ones, absent).
+"""Synthetic run and sweep directories for tests/scripts/plot_test.sh: the files a run and a sweep
+leave (metrics.jsonl, config.yaml, point.json, sweep.yaml) in the formats of src/train/README.md,
+src/metrics/README.md and src/sweep/, with made-up but plausible records. Not a model of training:
+the point is that every series plot.py draws is there (or, for the old-style ones, absent). The
+derived numbers are not written here: scripts/plot.py takes them from the real binary's
+`normlab report --json` of these directories (a run, and a sweep through its sweep.yaml), as it
+does for a real run.
 
     tests/scripts/plot_fixtures.py OUTDIR
 
@@ -10,13 +13,14 @@ writes
     OUTDIR/run_new    a run with every diagnostic of src/metrics/README.md, including block_cos,
                       act_max, attn_sink, grad_noise_scale, qk_clipped, eval eff_rank and spike z
     OUTDIR/run_old    the same run without those (what a binary before them writes)
-    OUTDIR/sweep_cat  model.layout x model.norm.type (3 x 2), 2 seeds, new fields, a summary.csv
-                      with a spike_score column and mean/std rows; one seed diverges
-    OUTDIR/sweep_old  model.norm.type only (3 values), 2 seeds, old-style records, no summary.csv
+    OUTDIR/sweep_cat  model.layout x model.norm.type (3 x 2), 2 seeds, new fields, a sweep.yaml (so
+                      `normlab report --json` gives its summary: rows, mean/std rows, short names);
+                      one seed diverges (after its last eval: a finite best val loss)
+    OUTDIR/sweep_old  model.norm.type only (3 values), 2 seeds, old-style records, no sweep.yaml and
+                      no summary.csv (an older sweep directory: no summary at all)
 Standard library only.
 """
 
-import csv
 import json
 import math
 import os
@@ -105,13 +109,24 @@ def write_run(d, layout, norm, seed, new, diverge_at=None):
         f.write("\n".join(metrics_lines(layout, norm, seed, new, diverge_at)) + "\n")
 
 
-def write_sweep(d, axes, seeds, new, with_summary, diverge=None):
-    """axes: {key: [values]} in sweep order; one run directory per combination and seed."""
+def sweep_yaml(d, axes, seeds):
+    """The resolved sweep file `normlab sweep` writes into the sweep directory."""
+    base = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                        "configs", "default.yaml")
+    lines = ["# The resolved sweep (quick and --set applied), written by normlab sweep.", "base: %s" % base,
+             "out_dir: %s" % d, "set:", "  model.n_layers: %d" % L, "axes:"]
+    lines += ["  %s: [%s]" % (k, ", ".join(v)) for k, v in axes.items()]
+    lines += ["zip:", "  []", "seeds: [%s]" % ", ".join(str(s) for s in seeds)]
+    return "\n".join(lines) + "\n"
+
+
+def write_sweep(d, axes, seeds, new, with_sweep_yaml, diverge=None):
+    """axes: {key: [values]} in sweep order; one run directory per combination and seed, and (with
+    with_sweep_yaml) the sweep.yaml from which `normlab report --json` summarises them."""
     keys = list(axes)
     combos = [[]]
     for k in keys:
         combos = [c + [v] for c in combos for v in axes[k]]
-    rows = []
     for c in combos:
         for seed in seeds:
             over = dict(zip(keys, c))
@@ -122,25 +137,12 @@ def write_sweep(d, axes, seeds, new, with_summary, diverge=None):
             div = 150 if diverge == (layout, norm, seed) else None
             write_run(run, layout, norm, seed, new, div)
             with open(os.path.join(run, "point.json"), "w") as f:
-                json.dump({"name": name, "overrides": over, "seed": seed, "status": "done", "exit_code": 0,
-                           "wall_s": 3.5}, f)
+                json.dump({"name": name, "overrides": over, "seed": seed,
+                           "status": "diverged" if div is not None else "done", "exit_code": 0, "wall_s": 3.5}, f)
                 f.write("\n")
-            rows.append((name, c, seed, div is not None))
-    if not with_summary:
-        return
-    head = ["row", "name"] + keys + ["seed", "n", "status", "steps", "final_train_loss", "best_val_loss",
-                                     "best_val_excess", "best_val_bpb", "diverged", "spike_count", "spike_score", "max_grad_norm",
-                                     "grad_ratio_first_last", "final_eff_rank", "tok_per_s", "wall_s"]
-    out = [head]
-    for name, c, seed, div in rows:
-        # numbers left empty: plot.py then takes them from `normlab report --json` of the run
-        out.append(["run", name] + c + [str(seed), "0", "done", "", "", "", "", "", "1" if div else "0"] + [""] * 7)
-    for c in combos:
-        g = ",".join("%s=%s" % (k.split(".", 1)[1], v) for k, v in zip(keys, c))
-        for kind in ("mean", "std"):
-            out.append([kind, g] + c + ["", str(len(seeds)), "%d/%d done" % (len(seeds), len(seeds))] + [""] * 13)
-    with open(os.path.join(d, "summary.csv"), "w", newline="") as f:
-        csv.writer(f, lineterminator="\n").writerows(out)  # names hold commas: quoted as summary.cpp does
+    if with_sweep_yaml:
+        with open(os.path.join(d, "sweep.yaml"), "w") as f:
+            f.write(sweep_yaml(d, axes, seeds))
 
 
 def main(out):

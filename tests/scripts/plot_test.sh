@@ -4,7 +4,31 @@
 # (tests/scripts/plot_fixtures.py) with the newer diagnostics (block_cos, act_max, attn_sink,
 # grad_noise_scale, qk_clipped, eff_rank, spike z) and without them: the plots of those series exist
 # exactly when the series do, and a categorical sweep (layout x norm type, 2 seeds) gets its
-# comparison plots. Run from the repository root (CTest does): tests/scripts/plot_test.sh NORMLAB_BIN
+# comparison plots. The fixtures hold records only: their derived numbers come from the real
+# binary's `normlab report --json` (of a run, and of a sweep through its sweep.yaml).
+#
+# plot.py derives no number: every number it shows or places a line or marker at comes from
+# `normlab report --json` or the sweep summary. Two checks hold it to that:
+#   1. A static rule over scripts/plot.py and scripts/plotlib/*.py, on the Python syntax tree (so
+#      comments and docstrings do not count):
+#      - no call to a function that computes a statistic or a transcendental: log, log2, log10,
+#        log1p, logaddexp, exp, exp2, expm1, sqrt, mean, nanmean, average, std, nanstd, var, nanvar,
+#        median, nanmedian, percentile, nanpercentile, quantile, nanquantile, sum, nansum, fsum,
+#        prod, nanprod, cumsum, stdev, pstdev, variance, pvariance, fmean, harmonic_mean -- whether
+#        np.*, math.*, statistics.*, a method or the builtin -- except the uses ALLOWED lists (the
+#        display smoothing of a loss curve; the top of loss.png's y axis);
+#      - no math.* other than math.isfinite; no import of statistics, scipy or pandas;
+#      - no string "floor.json" in the code (the floors are the report's entropy_floor and
+#        train_entropy_floor); no function named short_name or find_floor (the axes' short names
+#        are the summary's).
+#      The rule cannot see plain arithmetic (a ratio written a / b; layout uses it too), hence:
+#   2. A behavioural check: the figures are drawn with a stand-in binary whose `report --json`
+#      puts sentinel values in place of the derived numbers (entropy floors, uniform-attention
+#      levels, ctx, the first/last-block ratio, final eff_rank, bits per byte; the sweep's mean and
+#      std rows and its axes' short names), and the figures (captured before saving) must show and
+#      place exactly those. With those report values null and no sweep summary, the lines, labels
+#      and means must be absent: plot.py has no fallback of its own.
+# Run from the repository root (CTest does): tests/scripts/plot_test.sh NORMLAB_BIN
 set -euo pipefail
 
 BIN=${1:?usage: tests/scripts/plot_test.sh NORMLAB_BIN}
@@ -18,6 +42,77 @@ trap 'rm -rf "$TMP"' EXIT
 cd "$ROOT"  # the config's data paths are relative to the repository root
 
 fail() { echo "plot_test: FAIL: $*" >&2; exit 1; }
+
+echo "== static rule: plot.py and scripts/plotlib compute no statistic, read no floor.json, name no axis"
+/usr/bin/python3 - "$ROOT/scripts" <<'PY' || fail "plot.py or plotlib computes a number itself (the rule is at the top of tests/scripts/plot_test.sh)"
+import ast, glob, os, sys
+scripts = sys.argv[1]
+files = [os.path.join(scripts, "plot.py")] + sorted(glob.glob(os.path.join(scripts, "plotlib", "*.py")))
+assert len(files) >= 5, files  # plot.py, __init__, read, draw, run_figures, sweep_figures
+FORBIDDEN = {"log", "log2", "log10", "log1p", "logaddexp", "exp", "exp2", "expm1", "sqrt", "mean", "nanmean",
+             "average", "std", "nanstd", "var", "nanvar", "median", "nanmedian", "percentile", "nanpercentile",
+             "quantile", "nanquantile", "sum", "nansum", "fsum", "prod", "nanprod", "cumsum", "stdev", "pstdev",
+             "variance", "pvariance", "fmean", "harmonic_mean"}
+# (enclosing function, call): the allowed uses, each drawing rather than a number shown
+ALLOWED = {("smooth", "mean"): "moving average of a train-loss curve, for display",
+           ("fig_loss", "percentile"): "the top of loss.png's y axis"}
+bad, used = [], set()
+for path in files:
+    tree = ast.parse(open(path).read(), path)
+    docstrings = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body \
+                and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant):
+            docstrings.add(id(n.body[0].value))
+
+    def visit(node, func):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name in ("short_name", "find_floor"):
+                bad.append("%s:%d: def %s" % (path, node.lineno, node.name))
+            func = node.name
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in FORBIDDEN:
+                if (func, name) in ALLOWED:
+                    used.add((func, name))
+                else:
+                    bad.append("%s:%d: %s() in %s" % (path, node.lineno, name, func or "module"))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "math" \
+                and node.attr != "isfinite":
+            bad.append("%s:%d: math.%s" % (path, node.lineno, node.attr))
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for m in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]):
+                if m.split(".")[0] in ("statistics", "scipy", "pandas"):
+                    bad.append("%s:%d: import %s" % (path, node.lineno, m))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "floor.json" in node.value \
+                and id(node) not in docstrings:
+            bad.append("%s:%d: the string %r" % (path, node.lineno, node.value[:60]))
+        for child in ast.iter_child_nodes(node):
+            visit(child, func)
+    visit(tree, None)
+for x in bad:
+    print("plot_test: " + x, file=sys.stderr)
+print("  %d files; allowed: %s" % (len(files), "; ".join(
+    "%s() in %s (%s)" % (c, f, ALLOWED[(f, c)]) for f, c in sorted(used))))
+sys.exit(1 if bad else 0)
+PY
+
+echo "== the figure tables, the docstring and the summary's columns agree"
+/usr/bin/python3 - "$ROOT/scripts" <<'PY' || fail "figure tables / docstring / summary columns"
+import sys
+sys.path.insert(0, sys.argv[1])
+import plot
+from plotlib import read, run_figures, sweep_figures
+doc = plot.__doc__
+assert "derives no number: every number comes from normlab report --json or the sweep summary" in doc
+for table in (run_figures.RUN_FIGURES, sweep_figures.SWEEP_FIGURES):
+    for name, fn, needs in table:
+        assert name in doc, "%s is not in plot.py's docstring" % name
+        assert callable(fn) and needs, name
+# one name per number: the point numbers drawn are summary columns, under the summary's names
+assert set(read.POINT_NUMBERS) <= set(read.SUMMARY_COLUMNS), read.POINT_NUMBERS
+PY
 
 # A tiny real run: 2 blocks of width 32, 20 updates, every record with full diagnostics.
 tiny_run() {  # OUT [--set k=v ...]
@@ -95,12 +190,39 @@ seeds: [1337]
 YAML
 "$BIN" sweep -c "$TMP/sweep.yaml" --jobs 2 >"$TMP/sweep.out" 2>"$TMP/sweep.log" ||
   { cat "$TMP/sweep.log" >&2; fail "normlab sweep"; }
-[ -f "$SWEEP/summary.csv" ] || fail "normlab sweep wrote no summary.csv"
+[ -f "$SWEEP/summary.csv" ] && [ -f "$SWEEP/sweep.yaml" ] || fail "normlab sweep wrote no summary.csv or sweep.yaml"
 "$PLOT" "$SWEEP" --group-by lr >"$TMP/sweep_plot.out" || fail "plot.py on a sweep"
 cat "$TMP/sweep_plot.out"
 check_pngs "$SWEEP/plots" 8000 loss_curves.png final_vs_lr.png final_vs_depth.png
+# the summary's metric columns are the ones plotlib.read names (one name per number)
+/usr/bin/python3 - "$ROOT/scripts" "$SWEEP/summary.csv" <<'PY' || fail "summary.csv columns against plotlib.read.SUMMARY_COLUMNS"
+import csv, sys
+sys.path.insert(0, sys.argv[1])
+from plotlib import read
+header = next(csv.reader(open(sys.argv[2])))
+assert header[header.index("status") + 1:] == read.SUMMARY_COLUMNS, (header, read.SUMMARY_COLUMNS)
+PY
 
-echo "== a sweep without summary.csv (runs/*/point.json only), with --runs"
+echo "== the same sweep without sweep.yaml: its summary.csv (mean/std rows), axes under their full keys"
+cp -r "$SWEEP" "$TMP/sweep_csv"
+rm "$TMP/sweep_csv/sweep.yaml"
+"$PLOT" "$TMP/sweep_csv" >/dev/null 2>"$TMP/sweep_csv.err" || { cat "$TMP/sweep_csv.err" >&2; fail "plot.py on a sweep with summary.csv only"; }
+grep -q "from summary.csv" "$TMP/sweep_csv.err" || fail "plot.py did not say it read summary.csv"
+check_pngs "$TMP/sweep_csv/plots" 8000 loss_curves.png final_vs_lr.png final_vs_depth.png
+/usr/bin/python3 - "$ROOT/scripts" "$TMP/sweep_csv" <<'PY' || fail "the sweep read from summary.csv"
+import csv, os, sys
+sys.path.insert(0, sys.argv[1])
+from plotlib import read
+s = read.Sweep(sys.argv[2])
+assert s.summary_source == "summary.csv" and s.short("optim.lr") == "optim.lr", (s.summary_source, s.shorts)
+rows = list(csv.DictReader(open(os.path.join(sys.argv[2], "summary.csv"))))
+for p in s.points:
+    mean = [r for r in rows if r["row"] == "mean" and r["optim.lr"] == p["over"]["optim.lr"]
+            and r["model.n_layers"] == p["over"]["model.n_layers"]]
+    assert len(mean) == 1 and s.seed_stat("mean", p["over"], "best_val_loss") == float(mean[0]["best_val_loss"])
+PY
+
+echo "== a sweep without summary.csv (sweep.yaml: normlab report --json summarises it), with --runs"
 rm "$SWEEP/summary.csv"
 "$PLOT" "$SWEEP" --runs --out "$TMP/sweep_plots2" >/dev/null || fail "plot.py on a sweep without summary.csv"
 check_pngs "$TMP/sweep_plots2" 8000 loss_curves.png final_vs_lr.png final_vs_depth.png
@@ -131,32 +253,185 @@ plot_quiet "$TMP/fx_old" "$FX/run_old"
 check_pngs "$FX/run_old/plots" 8000 $RUN_PNGS
 absent "$FX/run_old/plots" $NEW_RUN_PNGS
 
-echo "-- a categorical sweep: layout x norm.type, 2 seeds, summary.csv with a spike_score column"
+echo "-- a categorical sweep: layout x norm.type, 2 seeds, one diverged; its summary from normlab report --json"
 plot_quiet "$TMP/fx_cat" "$FX/sweep_cat"
 check_pngs "$FX/sweep_cat/plots" 8000 loss_curves.png $CAT_PNGS
 absent "$FX/sweep_cat/plots" final_vs_lr.png final_vs_depth.png
-# spike_score is a metric column of summary.csv, not an axis
-/usr/bin/python3 - "$ROOT/scripts" "$FX/sweep_cat" <<'PY' || fail "axes of the categorical sweep"
+/usr/bin/python3 - "$ROOT/scripts" "$FX/sweep_cat" <<'PY' || fail "the categorical sweep as plotlib.read reads it"
 import sys
 sys.path.insert(0, sys.argv[1])
-import plot
-s = plot.Sweep(sys.argv[2])
+from plotlib import read
+s = read.Sweep(sys.argv[2])
+assert s.summary_source == "normlab report --json", s.summary_source
 assert s.axes == ["model.layout", "model.norm.type"], s.axes
-assert plot.categorical_axes(s) == s.axes, plot.categorical_axes(s)
+assert read.categorical_axes(s) == s.axes, read.categorical_axes(s)
+assert [s.short(a) for a in s.axes] == ["layout", "norm.type"], s.shorts  # the binary's short names
 score = {p["name"]: p["spike_score"] for p in s.points}
 assert all(0 <= v <= 1 for v in score.values()), score
 assert score["layout=post,norm.type=layernorm,seed=1"] > 0, score  # the fixture's spike at step 120
+div = [p for p in s.points if p["diverged"]]
+assert [p["name"] for p in div] == ["layout=post,norm.type=layernorm,seed=2"], [p["name"] for p in div]
+# the diverged seed has a finite best val loss (it diverged after its last eval): the summary's
+# mean counts it, and the figures use that mean
+over = div[0]["over"]
+assert read.finite(div[0]["best_val_loss"]) and read.finite(s.seed_stat("mean", over, "best_val_loss"))
+assert read.finite(s.seed_stat("std", over, "best_val_loss"))
 PY
 plot_quiet "$TMP/fx_cat2" "$FX/sweep_cat" --group-by type --out "$TMP/fx_cat2_plots"
 check_pngs "$TMP/fx_cat2_plots" 8000 loss_curves.png $CAT_PNGS
 
-echo "-- a one-axis categorical sweep of old-style runs, no summary.csv, with --runs"
-plot_quiet "$TMP/fx_cat_old" "$FX/sweep_old" --runs
+echo "-- a one-axis categorical sweep of old-style runs, no sweep.yaml, no summary.csv, with --runs"
+"$PLOT" "$FX/sweep_old" --runs >"$TMP/fx_cat_old.out" 2>"$TMP/fx_cat_old.err" ||
+  { cat "$TMP/fx_cat_old.err" >&2; fail "plot.py on a sweep without a summary"; }
+grep -q "no sweep summary" "$TMP/fx_cat_old.err" || fail "plot.py did not say the sweep has no summary"
+if grep -qE "Traceback|Warning" "$TMP/fx_cat_old.err"; then cat "$TMP/fx_cat_old.err" >&2; fail "plot.py warned"; fi
 check_pngs "$FX/sweep_old/plots" 8000 loss_curves.png best_val_compare.png grad_profile_step0.png
 absent "$FX/sweep_old/plots" block_cos_profile.png final_vs_lr.png final_vs_depth.png
 check_pngs "$FX/sweep_old/plots/runs/norm.type=rmsnorm,seed=2" 8000 $RUN_PNGS
 
 echo "-- the numeric sweep above (lr x depth) gets no categorical plots"
 absent "$SWEEP/plots" $CAT_PNGS
+
+echo "== every number drawn is the report's: a stand-in binary with sentinel values, then with none"
+# FAKE_REPORT=sentinel: `report --json` of a run gets the sentinels below, of a sweep sentinel mean and
+# std rows and short names; FAKE_REPORT=null: the run's values null, and no sweep summary (exit 1).
+# Every other command goes to the real binary unchanged.
+cat >"$TMP/fake_normlab" <<'PY'
+#!/usr/bin/python3
+import json, os, subprocess, sys
+out = subprocess.run([os.environ["REAL_NORMLAB"]] + sys.argv[1:], stdout=subprocess.PIPE, universal_newlines=True)
+if out.returncode != 0 or sys.argv[1:3] != ["report", "--json"]:
+    sys.stdout.write(out.stdout)
+    sys.exit(out.returncode)
+mode, j = os.environ["FAKE_REPORT"], json.loads(out.stdout)
+RUN = {"entropy_floor": 0.625, "train_entropy_floor": 0.875, "uniform_attn_entropy": 2.25,
+       "uniform_attn_sink": 0.375, "ctx": 77, "grad_ratio_first_last": 7.25, "final_eff_rank": 12.5,
+       "final_val_bpb": 3.125, "best_val_bpb": 3.0}
+if "rows" in j:
+    if mode == "null":
+        sys.exit(1)
+    for a in j["axes"]:
+        a["short"] = a["short"].upper() + "_S"
+    for r in j["rows"]:
+        if r["row"] == "mean":
+            r.update(final_train_loss=4.75, best_val_loss=2.0625, spike_score=0.0078125, final_eff_rank=10.5)
+        elif r["row"] == "std":
+            r.update(final_train_loss=0.03125, best_val_loss=0.03125)
+else:
+    j.update({k: (v if mode == "sentinel" else None) for k, v in RUN.items()})
+print(json.dumps(j))
+PY
+chmod +x "$TMP/fake_normlab"
+cp -r "$SWEEP" "$TMP/sweep_fake"  # lr x depth, with its sweep.yaml
+cat >"$TMP/capture.py" <<'PY'
+"""Draws a directory's figures through plotlib with `save` replaced by a capture of each figure's
+texts and the y data of its lines; prints them as JSON."""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.lines, matplotlib.pyplot as plt, matplotlib.text
+from plotlib import read, run_figures, sweep_figures
+figs = {}
+def capture(fig, path):
+    texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
+    ys = []
+    for ln in fig.findobj(matplotlib.lines.Line2D):
+        try:
+            ys.append([float(v) for v in ln.get_ydata()])
+        except (TypeError, ValueError):
+            pass
+    figs[os.path.basename(path)] = {"texts": texts, "ys": ys}
+    plt.close(fig)
+    return path
+run_figures.save = sweep_figures.save = capture
+kind, d = sys.argv[2], sys.argv[3]
+if kind == "run":
+    run_figures.plot_run(read.Run(d), "/nonexistent")
+else:
+    sweep_figures.plot_sweep(read.Sweep(d), None, "/nonexistent", False)
+print(json.dumps(figs))
+PY
+capture() {  # MODE KIND DIR > JSON
+  REAL_NORMLAB="$BIN" FAKE_REPORT=$1 NORMLAB_BINARY="$TMP/fake_normlab" \
+    /usr/bin/python3 "$TMP/capture.py" "$ROOT/scripts" "$2" "$3" 2>>"$TMP/capture.err"
+}
+capture sentinel run "$FX/run_new" >"$TMP/cap_run.json" || { cat "$TMP/capture.err" >&2; fail "capture run (sentinel)"; }
+capture null run "$FX/run_new" >"$TMP/cap_run_null.json" || { cat "$TMP/capture.err" >&2; fail "capture run (null)"; }
+capture sentinel sweep "$FX/sweep_cat" >"$TMP/cap_cat.json" || { cat "$TMP/capture.err" >&2; fail "capture sweep_cat"; }
+capture sentinel sweep "$TMP/sweep_fake" >"$TMP/cap_lr.json" || { cat "$TMP/capture.err" >&2; fail "capture lr x depth"; }
+capture null sweep "$FX/sweep_cat" >"$TMP/cap_cat_null.json" || { cat "$TMP/capture.err" >&2; fail "capture sweep_cat (null)"; }
+/usr/bin/python3 - "$TMP" <<'PY' || fail "a figure shows a number that is not the report's"
+import json, os, re, sys
+t = sys.argv[1]
+def load(n):  # texts with their line breaks (textwrap.fill of titles) as spaces
+    figs = json.load(open(os.path.join(t, n)))
+    for f in figs.values():
+        f["texts"] = [" ".join(x.split()) for x in f["texts"]]
+    return figs
+bad = []
+def has_text(figs, f, s):
+    if not any(s in x for x in figs[f]["texts"]):
+        bad.append("%s: no text with %r (texts: %s)" % (f, s, [x for x in figs[f]["texts"] if len(x) < 120][:40]))
+def no_text(figs, f, pattern):
+    hits = [x for x in figs[f]["texts"] if re.search(pattern, x)]
+    if hits:
+        bad.append("%s: text %r although the report has no such number" % (f, hits[0]))
+def has_line(figs, f, ys, count=1):
+    n = sum(1 for y in figs[f]["ys"] if y == ys)
+    if n < count:
+        bad.append("%s: %d line(s) with y = %s, wanted %d" % (f, n, ys, count))
+def no_line(figs, f, ys):
+    if any(y == ys for y in figs[f]["ys"]):
+        bad.append("%s: a line at y = %s" % (f, ys))
+
+run = load("cap_run.json")
+has_text(run, "loss.png", "entropy floor (best possible val loss) 0.625")
+has_line(run, "loss.png", [0.625, 0.625])
+has_text(run, "loss.png", "last eval 3.125 bits/byte, best 3.000")
+has_text(run, "layers.png", "uniform causal attention (T=77): 2.25")
+has_line(run, "layers.png", [2.25, 2.25])
+has_text(run, "attn_sink.png", "uniform causal attention (T=77): 0.375")
+has_line(run, "attn_sink.png", [0.375, 0.375])
+has_text(run, "grad_profile.png", "first/last block = 7.25")
+has_text(run, "eff_rank.png", "final 12.5")
+has_text(run, "eff_rank.png", "entropy floor 0.625")
+
+null = load("cap_run_null.json")
+for f, s in (("loss.png", "entropy floor"), ("loss.png", "bits/byte"), ("layers.png", "uniform causal attention"),
+             ("attn_sink.png", "uniform causal attention"), ("grad_profile.png", "first/last block"),
+             ("eff_rank.png", r"final \d"), ("eff_rank.png", "entropy floor")):
+    no_text(null, f, s)
+
+cat = load("cap_cat.json")
+has_text(cat, "best_val_compare.png", "LAYOUT_S")
+has_text(cat, "best_val_compare.png", "NORM.TYPE_S=layernorm")
+has_text(cat, "best_val_compare.png", "seed mean (sweep summary: the seeds with a finite value, diverged ones included)")
+has_line(cat, "best_val_compare.png", [2.0625], count=6)  # the mean of each of the 6 groups
+has_line(cat, "best_val_compare.png", [0.0078125], count=6)
+has_line(cat, "best_val_compare.png", [10.5], count=6)
+has_text(cat, "loss_curves.png", "LAYOUT_S=pre (4 runs)")
+has_text(cat, "loss_curves.png", "entropy floor 0.625")
+has_line(cat, "loss_curves.png", [0.625, 0.625])
+
+lr = load("cap_lr.json")
+has_text(lr, "final_vs_lr.png", "loss against LR_S")
+has_text(lr, "final_vs_lr.png", "N_LAYERS_S=1")
+has_line(lr, "final_vs_lr.png", [4.75, 4.75], count=2)    # the mean line of each depth, from the mean rows
+has_line(lr, "final_vs_lr.png", [4.71875, 4.71875], count=2)  # its std bar's lower caps: 4.75 - 0.03125
+has_line(lr, "final_vs_lr.png", [4.78125, 4.78125], count=2)
+has_line(lr, "final_vs_lr.png", [2.0625, 2.0625], count=2)
+has_text(lr, "final_vs_lr.png", "entropy floor 0.875 (below this range)")  # the report's train_entropy_floor
+
+catn = load("cap_cat_null.json")  # no sweep summary and no floors: no means, no floor line
+has_text(catn, "best_val_compare.png", "no sweep summary, so no mean")
+no_text(catn, "best_val_compare.png", "seed mean")
+no_text(catn, "loss_curves.png", "entropy floor")
+has_text(catn, "best_val_compare.png", "model.layout")  # no short names without the summary
+for x in bad:
+    print("plot_test: " + x, file=sys.stderr)
+print("  sentinels found where expected: %s" % ("no" if bad else "yes"))
+sys.exit(1 if bad else 0)
+PY
 
 echo "plot_test: OK"

@@ -1,0 +1,576 @@
+"""A sweep's figures: SWEEP_FIGURES is the table (file name, function, what it needs); plot_sweep
+draws every entry the sweep has what it needs for. A function takes (sweep, axes, outdir), axes
+the SweepAxes of the drawing, and returns the path it wrote or None.
+
+Each point's numbers are its row of the sweep summary (plotlib.read.Sweep). Where a figure draws a
+seed mean (and std) it is the summary's `mean` (and `std`) row of the group: seed_stats of
+src/metrics/records.cpp, over the seeds with a finite value, sample std (n - 1); a diverged seed
+with a finite value counts like any other, a seed without one is left out. The legends say so
+(SEED_MEAN_TEXT). Every seed is also drawn as a dot (hollow when diverged or failed; an x pinned
+at the top when it has no finite value or is off the scale), and a min..max bar spans the dots
+drawn. Without a summary (an older sweep directory without sweep.yaml or summary.csv) the seeds are
+drawn without a mean. Axis names are the summary's short names.
+"""
+
+import os
+import textwrap
+
+from plotlib.draw import clip_top, mpl, readable_log, save
+from plotlib.read import categorical_axes, finite, fmt_num, note, num, sort_key
+from plotlib.run_figures import plot_run
+
+SEED_MEAN_TEXT = "seed mean (sweep summary: the seeds with a finite value, diverged ones included)"
+DOT_TEXT = "a seed (hollow: diverged or failed)"
+X_TEXT = "x at the top: a seed with no finite value, or off the scale"
+STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"), ((0, (1, 3)), "P")]
+
+
+class SweepAxes:
+    """The axes a drawing uses: group (one colour each in the loss curves) and cat (the categorical
+    axis of the comparison figures, None without one)."""
+
+    def __init__(self, sweep, group_by):
+        group = sweep.resolve_axis(group_by)
+        if group is None:
+            var = sweep.varying()
+            group = var[0] if var else (sweep.axes[0] if sweep.axes else None)
+        self.group = group
+        cats = categorical_axes(sweep)
+        self.cat = (group if group in cats else cats[0]) if cats else None
+
+
+def group_label(sweep, axis, value):
+    return "%s=%s" % (sweep.short(axis), value)
+
+
+def smooth(y, frac=0.03):
+    """A centred moving average of a train-loss curve, for display only (the loss curves)."""
+    import numpy as np
+    y = np.asarray(y, dtype=float)
+    n = y.size
+    w = max(1, int(round(n * frac)))
+    if w <= 1 or n < 5:
+        return y
+    out = np.empty_like(y)
+    for i in range(n):
+        seg = y[max(0, i - w):min(n, i + w + 1)]
+        seg = seg[np.isfinite(seg)]
+        out[i] = seg.mean() if seg.size and np.isfinite(y[i]) else np.nan
+    return out
+
+
+def hollow(p):
+    return p["diverged"] or p["failed"]
+
+
+# ---- loss curves -------------------------------------------------------------------------------
+
+def fig_loss_curves(sweep, axes, outdir):
+    import numpy as np
+    plt = mpl()
+    group_axis = axes.group
+    pts = [p for p in sweep.points if p["run"] is not None and (p["run"].train or p["run"].evals)]
+    if not pts:
+        note("%s: no run has metrics yet; no loss curves" % sweep.path)
+        return None
+    groups = sweep.values(group_axis) if group_axis else [None]
+    cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
+    color = {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
+    # a second varying axis (not tied to the group axis) gets line styles when it has few values
+    style_axis = None
+    for a in sweep.varying():
+        if a != group_axis and not (group_axis and sweep.tied(group_axis, a)) and len(sweep.values(a)) <= 4:
+            style_axis = a
+            break
+    styles = ["-", "--", ":", "-."]
+    style = {v: styles[i] for i, v in enumerate(sweep.values(style_axis))} if style_axis else {}
+
+    fig, ax = plt.subplots(figsize=(9, 5.6))
+    sane = []
+    for p in pts:
+        if not p["diverged"]:
+            sane += [v for v in p["run"].series("loss")[1] if finite(v)] + p["run"].eval_series("val_loss")[1]
+    if not sane:  # everything diverged: use whatever is finite
+        for p in pts:
+            sane += [v for v in p["run"].series("loss")[1] if finite(v)]
+    lo_lim, hi_lim = (min(sane), max(sane)) if sane else (0.5, 6.0)
+    fv = sweep.floor("entropy_floor")
+    if finite(fv):
+        lo_lim = min(lo_lim, fv)
+    use_log = lo_lim > 0 and hi_lim / lo_lim > 2.5
+    top = hi_lim * 1.12 if use_log else hi_lim + 0.08 * (hi_lim - lo_lim + 1e-9)
+    div_x, div_c = [], []
+    for p in pts:
+        c = color.get(p["over"].get(group_axis) if group_axis else None, "0.4")
+        ls = style.get(p["over"].get(style_axis), "-") if style_axis else "-"
+        st, lo = p["run"].series("loss")
+        st, lo = np.array(st, dtype=float), np.array(lo, dtype=float)
+        y = smooth(lo)
+        ok = np.isfinite(y) & (y <= top)
+        ax.plot(st[ok], y[ok], color=c, ls=ls, lw=1.2, alpha=0.85)
+        keep = [(s, v) for s, v in zip(*p["run"].eval_series("val_loss")) if v <= top]
+        if keep:
+            ax.plot([s for s, _ in keep], [v for _, v in keep], "o", color=c, ms=4.5, mec="k", mew=0.4)
+        bad = np.where(~np.isfinite(lo) | (lo > top))[0]
+        if bad.size:
+            div_x.append(float(st[bad[0]]))
+            div_c.append(c)
+        elif p["diverged"] and st.size:
+            div_x.append(float(st[-1]))
+            div_c.append(c)
+    if use_log:
+        ax.set_yscale("log")
+        ax.set_ylim(lo_lim / 1.06, top)
+        readable_log(ax.yaxis, lo_lim / 1.06, top)
+    else:
+        ax.set_ylim(lo_lim - 0.05 * (hi_lim - lo_lim + 1e-9), top)
+    if div_x:
+        clip_top(ax, div_x, div_c, size=70)
+    if finite(fv):
+        ax.axhline(fv, color="k", ls="--", lw=1)
+    from matplotlib.lines import Line2D
+    handles = []
+    for g in groups:
+        n = len([p for p in pts if (p["over"].get(group_axis) if group_axis else None) == g])  # runs drawn
+        lab = ("%s (%d run%s)" % (group_label(sweep, group_axis, g), n, "" if n == 1 else "s")) if group_axis else "runs"
+        handles.append(Line2D([], [], color=color[g], lw=2, label=lab))
+    if style_axis:
+        for v, s in style.items():
+            handles.append(Line2D([], [], color="0.3", ls=s, lw=1.5, label=group_label(sweep, style_axis, v)))
+    handles.append(Line2D([], [], color="0.3", lw=1.2, label="train loss (smoothed)"))
+    handles.append(Line2D([], [], color="0.3", marker="o", ls="", mec="k", mew=0.4, label="val loss"))
+    if finite(fv):
+        handles.append(Line2D([], [], color="k", ls="--", lw=1, label="entropy floor %.3f" % fv))
+    if div_x:
+        handles.append(Line2D([], [], color="0.3", marker="x", ls="", ms=8, mew=2,
+                              label="x at the top: diverged / off scale\nfrom that step"))
+    ax.legend(handles=handles, loc="best", framealpha=0.85, ncol=2 if len(handles) > 6 else 1)
+    ax.set_xlabel("update step")
+    ax.set_ylabel("loss (nats/token)")
+    by = (" by %s" % sweep.short(group_axis)) if group_axis else ""
+    ax.set_title(textwrap.fill("sweep %s: loss curves%s (%d runs; same colour = same %s, all seeds)"
+                               % (sweep.label, by, len(pts), sweep.short(group_axis) if group_axis else "sweep"), 90))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, "loss_curves.png"))
+
+
+# ---- seeds and their summary mean against a numeric axis ------------------------------------------
+
+def y_range(values_sane, values_all, floor):
+    """(low, top, span, floor_in) of a y axis: the bottom is set by every value, the top by the sane
+    values (the means and the seeds that neither diverged nor failed) and by the other values no
+    further above them than their own spread, so a diverged seed's value does not stretch the scale
+    (it is pinned to the top instead); the floor joins when that does not squash the values into a
+    sliver."""
+    hi_vals = values_sane or values_all
+    lo_vals = values_all + values_sane
+    if not hi_vals:
+        return 0.0, 1.15, 1.0, False
+    lo_lim, hi_lim = min(lo_vals), max(hi_vals)
+    reach = hi_lim + max(hi_lim - lo_lim, 0.05 * max(abs(hi_lim), 1e-3))
+    hi_lim = max([hi_lim] + [v for v in values_all if v <= reach])
+    floor_in = finite(floor) and floor >= lo_lim - 0.6 * max(hi_lim - lo_lim, 0.05)
+    if floor_in:
+        lo_lim = min(lo_lim, floor)
+    span = max(hi_lim - lo_lim, 0.05 * max(abs(hi_lim), 1e-3))
+    return lo_lim, hi_lim + 0.15 * span, span, floor_in
+
+
+def floor_line(ax, floor, floor_in):
+    if floor_in:
+        ax.axhline(floor, color="k", ls="--", lw=1)
+        ax.text(0.99, floor, "entropy floor %.3f " % floor, transform=ax.get_yaxis_transform(), ha="right",
+                va="bottom", fontsize=8)
+    elif finite(floor):
+        ax.text(0.99, 0.02, "entropy floor %.3f (below this range)" % floor, transform=ax.transAxes, ha="right",
+                va="bottom", fontsize=8, color="0.3")
+
+
+def seed_dots(ax, x_of, ps, column, top, color, size):
+    """Every seed of ps with a finite value as a dot at x_of(i) (hollow when diverged or failed);
+    returns (the values drawn, the x of seeds pinned to the top: no finite value or off the scale)."""
+    drawn, pinned = [], []
+    shown = [p for p in ps if finite(p[column]) and p[column] <= top]
+    for i, p in enumerate(shown):
+        v = p[column]
+        ax.scatter([x_of(i, len(shown))], [v], s=size, zorder=3, linewidths=1.2,
+                   facecolors="none" if hollow(p) else color, edgecolors=color, alpha=0.75)
+        drawn.append(v)
+    pinned = [x_of(0, 1)] * (len(ps) - len(shown))
+    return drawn, pinned
+
+
+def fig_final_vs(sweep, x_axis, logx, fname, what, outdir):
+    """Final train loss and best val loss against x_axis: every seed a dot, the summary's seed mean
+    with its std as the bar, a line per layout (or per the other axes)."""
+    plt = mpl()
+    others = [a for a in sweep.varying() if a != x_axis and not sweep.tied(x_axis, a)]
+    if "model.layout" in others:
+        others.remove("model.layout")
+        others.insert(0, "model.layout")
+    panels = [("final_train_loss", "final train loss", sweep.floor("train_entropy_floor"))]
+    if any(finite(p["best_val_loss"]) for p in sweep.points):
+        panels.append(("best_val_loss", "best val loss", sweep.floor("entropy_floor")))
+    fig, axs = plt.subplots(1, len(panels), figsize=(9.6, 5.4), squeeze=False)
+    line_keys = sorted({tuple(p["over"].get(a) for a in others) for p in sweep.points},
+                       key=lambda t: [sort_key(v) for v in t])
+    # colour by the first of the other axes (the layout when it is one), line style and marker by the rest
+    firsts = sorted({k[0] for k in line_keys if k}, key=sort_key) if others else []
+    cmap = plt.get_cmap("tab10" if max(len(firsts), len(line_keys) if not firsts else 0) <= 10 else "tab20")
+    rests = sorted({k[1:] for k in line_keys}, key=lambda t: [sort_key(v) for v in t])
+
+    def line_style(li, key):
+        if not firsts:
+            return cmap(li % cmap.N), "-", "o"
+        ls, mk = STYLES[rests.index(key[1:]) % len(STYLES)]
+        return cmap(firsts.index(key[0]) % cmap.N), ls, mk
+    xs_all = sorted({num(p["over"].get(x_axis)) for p in sweep.points if finite(num(p["over"].get(x_axis)))})
+    nseeds = len({p["seed"] for p in sweep.points})
+    any_pinned, any_hollow, any_mean = False, False, False
+    for ax, (column, ylabel, floor) in zip(axs[0], panels):
+        cells = []  # (line index, key, x, points, the summary's seed mean and std)
+        for li, key in enumerate(line_keys):
+            for x in xs_all:
+                ps = [p for p in sweep.points if num(p["over"].get(x_axis)) == x
+                      and tuple(p["over"].get(a) for a in others) == key]
+                if ps:
+                    cells.append((li, key, x, ps, sweep.seed_stat("mean", ps[0]["over"], column),
+                                  sweep.seed_stat("std", ps[0]["over"], column)))
+        lo_lim, top, span, floor_in = y_range(
+            [p[column] for p in sweep.points if finite(p[column]) and not hollow(p)]
+            + [c[4] for c in cells if finite(c[4])], [p[column] for p in sweep.points if finite(p[column])], floor)
+        pin_x, pin_c = [], []
+        for li, key in enumerate(line_keys):
+            c, lstyle, mk = line_style(li, key)
+            lab = ", ".join("%s=%s" % (sweep.short(a), v) for a, v in zip(others, key)) or "all runs"
+            mx, my, sd = [], [], []
+            for _, _, x, ps, mean, std in (cell for cell in cells if cell[0] == li):
+                _, pinned = seed_dots(ax, lambda i, n, x=x: x, ps, column, top, c, 14 if nseeds > 1 else 30)
+                pin_x += pinned
+                pin_c += [c] * len(pinned)
+                any_hollow |= any(hollow(p) and finite(p[column]) for p in ps)
+                if finite(mean):
+                    mx.append(x)
+                    my.append(mean)
+                    sd.append(std if finite(std) else 0.0)
+            if mx:
+                any_mean = True
+                ax.errorbar(mx, my, yerr=sd if any(v > 0 for v in sd) else None, fmt=mk, ls=lstyle, color=c, lw=1.6,
+                            ms=6, mec="k", mew=0.5, capsize=3, label=lab, zorder=4)
+            else:
+                ax.plot([], [], marker=mk, ls="", color=c, label=lab + ("" if sweep.summary_source else " (seeds only)"))
+        if logx:
+            ax.set_xscale("log")
+            from matplotlib.ticker import NullFormatter, NullLocator
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xticks(xs_all)
+            ax.set_xticklabels([fmt_num(x) for x in xs_all])
+        else:
+            ax.set_xticks(xs_all)
+            ax.set_xticklabels(["%g" % x for x in xs_all])
+        if xs_all:
+            if logx:
+                ax.set_xlim(xs_all[0] / 1.5, xs_all[-1] * 1.5)
+            else:
+                pad = 0.06 * (xs_all[-1] - xs_all[0]) if len(xs_all) > 1 else 1
+                ax.set_xlim(xs_all[0] - pad, xs_all[-1] + pad)
+        ax.set_ylim(lo_lim - 0.1 * span, top)
+        if pin_x:
+            clip_top(ax, pin_x, pin_c, size=80)
+            any_pinned = True
+        floor_line(ax, floor, floor_in)
+        ax.set_xlabel(what)
+        ax.set_ylabel(ylabel + " (nats/token)")
+        ax.set_title(ylabel + (" (last logged batch)" if column == "final_train_loss" else " (min over evals)"))
+    handles, labels = axs[0][0].get_legend_handles_labels()
+    from matplotlib.lines import Line2D
+    if nseeds > 1:
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="", ms=4, alpha=0.75))
+        labels.append(DOT_TEXT if any_hollow else "one seed")
+    elif any_hollow:
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="", ms=5, mfc="none"))
+        labels.append("hollow: a diverged or failed run")
+    if any_pinned:
+        handles.append(Line2D([], [], color="0.3", marker="x", ls="", ms=8, mew=2))
+        labels.append(X_TEXT)
+    ncol = 1 if len(handles) <= 2 else (2 if len(handles) <= 6 else 3)
+    fig.legend(handles, labels, loc="lower center", ncol=ncol, fontsize=8.5, framealpha=0.9)
+    if nseeds > 1 and any_mean:
+        sub = " (%s, bar = sample std)" % SEED_MEAN_TEXT
+    elif nseeds > 1 and sweep.summary_source is None:
+        sub = " (every seed a dot; no sweep summary, so no mean)"
+    else:
+        sub = ""
+    fig.suptitle(textwrap.fill("sweep %s: loss against %s%s" % (sweep.label, sweep.short(x_axis), sub), 100))
+    rows_leg = (len(handles) + ncol - 1) // ncol
+    fig.tight_layout(rect=(0, min(0.45, 0.035 * rows_leg + 0.03), 1, 0.97 if sub else 1))
+    return save(fig, os.path.join(outdir, fname))
+
+
+def fig_final_vs_lr(sweep, axes, outdir):
+    if "optim.lr" not in sweep.varying():
+        return None
+    return fig_final_vs(sweep, "optim.lr", True, "final_vs_lr.png", "peak learning rate (optim.lr, log scale)", outdir)
+
+
+def fig_final_vs_depth(sweep, axes, outdir):
+    if "model.n_layers" not in sweep.varying():
+        return None
+    return fig_final_vs(sweep, "model.n_layers", False, "final_vs_depth.png", "depth (model.n_layers, blocks)", outdir)
+
+
+# ---- categorical axes (a layout or norm ablation): compare points, not curves against a number ---
+
+def axis_order(sweep, axis):
+    """A categorical axis's values in sweep order (the summary's rows follow the sweep file's lists);
+    a numeric axis's values sorted."""
+    if any(not finite(num(v)) for v in sweep.values(axis)):
+        seen = []
+        for p in sweep.points:
+            v = p["over"].get(axis)
+            if v is not None and v not in seen:
+                seen.append(v)
+        return seen
+    return sweep.values(axis)
+
+
+class CategoryLayout:
+    """The x categories (values of one categorical axis) and, within each, one group per value
+    combination of the other varying axes (those not tied to it): one summary group a cell."""
+
+    def __init__(self, sweep, cat_axis):
+        self.sweep, self.axis = sweep, cat_axis
+        self.cats = axis_order(sweep, cat_axis)
+        self.others = [a for a in sweep.varying() if a != cat_axis and not sweep.tied(cat_axis, a)]
+        orders = [axis_order(sweep, a) for a in self.others]
+        groups = {self.group_of(p) for p in sweep.points}
+        self.groups = sorted(groups, key=lambda g: [o.index(v) if v in o else len(o) for o, v in zip(orders, g)])
+
+    def group_of(self, p):
+        return tuple(p["over"].get(a) for a in self.others)
+
+    def points(self, cat, group):
+        return [p for p in self.sweep.points if p["over"].get(self.axis) == cat and self.group_of(p) == group]
+
+    def group_label(self, group):
+        return ", ".join("%s=%s" % (self.sweep.short(a), v) for a, v in zip(self.others, group)) or "all runs"
+
+    def cat_label(self, cat):
+        return "%s=%s" % (self.sweep.short(self.axis), cat)
+
+
+def category_dots(ax, lay, column, ylabel, colors, floor=float("nan")):
+    """One column of dots per (category, group): every seed with a finite value a small dot (hollow
+    when diverged or failed), the summary's seed mean a large marker with a bar over the dots'
+    min..max; seeds without a finite value (or off the scale) as x pinned to the top. The y range
+    holds the means and the seeds that neither diverged nor failed. Returns (any pinned, any
+    hollow, any mean)."""
+    sweep = lay.sweep
+    n = len(lay.groups)
+    width = 0.72
+    offs = [(-width / 2 + width * (j + 0.5) / n) if n > 1 else 0.0 for j in range(n)]
+    cells = []  # (x, points, colour, the summary's seed mean)
+    for i, cat in enumerate(lay.cats):
+        for j, g in enumerate(lay.groups):
+            ps = lay.points(cat, g)
+            if ps:
+                cells.append((i + offs[j], ps, colors(i, j), sweep.seed_stat("mean", ps[0]["over"], column)))
+    means = [m for _, _, _, m in cells if finite(m)]
+    lo_lim, top, span, floor_in = y_range(
+        [p[column] for _, ps, _, _ in cells for p in ps if finite(p[column]) and not hollow(p)] + means,
+        [p[column] for _, ps, _, _ in cells for p in ps if finite(p[column])], floor)
+    pin_x, pin_c = [], []
+    any_hollow = False
+    jit = min(0.05, 0.3 / max(n, 1))
+    for x, ps, c, mean in cells:
+        drawn, pinned = seed_dots(ax, lambda t, k, x=x: x + jit * (t - (k - 1) / 2) / max(k - 1, 1) * 2,
+                                  ps, column, top, c, 14)
+        pin_x += [x] * len(pinned)
+        pin_c += [c] * len(pinned)
+        any_hollow |= any(hollow(p) and finite(p[column]) for p in ps)
+        if finite(mean):
+            bar = None
+            if len(drawn) > 1:  # the bar spans the dots drawn
+                bar = [[max(0.0, mean - min(drawn))], [max(0.0, max(drawn) - mean)]]
+            ax.errorbar([x], [mean], yerr=bar, fmt="o", color=c, ms=7, mec="k", mew=0.5, capsize=4, lw=1.6,
+                        zorder=4)
+    if pin_x:
+        clip_top(ax, pin_x, pin_c, size=70)
+    ax.set_xlim(-0.6, len(lay.cats) - 0.4)
+    ax.set_ylim(lo_lim - 0.1 * span, top)
+    for i in range(1, len(lay.cats)):
+        ax.axvline(i - 0.5, color="0.85", lw=0.8, zorder=0)
+    ax.grid(axis="x", visible=False)
+    floor_line(ax, floor, floor_in)
+    ax.set_ylabel(ylabel)
+    return bool(pin_x), any_hollow, bool(means)
+
+
+def fig_best_val_compare(sweep, axes, outdir):
+    """best_val_compare.png: best validation loss per value of the categorical axis, grouped by the
+    other axes, every seed a dot with the summary's seed mean; below, when the runs have them, the
+    spike score and the final effective rank in the same layout."""
+    if axes.cat is None:
+        return None
+    plt = mpl()
+    lay = CategoryLayout(sweep, axes.cat)
+    pts = sweep.points
+    panels = []
+    if any(finite(p["best_val_loss"]) for p in pts):
+        panels.append(("best_val_loss", "best val loss\n(nats/token)", sweep.floor("entropy_floor")))
+    elif any(finite(p["final_train_loss"]) for p in pts):
+        panels.append(("final_train_loss", "final train loss\n(nats/token)", sweep.floor("train_entropy_floor")))
+    else:
+        note("%s: no finite loss in any run; no best_val_compare.png" % sweep.path)
+        return None
+    if any(finite(p["spike_score"]) for p in pts):
+        panels.append(("spike_score", "spike score\n(share of steps, z > thr)", float("nan")))
+    if any(finite(p["final_eff_rank"]) for p in pts):
+        panels.append(("final_eff_rank", "final effective rank\n(last eval)", float("nan")))
+    cm = plt.get_cmap("tab10" if max(len(lay.groups), len(lay.cats)) <= 10 else "tab20")
+    if len(lay.groups) > 1:
+        colors = lambda i, j: cm(j % cm.N)
+    else:  # one group: a colour per category, as in the loss curves
+        colors = lambda i, j: cm(i % cm.N)
+    w = min(13.5, max(9.0, 3.0 + 0.9 * len(lay.cats) * max(1, min(len(lay.groups), 4)) ** 0.5))
+    fig, axs = plt.subplots(len(panels), 1, figsize=(w, 1.6 + 3.0 * len(panels)), sharex=True, squeeze=False)
+    any_pinned = any_hollow = any_mean = False
+    for ax, (column, ylabel, floor) in zip(axs[:, 0], panels):
+        pinned, hol, mean = category_dots(ax, lay, column, ylabel, colors, floor)
+        any_pinned, any_hollow, any_mean = any_pinned or pinned, any_hollow or hol, any_mean or mean
+        if column == "spike_score":
+            ax.set_ylim(bottom=-0.02 * max(ax.get_ylim()[1], 0.01))
+    ax = axs[-1, 0]
+    ax.set_xticks(range(len(lay.cats)))
+    long_labels = len(" ".join(str(c) for c in lay.cats)) > 70
+    ax.set_xticklabels([str(c) for c in lay.cats], rotation=30 if long_labels else 0,
+                       ha="right" if long_labels else "center")
+    ax.set_xlabel(sweep.short(axes.cat))
+    from matplotlib.lines import Line2D
+    handles = []
+    if len(lay.groups) > 1:
+        handles += [Line2D([], [], color=colors(0, j), marker="o", ls="", ms=7, mec="k", mew=0.5,
+                           label=lay.group_label(g)) for j, g in enumerate(lay.groups)]
+    several = any(len(lay.points(c, g)) > 1 for c in lay.cats for g in lay.groups)
+    if any_mean:
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="-", ms=7, mec="k", mew=0.5,
+                              label=SEED_MEAN_TEXT + ("; bar = min..max of the dots" if several else "")))
+    if several or any_hollow:
+        handles.append(Line2D([], [], color="0.3", marker="o", ls="", ms=4, alpha=0.75,
+                              label=DOT_TEXT if any_hollow else "one seed"))
+    if any_pinned:
+        handles.append(Line2D([], [], color="0.3", marker="x", ls="", ms=8, mew=2, label=X_TEXT))
+    rows_leg = 0
+    if handles:
+        ncol = min(1 if any(len(h.get_label()) > 45 for h in handles) else 4, len(handles))
+        fig.legend(handles=handles, loc="lower center", ncol=ncol, framealpha=0.9)
+        rows_leg = (len(handles) + ncol - 1) // ncol
+    by = (" by %s" % ", ".join(sweep.short(a) for a in lay.others)) if lay.others else ""
+    no_mean = "; no sweep summary, so no mean" if several and sweep.summary_source is None else ""
+    fig.suptitle(textwrap.fill("sweep %s: %s per %s%s (%d run%s%s)" % (
+        sweep.label, "best val loss" if panels[0][0] == "best_val_loss" else "final train loss",
+        sweep.short(axes.cat), by, len(pts), "" if len(pts) == 1 else "s", no_mean), 100))
+    fig.tight_layout(rect=(0, min(0.3, (0.3 * rows_leg + 0.1) / fig.get_figheight()) if rows_leg else 0, 1, 1))
+    return save(fig, os.path.join(outdir, "best_val_compare.png"))
+
+
+def fig_profiles(sweep, cat_axis, key, first, fname, ylabel, what, outdir, logy):
+    """A per-block series (layers.<key>) of each run's first or last record carrying it, against
+    block index, every seed a line; colour = value of the categorical axis, line style = the other
+    axes. None (nothing written) when no run logs the series."""
+    import numpy as np
+    plt = mpl()
+    lay = CategoryLayout(sweep, cat_axis)
+    cm = plt.get_cmap("tab10" if len(lay.cats) <= 10 else "tab20")
+    lines, steps_used, several = [], set(), False
+    for i, cat in enumerate(lay.cats):
+        for j, g in enumerate(lay.groups):
+            k = 0
+            for p in lay.points(cat, g):
+                if p["run"] is None:
+                    continue
+                st, row = p["run"].first_layer_row(key) if first else p["run"].last_layer_row(key)
+                if row is not None and any(finite(v) for v in row):
+                    lines.append((i, j, np.array(row, dtype=float)))
+                    steps_used.add(st)
+                    k += 1
+            several |= k > 1
+    if not lines:
+        return None
+    fig, ax = plt.subplots(figsize=(9.6, 5.6))
+    allv = []
+    for i, j, row in lines:
+        ls, mk = STYLES[j % len(STYLES)]
+        x = np.arange(row.size)
+        ok = np.isfinite(row) & ((row > 0) if logy else True)
+        ax.plot(x[ok], row[ok], ls=ls, marker=mk, color=cm(i % cm.N), lw=1.3, ms=4, alpha=0.8)
+        allv += [float(v) for v in row[ok]]
+    if logy and allv and min(allv) > 0:
+        ax.set_yscale("log")
+        readable_log(ax.yaxis, min(allv), max(allv))
+    L = max(r.size for _, _, r in lines)
+    ax.set_xticks(range(L) if L <= 24 else range(0, L, max(1, L // 12)))
+    ax.set_xlabel("block index (0 = first block after the embedding)")
+    ax.set_ylabel(ylabel)
+    from matplotlib.lines import Line2D
+    used_i = sorted({i for i, _, _ in lines})
+    used_j = sorted({j for _, j, _ in lines})
+    handles = [Line2D([], [], color=cm(i % cm.N), lw=2, label=lay.cat_label(lay.cats[i])) for i in used_i]
+    if len(lay.groups) > 1:
+        handles += [Line2D([], [], color="0.3", ls=STYLES[j % len(STYLES)][0], marker=STYLES[j % len(STYLES)][1],
+                           lw=1.5, label=lay.group_label(lay.groups[j])) for j in used_j]
+    ax.legend(handles=handles, loc="best", framealpha=0.85, ncol=2 if len(handles) > 7 else 1)
+    st = sorted(steps_used)
+    at = ("step %d" % st[0]) if len(st) == 1 else ("steps %d..%d" % (st[0], st[-1]))
+    fig.suptitle(textwrap.fill("sweep %s: %s (%s; %s)" % (
+        sweep.label, what, at, "every seed a line" if several else "one seed"), 100))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, fname))
+
+
+def fig_grad_profile_step0(sweep, axes, outdir):
+    if axes.cat is None:
+        return None
+    return fig_profiles(sweep, axes.cat, "grad_norm", True, "grad_profile_step0.png",
+                        "gradient norm of the block (L2, before clipping)",
+                        "per-block gradient norm of the first logged update (Xiong et al. 2020, Fig. 3)",
+                        outdir, logy=True)
+
+
+def fig_block_cos_profile(sweep, axes, outdir):
+    if axes.cat is None:
+        return None
+    return fig_profiles(sweep, axes.cat, "block_cos", False, "block_cos_profile.png",
+                        "cos(stream entering, stream leaving) of the block",
+                        "how much each block changes the residual stream, last diagnostic step", outdir, logy=False)
+
+
+# (file name, function, what it needs): the order is the order of drawing.
+SWEEP_FIGURES = [
+    ("loss_curves.png", fig_loss_curves, "runs with metrics.jsonl"),
+    ("final_vs_lr.png", fig_final_vs_lr, "optim.lr an axis with several values"),
+    ("final_vs_depth.png", fig_final_vs_depth, "model.n_layers an axis with several values"),
+    ("best_val_compare.png", fig_best_val_compare, "an axis with a value that is not a number (categorical)"),
+    ("grad_profile_step0.png", fig_grad_profile_step0, "a categorical axis; runs logging layers.grad_norm"),
+    ("block_cos_profile.png", fig_block_cos_profile, "a categorical axis; runs logging layers.block_cos"),
+]
+
+
+def plot_sweep(sweep, group_by, outdir, with_runs):
+    """Every figure of SWEEP_FIGURES the sweep has what it needs for (and, with_runs, every run's
+    own figures under outdir/runs/<name>/); the paths written."""
+    if not sweep.points:
+        note("%s: no runs found (no summary rows, no runs/*/point.json)" % sweep.path)
+        return []
+    axes = SweepAxes(sweep, group_by)
+    written = []
+    for _name, draw, _needs in SWEEP_FIGURES:
+        w = draw(sweep, axes, outdir)
+        if w:
+            written.append(w)
+    if with_runs:
+        for p in sweep.points:
+            if p["run"] is not None:
+                written += plot_run(p["run"], os.path.join(outdir, "runs", p["name"]))
+    return written
