@@ -15,6 +15,10 @@
 #                               1.13 and against the pinned pip LibTorch 2.x (scripts/torch_env.sh),
 #                               the reference on PyTorch 1.13 (Debian) and on PyTorch 2.x (pip) in
 #                               three variants (eager, SDPA attention, torch.compile), all interleaved
+#   scripts/bench.sh --bf16     bf16 on the CPU, all on the pinned pip LibTorch 2.x: NormLab fp32,
+#                               NormLab train.precision bf16, and the reference under
+#                               torch.autocast("cpu", bfloat16) in the three variants, interleaved;
+#                               then the ratios and the fp32 / bf16 GEMM ceilings (1024^3 matmuls)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 unset NORMLAB_TORCH  # the main side is always Debian's LibTorch; --torch2 adds the pip one
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --layouts) MODE=layouts ;;
     --torch2) MODE=torch2 ;;
+    --bf16) MODE=bf16 ;;
     --steps) STEPS="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
     --ref-blas-timeout) REF_ENV+=("OPENBLAS_THREAD_TIMEOUT=$2"); shift ;;
@@ -60,6 +65,63 @@ base = best[("pre", "layernorm")]
 print(f'{"layout":<12}{"norm":<11}{"step ms":>9}{"vs pre/layernorm":>18}')
 for (l, n), t in best.items():
     print(f"{l:<12}{n:<11}{t*1e3:>9.2f}{t/base:>17.2f}x")
+PY
+  exit 0
+fi
+
+if [ "$MODE" = bf16 ]; then
+  NORMLAB_TORCH=pip NORMLAB_BUILD_DIR= "$ROOT/scripts/setup.sh" --target normlab
+  BIN2="$ROOT/build-pip/normlab"
+  [ -z "${NORMLAB_BUILD_DIR:-}" ] || BIN2="$NORMLAB_BUILD_DIR-pip/normlab"
+  PT2=(env PYTHONPATH="$NORMLAB_TORCH_PIP_PREFIX" /usr/bin/python3 scripts/bench_reference.py)
+  for r in $(seq "$ROUNDS"); do
+    for w in tiny small medium; do
+      echo "round $r: $w" >&2
+      cfg=configs/bench/$w.yaml
+      for p in fp32 bf16; do
+        "$BIN2" bench -c $cfg --steps "$STEPS" --set train.precision=$p --json 2>/dev/null \
+          | sed "s/^{/{\"side\":\"normlab $p\",/" >> "$out/all.jsonl"
+      done
+      for v in eager sdpa compile; do
+        "${PT2[@]}" -c $cfg --steps "$STEPS" --variant $v --precision bf16 --json 2>"$out/pt2.err" \
+          | sed "s/^{/{\"side\":\"pytorch bf16 $v\",/" >> "$out/all.jsonl" \
+          || { echo "pytorch bf16 $v failed on $w:" >&2; tail -3 "$out/pt2.err" >&2; }
+      done
+    done
+  done
+  /usr/bin/python3 - "$out/all.jsonl" "$NORMLAB_TORCH_PIP_VERSION" <<'PY'
+import json, sys
+best, peak = {}, {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    k = (r["side"], r["config"].split("/")[-1].replace(".yaml", ""))
+    if k not in best or r["tokens_per_s"] > best[k]["tokens_per_s"]:
+        best[k] = r
+    for key in ("gemm_peak_gflops", "gemm_peak_bf16_gflops"):
+        if r.get(key):
+            peak[key] = max(peak.get(key, 0), r[key])
+W = ("tiny", "small", "medium")
+sides = list(dict.fromkeys(s for s, _ in best))
+print(f"PyTorch / LibTorch {sys.argv[2]} on the CPU; tokens/s, best round of each side")
+print(f'{"side":<24}' + "".join(f"{w:>10}" for w in W))
+for s in sides:
+    print(f"{s:<24}" + "".join(f'{best[(s, w)]["tokens_per_s"]:>10.0f}' if (s, w) in best else f'{"-":>10}' for w in W))
+def ratio(a, refs):
+    row = []
+    for w in W:
+        vals = [best[(p, w)]["tokens_per_s"] for p in refs if (p, w) in best]
+        row.append(f'{best[(a, w)]["tokens_per_s"] / max(vals):>9.2f}x' if vals and (a, w) in best else f'{"-":>10}')
+    return "".join(row)
+pt = [s for s in sides if s.startswith("pytorch")]
+print(f'{"normlab bf16 / best pytorch bf16":<40}' + ratio("normlab bf16", pt))
+print(f'{"normlab bf16 / normlab fp32":<40}' + ratio("normlab bf16", ["normlab fp32"]))
+for key, name in (("gemm_peak_gflops", "fp32"), ("gemm_peak_bf16_gflops", "bf16")):
+    if key in peak:
+        print(f"GEMM ceiling {name}: {peak[key]:.0f} GFLOP/s (1024^3 matmul, normlab bench's own measurement)")
+for w in W:
+    r = best.get(("normlab bf16", w))
+    if r:
+        print(f'normlab bf16 {w}: {r["gflops"]:.0f} GFLOP/s achieved, {100 * r["gflops"] / peak.get("gemm_peak_bf16_gflops", float("nan")):.1f}% of the bf16 ceiling')
 PY
   exit 0
 fi
