@@ -18,6 +18,7 @@
 #include "metrics/records.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
+#include "train/bench.h"
 #include "train/checkpoint.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"
@@ -47,10 +48,21 @@ std::string human_duration(double s) {
 }
 
 // Warnings about the set-up, once the run is checked: a slow BLAS, batchnorm's causal leak.
-void warn_about_setup(const Transformer& model) {
+void warn_about_setup(const Config& cfg, const Transformer& model, const torch::Device& device) {
   if (reference_blas_loaded()) {
     spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
                  "for ~30x faster matmuls", loaded_blas_library());
+  }
+  // bf16 pays on a CPU only where this LibTorch reaches bf16 matrix units (AVX512-BF16, AMX):
+  // measured, not guessed from the version (src/train/README.md, Precision).
+  if (cfg.train.precision == Precision::kBf16 && !device.is_cuda()) {
+    const double bf16 = gemm_peak_gflops(device, torch::kBFloat16, 256, 3);
+    const double fp32 = gemm_peak_gflops(device, torch::kFloat, 256, 3);
+    if (bf16 < fp32) {
+      spdlog::warn("warning: train.precision bf16 on this CPU: a bf16 matmul runs at {:.0f} GFLOP/s against {:.0f} in "
+                   "fp32, so bf16 is slower here (no bf16 units, or a LibTorch without a path to them); use fp32",
+                   bf16, fp32);
+    }
   }
   if (model->entries().batch_statistics()) {
     spdlog::warn("warning: batchnorm pools statistics over all B*T positions in training, so a "
@@ -133,7 +145,7 @@ class Run {
     if (!writer()) return loop();
     // Everything is checked: only now is the run directory written to.
     rec_->start(state_.step);
-    warn_about_setup(t_.model);
+    warn_about_setup(cfg_, t_.model, device_);
     if (start_.resuming) spdlog::info("resumed from {} (step {})", start_.checkpoint_dir, state_.step);
     log_header(cfg_, t_.model, data_.train, data_.val, floor_);
     if (!start_.resuming && cfg_.train.save_init) checkpoint();
