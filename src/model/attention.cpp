@@ -115,14 +115,23 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
 
 }  // namespace
 
+namespace {
+// The fp32 kernel's conditions but the dtype: CPU, (B, T, H, dh) with dh a multiple of 8, no softcap.
+bool kernel_shape_applies(const torch::Tensor& q, double softcap) {
+  return q.device().is_cpu() && q.dim() == 4 && softcap <= 0 && q.size(3) % 8 == 0 && q.size(1) > 0;
+}
+}  // namespace
+
 bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) {
-  return q.device().is_cpu() && q.scalar_type() == torch::kFloat && q.dim() == 4 && softcap <= 0 &&
-         q.size(3) % 8 == 0 && q.size(1) > 0 && q.stride(3) == 1;
+  return kernel_shape_applies(q, softcap) && q.scalar_type() == torch::kFloat && q.stride(3) == 1;
 }
 
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast) {
   if (!allow_fast) return AttentionPath::reference;
   if (causal_attention_fast_path_applies(q, softcap)) return AttentionPath::cpu_kernel;
+  // bf16 on the CPU (autocast): the fp32 kernel on upcast inputs, computing in fp32 inside.
+  if (q.scalar_type() == torch::kBFloat16 && kernel_shape_applies(q, softcap))
+    return AttentionPath::cpu_kernel_bf16;
   if (have_sdpa() && softcap <= 0 && !want_stats) return AttentionPath::sdpa;
   return AttentionPath::reference;
 }
@@ -282,6 +291,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   }
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
+           : last_path_ == AttentionPath::cpu_kernel_bf16
+               ? causal_attention_fast(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), st).to(q.scalar_type())
            : last_path_ == AttentionPath::sdpa     ? causal_sdpa(q, k, v)
                                                    : causal_attention_reference(q, k, v, o_.softcap, st);  // (B, T, H, dh)
   if (track_head_max_ && st) {

@@ -69,10 +69,13 @@ torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor&
 bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap);
 
 // The one dispatch point of attention. In order: the fused CPU kernel (float32 CPU; it also fills
-// the statistics), then LibTorch 2.x's fused scaled_dot_product_attention (flash / memory-
+// the statistics), the same kernel for bf16 on the CPU (autocast: q, k, v upcast, computed in
+// fp32, the output cast back; held to the fp32 reference at 1e-2 relative), then LibTorch 2.x's fused scaled_dot_product_attention (flash / memory-
 // efficient on CUDA, any dtype, causal) when no statistics are wanted and there is no softcap
 // (SDPA cannot express c*tanh(s/c)), else the composed reference. `allow_fast` false: reference.
-enum class AttentionPath { reference, cpu_kernel, sdpa };
+// cpu_kernel_bf16: bf16 inputs on the CPU (autocast) through the fp32 kernel: upcast, computed in
+// fp32, the output cast back to bf16.
+enum class AttentionPath { reference, cpu_kernel, cpu_kernel_bf16, sdpa };
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast);
 
 class AttentionImpl : public torch::nn::Module {

@@ -126,6 +126,30 @@ TEST(FusedAttention, IsCausalLaterTokensDoNotChangeEarlierOutputs) {
   EXPECT_FALSE(torch::equal(o1.narrow(1, 10, 1), o2.narrow(1, 10, 1)));
 }
 
+// bf16 on the CPU goes through the fp32 kernel (upcast, fp32 inside, output cast to bf16): the
+// module's output and its input gradients against the composed reference computed in fp32 on the
+// same bf16-rounded inputs. Tolerance: bf16 rounding of the output (2^-8 relative, 4e-3) with
+// margin, 1e-2 relative; the gradients pass through bf16 casts the same way.
+TEST(FusedAttention, Bf16InputsUseTheFp32KernelAndMatchTheFp32Reference) {
+  torch::manual_seed(17);
+  auto q32 = torch::randn({2, 24, 2, 16}), k32 = torch::randn({2, 24, 2, 16}), v32 = torch::randn({2, 24, 2, 16});
+  auto qb = q32.to(torch::kBFloat16).requires_grad_(true), kb = k32.to(torch::kBFloat16).requires_grad_(true),
+       vb = v32.to(torch::kBFloat16).requires_grad_(true);
+  ASSERT_EQ(choose_attention_path(qb, 0, false, true), AttentionPath::cpu_kernel_bf16);
+  auto o = causal_attention_fast(qb.to(torch::kFloat), kb.to(torch::kFloat), vb.to(torch::kFloat), nullptr)
+               .to(torch::kBFloat16);
+  EXPECT_EQ(o.scalar_type(), torch::kBFloat16);
+  auto g = torch::randn({2, 24, 2, 16}).to(torch::kBFloat16);
+  auto grads = torch::autograd::grad({o}, {qb, kb, vb}, {g});
+  // The reference in fp32 on the same (bf16-rounded) inputs.
+  auto qr = qb.detach().to(torch::kFloat).requires_grad_(true), kr = kb.detach().to(torch::kFloat).requires_grad_(true),
+       vr = vb.detach().to(torch::kFloat).requires_grad_(true);
+  auto ref = causal_attention_reference(qr, kr, vr, 0, nullptr);
+  auto ref_grads = torch::autograd::grad({ref}, {qr, kr, vr}, {g.to(torch::kFloat)});
+  EXPECT_LT(rel_err(o.to(torch::kFloat), ref, 1.0), 1e-2);
+  for (int i = 0; i < 3; ++i) EXPECT_LT(rel_err(grads[i].to(torch::kFloat), ref_grads[i], 1.0), 1e-2) << i;
+}
+
 TEST(FusedAttention, ExtremeScoresStayFiniteAndMatchReference) {
   // Scores in the hundreds: the row maximum must be subtracted before exp.
   torch::manual_seed(11);

@@ -177,8 +177,9 @@ TEST(AttentionTest, RopeRotatesHalfPairsByTheContractAngle) {
   EXPECT_NEAR(a->stats().logit_max.item<double>(), s, 1e-5);
 }
 
-// The dispatch point: the fused CPU kernel for float32 CPU, SDPA (LibTorch 2.x) for anything else
-// when neither statistics nor a softcap are asked for, the reference otherwise.
+// The dispatch point: the fused CPU kernel for float32 CPU, and for bf16 CPU (upcast, computed in
+// fp32, cast back); SDPA (LibTorch 2.x) for anything else when neither statistics nor a softcap are
+// asked for, the reference otherwise.
 TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   auto f32 = torch::randn({2, 8, 2, 16});
   auto bf = f32.to(torch::kBFloat16), f64 = f32.to(torch::kDouble);
@@ -186,10 +187,12 @@ TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   EXPECT_EQ(choose_attention_path(f32, 0, false, true), AttentionPath::cpu_kernel);
   EXPECT_EQ(choose_attention_path(f32, 0, true, true), AttentionPath::cpu_kernel);  // fills the stats itself
   EXPECT_EQ(choose_attention_path(f32, 0, false, false), AttentionPath::reference);
-  EXPECT_EQ(choose_attention_path(bf, 0, false, true), fused);
+  EXPECT_EQ(choose_attention_path(bf, 0, false, true), AttentionPath::cpu_kernel_bf16);
+  EXPECT_EQ(choose_attention_path(bf, 0, true, true), AttentionPath::cpu_kernel_bf16) << "fills the stats itself";
   EXPECT_EQ(choose_attention_path(f64, 0, false, true), fused);
-  EXPECT_EQ(choose_attention_path(bf, 0, true, true), AttentionPath::reference) << "statistics: explicit";
-  EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: SDPA cannot";
+  EXPECT_EQ(choose_attention_path(f64, 0, true, true), AttentionPath::reference) << "statistics: explicit";
+  EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: neither kernel";
+  EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 12}).to(torch::kBFloat16), 0, false, true), fused) << "dh % 8";
 }
 
 // SDPA against the composed reference, forward and every input gradient, on strided (B, T, H, dh)
@@ -217,21 +220,26 @@ TEST(AttentionDispatch, SdpaMatchesTheReferenceForwardAndBackward) {
   }
 }
 
-// A module in bf16 takes SDPA, except on a diagnostics forward, whose statistics need the
-// explicit computation; both agree to bf16 precision.
-TEST(AttentionDispatch, ModuleUsesSdpaInBf16AndTheExplicitPathForStatistics) {
-  if (!have_sdpa()) GTEST_SKIP() << "this LibTorch has no scaled_dot_product_attention";
+// A module in bf16 on the CPU takes the fp32 kernel (upcast), on diagnostics forwards too (it fills
+// the statistics); the output agrees with the module's composed reference path to bf16 precision.
+TEST(AttentionDispatch, ModuleInBf16OnTheCpuUsesTheFp32KernelWithAndWithoutStatistics) {
   torch::manual_seed(2);
   Attention a(opts());
   a->to(torch::kBFloat16);
   auto x = torch::randn({2, 16, 32}).to(torch::kBFloat16);
   auto y = a->forward(x);
-  EXPECT_EQ(a->last_path(), AttentionPath::sdpa);
+  EXPECT_EQ(a->last_path(), AttentionPath::cpu_kernel_bf16);
+  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
   a->set_capture(true);
   auto y2 = a->forward(x);
-  EXPECT_EQ(a->last_path(), AttentionPath::reference);
+  EXPECT_EQ(a->last_path(), AttentionPath::cpu_kernel_bf16);
   EXPECT_TRUE(a->stats().entropy.defined());
-  EXPECT_TRUE(torch::allclose(y.to(torch::kFloat), y2.to(torch::kFloat), 2e-2, 2e-2));
+  a->set_capture(false);
+  a->set_fast_path(false);
+  auto ref = a->forward(x);
+  EXPECT_EQ(a->last_path(), AttentionPath::reference);
+  EXPECT_TRUE(torch::allclose(y.to(torch::kFloat), ref.to(torch::kFloat), 2e-2, 2e-2));
+  EXPECT_TRUE(torch::equal(y, y2));
 }
 
 // ---- Issue 15's attention options.
