@@ -57,6 +57,13 @@ def fig_loss(run, outdir, head):
             clip_top(ax, off, "C0", marker="^", size=30, label="train loss above the axis")
     if finite(floor):
         ax.axhline(floor, color="k", ls="--", lw=1, label="entropy floor (best possible val loss) %.3f" % floor)
+    k = run.derived("bpb_per_nat")  # report --json: nats/token -> bits/byte of the val set
+    if finite(k) and k > 0:
+        sec = ax.secondary_yaxis("right", functions=(lambda y, k=k: y * k, lambda y, k=k: y / k))
+        sec.set_ylabel("val bits per byte (report's bpb_per_nat)")
+        if ax.get_yscale() == "log":
+            lo_y, hi_y = ax.get_ylim()
+            readable_log(sec.yaxis, lo_y * k, hi_y * k)
     nf = run.nonfinite_steps()
     if nf:
         clip_top(ax, nf, "red", label="non-finite loss or grads (update skipped)")

@@ -327,6 +327,7 @@ void derive(RunRecords& r) {
   if (!std::isfinite(d.entropy_floor)) {
     if (auto f = read_entropy_floor(r.info.val_path)) d.entropy_floor = f->floor;
   }
+  if (best && std::isfinite(best->val_bpb) && best->val_loss > 0) d.bpb_per_nat = best->val_bpb / best->val_loss;
   if (auto f = read_entropy_floor(r.info.train_path)) d.train_entropy_floor = f->floor;
   if (const int64_t T = r.info.ctx; T >= 1) {
     double h = 0, harmonic = 0;

@@ -121,6 +121,9 @@ struct RunDerived {
   // (H_T - 1) / (T - 1), H_T the harmonic number. The levels the attention statistics start from.
   double uniform_attn_entropy = std::nan(""), uniform_attn_sink = std::nan("");
   double final_val_bpb = std::nan(""), best_val_bpb = std::nan("");  // val_bpb of those eval records
+  // val_bpb / val_loss of the best eval record that has both: the factor that turns a val loss in
+  // nats/token into bits/byte (1 / (ln 2 x bytes per token of the val set)); NaN without val_bpb.
+  double bpb_per_nat = std::nan("");
   int64_t spikes = 0;  // spike records
   double spike_score = std::nan("");
   double diverged = std::nan("");  // 1 or 0; NaN when there is nothing to judge

@@ -163,7 +163,7 @@ std::string report_json(const std::string& run_dir) {
   j.add("run", r.dir).add("layout", i.layout).add("norm", i.norm).add("n_layers", i.n_layers)
       .add("last_step", s.last_step).add("tokens", s.tokens).add("skipped", s.skipped).add("nonfinite", s.nonfinite)
       .add("ctx", i.ctx).add("entropy_floor", s.entropy_floor).add("train_entropy_floor", s.train_entropy_floor)
-      .add("uniform_attn_entropy", s.uniform_attn_entropy).add("uniform_attn_sink", s.uniform_attn_sink).add("final_train_loss", s.final_train_loss).add("final_val_loss", s.final_val_loss)
+      .add("bpb_per_nat", s.bpb_per_nat).add("uniform_attn_entropy", s.uniform_attn_entropy).add("uniform_attn_sink", s.uniform_attn_sink).add("final_train_loss", s.final_train_loss).add("final_val_loss", s.final_val_loss)
       .add("final_val_step", s.final_val_step).add("final_val_excess", s.final_val_excess)
       .add("best_val_loss", s.best_val_loss).add("best_val_step", s.best_val_step)
       .add("best_val_excess", s.best_val_excess).add("final_val_bpb", s.final_val_bpb)

@@ -404,3 +404,18 @@ TEST(RecordsTest, ARunWithoutValidRecordsIsAUsageErrorForReportAndCompare) {
 
 }  // namespace
 }  // namespace normlab
+
+namespace normlab {
+namespace {
+
+TEST(RecordsTest, BitsPerByteFactorComesFromTheBestEvalRecord) {
+  testing::TempDir dir;
+  const RunRecords r = records(dir, {R"({"kind":"eval","step":0,"val_loss":4.0,"val_bpb":6.0})",
+                                     R"({"kind":"eval","step":10,"val_loss":2.0,"val_bpb":2.5})"});
+  EXPECT_DOUBLE_EQ(r.derived.bpb_per_nat, 1.25);  // the best record's 2.5 / 2.0
+  const RunRecords none = records(dir, {R"({"kind":"eval","step":0,"val_loss":4.0})"});
+  EXPECT_TRUE(std::isnan(none.derived.bpb_per_nat));
+}
+
+}  // namespace
+}  // namespace normlab
