@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <fmt/format.h>
@@ -37,7 +38,11 @@ int64_t gemm_peak_size(const torch::Device& device) { return device.is_cuda() ? 
 
 double gemm_peak_gflops(const torch::Device& device, torch::ScalarType dtype, int64_t n, int repeats) {
   const auto opts = torch::TensorOptions().device(device).dtype(dtype);
-  auto a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
+  // Operands from a generator of its own: a training run that measures (the bf16 warning) must
+  // leave torch's global generator, which its checkpoints save, as it was.
+  at::Generator gen = at::detail::createCPUGenerator(1234);
+  auto a = torch::randn({n, n}, gen, torch::kFloat).to(opts), b = torch::randn({n, n}, gen, torch::kFloat).to(opts);
+  auto c = torch::empty({n, n}, opts);
   double best = 1e30;
   for (int i = 0; i < repeats + 3; ++i) {
     sync(device);

@@ -47,10 +47,8 @@ double initial_loss_scale() {
   return v && *v ? std::stod(v) : LossScaler::kInitialScale;
 }
 
-}  // namespace
+std::atomic<int64_t> g_training_steps{0};  // TrainStep::count()
 
-namespace {
-std::atomic<int64_t> g_training_steps{0};
 }  // namespace
 
 int64_t TrainStep::count() { return g_training_steps.load(); }

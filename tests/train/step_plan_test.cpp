@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "config/load.h"
+#include "train/bench.h"
+#include "train/checkpoint.h"
 #include "train/run_config.h"
 #include "train/schedule.h"
 #include "train/step.h"
@@ -73,6 +75,16 @@ TEST(StepPlanTest, TheStepsStateGoesThroughACheckpointsStateAndBack) {
   EXPECT_EQ(none.loss_scale, 0);
   EXPECT_TRUE(none.spike_loss.empty());
   EXPECT_EQ(none.spike_layers.size(), static_cast<size_t>(c.model.n_layers + 2));
+}
+
+// A bf16 run times a matmul at start (the bf16 warning): that must not move torch's global
+// generator, whose state every checkpoint saves and a resume restores.
+TEST(GemmPeakTest, LeavesTheGlobalGeneratorAsItWas) {
+  torch::manual_seed(3);
+  const std::string before = torch_rng_state_hex();
+  EXPECT_GT(gemm_peak_gflops(torch::Device(torch::kCPU), torch::kBFloat16, 64, 1), 0);
+  EXPECT_GT(gemm_peak_gflops(torch::Device(torch::kCPU), torch::kFloat, 64, 1), 0);
+  EXPECT_EQ(torch_rng_state_hex(), before);
 }
 
 }  // namespace
