@@ -41,6 +41,7 @@
 #include "train/inference.h"
 #include "train/replay.h"
 #include "train/run_config.h"
+#include "train/run_data.h"
 #include "train/trainer.h"
 
 namespace normlab {

@@ -1,4 +1,5 @@
 #include "train/run_config.h"
+#include "train/run_data.h"
 
 #include <glob.h>
 

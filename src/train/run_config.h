@@ -7,17 +7,10 @@
 #include <vector>
 
 #include "config/load.h"
-#include "data/corpus.h"
-#include "data/tokenizer.h"
 
 namespace normlab {
 
-// What a run reads besides its config, loaded once while the config is checked (the checks need
-// it: token counts, vocabulary, the tokenizer's size) and handed on to the trainer.
-struct RunData {
-  Corpus train, val;
-  std::optional<Tokenizer> tokenizer;  // data.tokenizer
-};
+struct RunData;  // train/run_data.h: the corpora and tokenizer the checks load
 
 // `data`: when given, receives the corpora and tokenizer the checks loaded.
 Config load_run_config(const std::string& path, const std::vector<std::string>& overrides,

@@ -24,6 +24,7 @@
 #include "train/evaluate.h"
 #include "train/resume.h"
 #include "train/run_config.h"
+#include "train/run_data.h"
 #include "train/recorder.h"
 #include "train/step.h"
 

@@ -6,10 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "model/layouts/layout.h"
+#include "model/norms/norm.h"
 #include "test_util.h"
 
 namespace normlab {
@@ -119,6 +122,54 @@ TEST(CodeShapeTest, TheMutantListNamesGuaranteesNotProjectHistory) {
   const std::string list = read(fs::path(testing::source_dir()) / "tests/mutants/mutants.txt");
   std::smatch m;
   EXPECT_FALSE(std::regex_search(list, m, std::regex(R"(\b(finding|issue) [0-9])"))) << m.str();
+}
+
+// The quoted includes `file` reaches, itself included, as paths relative to the checkout.
+std::set<std::string> reachable_includes(const std::string& file) {
+  const fs::path root = testing::source_dir();
+  std::set<std::string> seen;
+  std::vector<std::string> todo = {file};
+  const std::regex inc(R"re(^#include\s+"([^"]+)")re");
+  while (!todo.empty()) {
+    const std::string f = todo.back();
+    todo.pop_back();
+    if (!seen.insert(f).second) continue;
+    std::istringstream in(read(root / f));
+    for (std::string line; std::getline(in, line);) {
+      std::smatch m;
+      if (!std::regex_search(line, m, inc)) continue;
+      const std::string name = m[1].str();
+      if (fs::exists(root / "src" / name)) todo.push_back("src/" + name);
+      else if (fs::exists(root / fs::path(f).parent_path() / name)) todo.push_back((fs::path(f).parent_path() / name).string());
+    }
+  }
+  return seen;
+}
+
+TEST(CodeShapeTest, TheFuzzTargetsCompileWithoutLibTorch) {
+  // tests/fuzz/run_fuzz.sh compiles its targets with clang and no LibTorch: none of the sources it
+  // names may reach core/torch.h (a header that leaks a tensor type into run_config.h broke it).
+  const std::string script = read(fs::path(testing::source_dir()) / "tests/fuzz/run_fuzz.sh");
+  const std::regex src(R"re(\$ROOT/((src|tests)/[A-Za-z0-9_/]+\.cpp))re");
+  int n = 0;
+  for (auto it = std::sregex_iterator(script.begin(), script.end(), src); it != std::sregex_iterator(); ++it) {
+    ++n;
+    const std::string cpp = (*it)[1].str();
+    for (const auto& h : reachable_includes(cpp)) {
+      EXPECT_NE(h, "src/core/torch.h") << cpp << " reaches LibTorch";
+      EXPECT_EQ(read(fs::path(testing::source_dir()) / h).find("#include <torch/"), std::string::npos)
+          << cpp << " reaches LibTorch through " << h;
+    }
+  }
+  EXPECT_GE(n, 8) << "the sources named in tests/fuzz/run_fuzz.sh";
+}
+
+TEST(CodeShapeTest, TheSweepFuzzStandInKnowsEveryNormAndLayout) {
+  // sweep_fuzz.cpp's check_and_resolve stand-in copies the registries' names (it runs without
+  // LibTorch); a name missing there makes the fuzzer reject the configs that use it.
+  const std::string stub = read(fs::path(testing::source_dir()) / "tests/fuzz/sweep_fuzz.cpp");
+  for (const auto& t : norm_registry()) EXPECT_NE(stub.find('"' + t.name + '"'), std::string::npos) << t.name;
+  for (const auto& t : layout_registry()) EXPECT_NE(stub.find('"' + t.name + '"'), std::string::npos) << t.name;
 }
 
 }  // namespace

@@ -52,11 +52,13 @@ namespace normlab {
 // Stand-in for train/run_config.cpp's check_and_resolve without LibTorch: the value rules, the
 // registry names (the lists of src/model/norms/registry.cpp and src/model/layouts/registry.cpp,
 // copied), the data files; no device or memory checks, no corpus loading.
-Config check_and_resolve(LoadedConfig loaded, bool check_data_files) {
-  static const std::set<std::string> norms = {"layernorm", "rmsnorm", "rmsnorm_1p", "scalenorm",
-                                              "batchnorm", "dyt", "none", "rmsnorm_free"};
-  static const std::set<std::string> layouts = {"pre", "post", "deepnorm", "sandwich",
-                                                "normformer", "reordered", "mix"};
+Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
+  static const std::set<std::string> norms = {"layernorm", "rmsnorm",      "rmsnorm_1p", "scalenorm",
+                                              "batchnorm", "dyt",          "none",       "rmsnorm_free",
+                                              "derf",      "ssnorm"};
+  static const std::set<std::string> layouts = {"pre",       "post",  "deepnorm", "sandwich",
+                                                "normformer", "reordered", "mix", "subln",
+                                                "hybrid",    "lns",   "ngpt",     "resi_dual"};
   Config& c = loaded.config;
   Problems problems(loaded.source);
   problems.add_earlier(loaded.problems, loaded.problem_keys);

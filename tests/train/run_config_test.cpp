@@ -1,5 +1,6 @@
 // load_run_config hands the data its checks loaded to the trainer, so a run reads its corpus once.
 #include "train/run_config.h"
+#include "train/run_data.h"
 
 #include <gtest/gtest.h>
 
