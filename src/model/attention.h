@@ -126,6 +126,12 @@ class AttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Attention);
 
+// The FFN's exact (erf) GELU, its one dispatch point: contiguous bf16 CPU input (bf16 autocast)
+// runs gelu_kernel.h (fp32 inside, bf16 out; forward and backward one pass each, held to the fp32
+// composed reference at 1e-2 relative); everything else, fp32 included, runs torch::gelu.
+torch::Tensor ffn_gelu(const torch::Tensor& x);
+bool gelu_kernel_applies(const torch::Tensor& x);
+
 struct FfnOptions {
   int64_t d_model = 128;
   int64_t d_ff = 512;
