@@ -12,7 +12,9 @@
 #   --bench-ref  what scripts/bench_reference.py imports (Debian's PyTorch 1.13, PyYAML, numpy)
 #   --fuzz       clang and its fuzzer/sanitizer runtime for tests/fuzz/run_fuzz.sh
 #   --pip-torch  the same as NORMLAB_TORCH=pip: the pinned PyTorch wheel (scripts/torch_env.sh),
-#                then the build in build-pip/
+#                then the build in build-pip/. The LibTorch for train.precision: bf16 on CPUs with
+#                bf16 matrix units (AVX512-BF16, AMX): measured end to end there (scripts/BENCHMARKS.md,
+#                "bf16 on the CPU"); Debian's 1.13 reaches them on some such CPUs and not on others.
 #   --blis       BLIS's OpenMP build (libblis4-openmp), one of the BLAS scripts/bench_blas.sh times
 #   --mkl        oneMKL's libraries from PyPI's `mkl` wheel, unpacked into NORMLAB_MKL_PREFIX
 #                (scripts/torch_env.sh), for scripts/bench_blas.sh
@@ -117,3 +119,7 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     -DNORMLAB_SANITIZE="$SANITIZE" >&2
 fi
 cmake --build "$BUILD" -j "$JOBS" "${BUILD_ARGS[@]}" >&2
+# bf16 matrix units and Debian's LibTorch: say which build is the measured one for bf16.
+if [ "$NORMLAB_TORCH_FAMILY" = debian ] && grep -qE '\b(avx512_bf16|amx_bf16)\b' /proc/cpuinfo 2>/dev/null; then
+  echo "normlab setup: this CPU has bf16 matrix units; for train.precision: bf16 use the LibTorch 2.x build (scripts/setup.sh --pip-torch, then build-pip/normlab)" >&2
+fi

@@ -73,7 +73,7 @@ def fig_loss_curves(sweep, axes, outdir):
     if not pts:
         note("%s: no run has metrics yet; no loss curves" % sweep.path)
         return None
-    groups = sweep.values(group_axis) if group_axis else [None]
+    groups = axis_order(sweep, group_axis) if group_axis else [None]  # colours as best_val_compare's
     cmap = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
     color = {g: cmap(i % cmap.N) for i, g in enumerate(groups)}
     # a second varying axis (not tied to the group axis) gets line styles when it has few values

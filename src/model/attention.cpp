@@ -123,6 +123,11 @@ bool kernel_shape_applies(const torch::Tensor& q, double softcap) {
 }
 }  // namespace
 
+// Measured with `normlab bench` in bf16 on a 2-core AVX512-BF16 CPU with LibTorch 2.11
+// (scripts/BENCHMARKS.md, "bf16 on the CPU"): at dh = 32 (tiny, small) the fp32 kernel's step is
+// 2.0x / 1.2x faster than with SDPA, at dh = 64 (medium) SDPA's is faster.
+constexpr int64_t kBf16KernelMaxHeadDim = 32;
+
 bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) {
   return kernel_shape_applies(q, softcap) && q.scalar_type() == torch::kFloat && q.stride(3) == 1;
 }
@@ -130,8 +135,10 @@ bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) 
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast) {
   if (!allow_fast) return AttentionPath::reference;
   if (causal_attention_fast_path_applies(q, softcap)) return AttentionPath::cpu_kernel;
-  // bf16 on the CPU (autocast): the fp32 kernel on upcast inputs, computing in fp32 inside.
-  if (q.scalar_type() == torch::kBFloat16 && kernel_shape_applies(q, softcap))
+  // bf16 on the CPU (autocast): the fp32 kernel on upcast inputs, computing in fp32 inside, up to
+  // kBf16KernelMaxHeadDim; wider heads go to SDPA when it can serve (its bf16 matmuls win there).
+  if (q.scalar_type() == torch::kBFloat16 && kernel_shape_applies(q, softcap) &&
+      (q.size(3) <= kBf16KernelMaxHeadDim || !have_sdpa() || want_stats))
     return AttentionPath::cpu_kernel_bf16;
   if (have_sdpa() && softcap <= 0 && !want_stats) return AttentionPath::sdpa;
   return AttentionPath::reference;

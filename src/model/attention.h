@@ -74,7 +74,8 @@ bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap);
 // efficient on CUDA, any dtype, causal) when no statistics are wanted and there is no softcap
 // (SDPA cannot express c*tanh(s/c)), else the composed reference. `allow_fast` false: reference.
 // cpu_kernel_bf16: bf16 inputs on the CPU (autocast) through the fp32 kernel: upcast, computed in
-// fp32, the output cast back to bf16.
+// fp32, the output cast back to bf16; for heads up to 32 wide, or wider ones SDPA cannot take
+// (statistics wanted, LibTorch 1.x). Wider heads without statistics take SDPA (faster there).
 enum class AttentionPath { reference, cpu_kernel, cpu_kernel_bf16, sdpa };
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast);
 

@@ -178,7 +178,7 @@ TEST(AttentionTest, RopeRotatesHalfPairsByTheContractAngle) {
 }
 
 // The dispatch point: the fused CPU kernel for float32 CPU, and for bf16 CPU (upcast, computed in
-// fp32, cast back); SDPA (LibTorch 2.x) for anything else when neither statistics nor a softcap are
+// fp32, cast back) up to dh 32; SDPA (LibTorch 2.x) for anything else when neither statistics nor a softcap are
 // asked for, the reference otherwise.
 TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   auto f32 = torch::randn({2, 8, 2, 16});
@@ -193,6 +193,11 @@ TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   EXPECT_EQ(choose_attention_path(f64, 0, true, true), AttentionPath::reference) << "statistics: explicit";
   EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: neither kernel";
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 12}).to(torch::kBFloat16), 0, false, true), fused) << "dh % 8";
+  // bf16 heads wider than 32: SDPA where it can serve, else the kernel.
+  const auto wide = torch::randn({2, 8, 2, 64}).to(torch::kBFloat16);
+  EXPECT_EQ(choose_attention_path(wide, 0, false, true), have_sdpa() ? AttentionPath::sdpa : AttentionPath::cpu_kernel_bf16);
+  EXPECT_EQ(choose_attention_path(wide, 0, true, true), AttentionPath::cpu_kernel_bf16) << "statistics";
+  EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 64}), 0, false, true), AttentionPath::cpu_kernel) << "fp32: any dh";
 }
 
 // SDPA against the composed reference, forward and every input gradient, on strided (B, T, H, dh)

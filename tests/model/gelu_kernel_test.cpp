@@ -113,8 +113,11 @@ TEST(GeluKernel, FfnGeluOnBf16MatchesTheFp32ComposedReference) {
   };
   EXPECT_LT(rel(y, ref), 1e-2);
   EXPECT_LT(rel(dx, dref), 1e-2);
-  // Elementwise, y is the reference rounded to bf16 or one bf16 step away from it.
-  auto step = ref.abs().clamp_min(1e-30) * std::ldexp(1.0, -7);
+  // Elementwise, y is the reference rounded to bf16 or one bf16 step away from it, give or take
+  // the approximation's absolute error (erf to 1.5e-7, and 1 - erf cancels in fp32 in the far
+  // negative tail, where GELU is below 1e-6: LibTorch's own vectorised erf GELU did the same;
+  // LibTorch 2.x computes those tiny values more exactly).
+  auto step = ref.abs() * std::ldexp(1.0, -7) + 1e-6;
   EXPECT_TRUE(((y.to(torch::kFloat) - ref).abs() <= step).all().item<bool>());
 }
 
