@@ -114,9 +114,6 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
   }
 };
 
-}  // namespace
-
-namespace {
 // The fp32 kernel's conditions but the dtype: CPU, (B, T, H, dh) with dh a multiple of 8, no softcap.
 bool kernel_shape_applies(const torch::Tensor& q, double softcap) {
   return q.device().is_cpu() && q.dim() == 4 && softcap <= 0 && q.size(3) % 8 == 0 && q.size(1) > 0;

@@ -76,51 +76,38 @@ NORMLAB_ALWAYS_INLINE F8 gelu_grad8(F8 x, F8 dy) {
   return dy * (Phi + x * (e * kInvSqrt2Pi));
 }
 
-// The loops: full vectors, then the tail through a zero-padded vector.
-NORMLAB_CPU_CLONES void fwd_bf16_range(const uint16_t* x, uint16_t* y, int64_t n) {
+NORMLAB_ALWAYS_INLINE F8 load(const float* p) { return simd::load8(p); }
+NORMLAB_ALWAYS_INLINE F8 load(const uint16_t* p) { return load_bf16(p); }
+NORMLAB_ALWAYS_INLINE void store(float* p, F8 v) { simd::store8(p, v); }
+NORMLAB_ALWAYS_INLINE void store(uint16_t* p, F8 v) { store_bf16(p, v); }
+
+// out = gelu(x) (kGrad false, dy unused) or dy * gelu'(x) (kGrad true) over n elements of E
+// (float or bf16 bits): full vectors, then the tail through zero-padded vectors.
+template <bool kGrad, class E>
+NORMLAB_ALWAYS_INLINE void gelu_range(const E* x, const E* dy, E* out, int64_t n) {
+  auto one = [](const E* xp, const E* gp, E* op) {
+    if constexpr (kGrad) store(op, gelu_grad8(load(xp), load(gp)));
+    else store(op, gelu8(load(xp)));
+  };
   int64_t i = 0;
-  for (; i + kW <= n; i += kW) store_bf16(y + i, gelu8(load_bf16(x + i)));
+  for (; i + kW <= n; i += kW) one(x + i, kGrad ? dy + i : nullptr, out + i);
   if (i < n) {
-    uint16_t in[kW] = {}, out[kW];
+    E in[kW] = {}, g[kW] = {}, o[kW];
     std::copy(x + i, x + n, in);
-    store_bf16(out, gelu8(load_bf16(in)));
-    std::copy(out, out + (n - i), y + i);
+    if (kGrad) std::copy(dy + i, dy + n, g);
+    one(in, g, o);
+    std::copy(o, o + (n - i), out + i);
   }
 }
 
+// One multi-versioned function per entry point (core/simd.h).
+NORMLAB_CPU_CLONES void fwd_bf16_range(const uint16_t* x, uint16_t* y, int64_t n) { gelu_range<false>(x, x, y, n); }
 NORMLAB_CPU_CLONES void bwd_bf16_range(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t n) {
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW) store_bf16(dx + i, gelu_grad8(load_bf16(x + i), load_bf16(dy + i)));
-  if (i < n) {
-    uint16_t in[kW] = {}, g[kW] = {}, out[kW];
-    std::copy(x + i, x + n, in);
-    std::copy(dy + i, dy + n, g);
-    store_bf16(out, gelu_grad8(load_bf16(in), load_bf16(g)));
-    std::copy(out, out + (n - i), dx + i);
-  }
+  gelu_range<true>(x, dy, dx, n);
 }
-
-NORMLAB_CPU_CLONES void fwd_f32_range(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW) simd::store8(y + i, gelu8(simd::load8(x + i)));
-  if (i < n) {
-    float in[kW] = {}, out[kW];
-    std::copy(x + i, x + n, in);
-    simd::store8(out, gelu8(simd::load8(in)));
-    std::copy(out, out + (n - i), y + i);
-  }
-}
-
+NORMLAB_CPU_CLONES void fwd_f32_range(const float* x, float* y, int64_t n) { gelu_range<false>(x, x, y, n); }
 NORMLAB_CPU_CLONES void bwd_f32_range(const float* x, const float* dy, float* dx, int64_t n) {
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW) simd::store8(dx + i, gelu_grad8(simd::load8(x + i), simd::load8(dy + i)));
-  if (i < n) {
-    float in[kW] = {}, g[kW] = {}, out[kW];
-    std::copy(x + i, x + n, in);
-    std::copy(dy + i, dy + n, g);
-    simd::store8(out, gelu_grad8(simd::load8(in), simd::load8(g)));
-    std::copy(out, out + (n - i), dx + i);
-  }
+  gelu_range<true>(x, dy, dx, n);
 }
 
 }  // namespace
