@@ -121,7 +121,7 @@ the NorMuon authors' code):
     transposed internally; NorMuon runs at full precision (float64 here) on the NS output, also
     when ns_dtype is bf16.
  R6 One AdamW step counter k for every AdamW parameter, starting at 1 with update 1.
- R7 bf16: "U rounded to bf16 and every product in bf16" is read as torch's use_addmm=True
+ R7 bf16: "U rounded to bf16 and every product in bf16" is read as torch 2.11's addmm
     sequence above, one rounding per op result; the keller clamp rounds eps to bf16 as torch's
     clamp on a bf16 tensor would (it only matters for U = 0, which gives O = 0).
  R8 polar_express with ns_steps other than 5 is an error (the contract's rule), as is a
