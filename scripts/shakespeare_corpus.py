@@ -270,6 +270,8 @@ def prepare(package, sha256, out_dir, manifest_path, record=False, log=sys.stder
     """The command line's work (the module docstring's steps). Raises CorpusError on a mismatch."""
     manifest = None
     if not record:
+        if not os.path.isfile(manifest_path):
+            raise CorpusError("%s: no such file (--record writes it)" % manifest_path)
         with open(manifest_path, encoding="utf-8") as f:
             manifest = json.load(f)
         if outputs_match(out_dir, manifest):

@@ -34,7 +34,7 @@ SONNETS = "THE SONNETS\n\nby William Shakespeare\n\n\n  I\n\n  From fairest crea
 MODERN_HEAD = ("The Project Gutenberg EBook of %s, by William Shakespeare\n\nThis eBook is for the use of anyone anywhere at no cost.\n\n"
                "*** START OF THIS PROJECT GUTENBERG EBOOK %s ***\n\n\n\n\nProduced by the volunteers of the\nInternet Shakespeare Editions\n\n\n\n")
 MODERN_FOOT = ("\n\n\n\nEnd of the Project Gutenberg EBook of %s\n\n*** END OF THIS PROJECT GUTENBERG EBOOK %s ***\n\n"
-               "***** This file should be named 1526.txt *****\nSection 1. General Terms of Use and Redistributing Project Gutenberg-tm\nelectronic works\n")
+               "***** This file should be named 1526.txt *****\nGeneral Terms of Use and Redistributing Project Gutenberg-tm\nelectronic works\n")
 OLD_HEAD = ("The Project Gutenberg Etext of %s\n**This is a COPYRIGHTED Project Gutenberg Etext, Details Below**\n\n"
             "**Welcome To The World of Free Plain Vanilla Electronic Texts**\n\n<<THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS>>\nLIMITED WARRANTY\n"
             "*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\n\n\n\n\n")
