@@ -7,7 +7,7 @@ compare the two.
 
     reference_optim.py step --in IN.safetensors --out OUT.safetensors
         -> applies K updates to the parameters of IN and writes the parameters and the optimizer
-           states after the K-th update to OUT (all F64)
+           states after the K-th update to OUT (all F64; --out-dtype F32 rounds them to float32)
     reference_optim.py example --out IN.safetensors [--type adamw|muon|normuon] [--ns keller|polar_express]
                                [--ns-dtype fp32|bf16] [--K 3] [--seed 0]
         -> writes a small synthetic IN file (for trying `step` by hand)
@@ -494,7 +494,7 @@ def run(cfg, w0, grads):
     return out
 
 
-def step_files(in_path, out_path):
+def step_files(in_path, out_path, out_dtype="F64"):
     tensors, meta = read_safetensors(in_path)
     if "config" not in meta:
         raise ContractError("%s: __metadata__ has no \"config\"" % in_path)
@@ -506,7 +506,7 @@ def step_files(in_path, out_path):
     w0, grads = split_input(tensors, cfg)
     out = run(cfg, w0, grads)
     write_safetensors(out_path, out, {"config": meta["config"],
-                                      "generator": "scripts/reference_optim.py"})
+                                      "generator": "scripts/reference_optim.py"}, dtype=out_dtype)
     return out
 
 
@@ -810,6 +810,8 @@ def main(argv):
     s = sub.add_parser("step", help="apply K updates: IN.safetensors -> OUT.safetensors")
     s.add_argument("--in", dest="inp", required=True)
     s.add_argument("--out", required=True)
+    s.add_argument("--out-dtype", default="F64", choices=("F64", "F32"),
+                   help="dtype of OUT's tensors (F32 for readers of NormLab's checkpoint format)")
     e = sub.add_parser("example", help="write a small synthetic IN.safetensors")
     e.add_argument("--out", required=True)
     e.add_argument("--type", default="muon", choices=TYPES)
@@ -826,7 +828,7 @@ def main(argv):
             write_example(args.out, example_config(args.type, args.ns, args.ns_dtype, K=args.K),
                           seed=args.seed)
             return 0
-        step_files(args.inp, args.out)
+        step_files(args.inp, args.out, args.out_dtype)
         return 0
     except (ContractError, OSError) as e:
         print("reference_optim.py: error: %s" % e, file=sys.stderr)

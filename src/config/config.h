@@ -36,6 +36,23 @@ NORMLAB_CHOICE(ValueResidual, {ValueResidual::kNone, "none"}, {ValueResidual::kF
                {ValueResidual::kScalar, "scalar"}, {ValueResidual::kToken, "token"});
 enum class InitScheme { kNormal, kXavier };
 NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier, "xavier"});
+// The optimizer (src/train/README.md, "Optimizers"): AdamW for every parameter, or Muon / NorMuon
+// for the blocks' matrices with AdamW for the rest.
+enum class OptimType { kAdamw, kMuon, kNormuon };
+NORMLAB_CHOICE(OptimType, {OptimType::kAdamw, "adamw"}, {OptimType::kMuon, "muon"}, {OptimType::kNormuon, "normuon"});
+// Muon's orthogonalisation: Keller Jordan's quintic Newton-Schulz or the Polar Express coefficients.
+enum class NsKind { kKeller, kPolarExpress };
+NORMLAB_CHOICE(NsKind, {NsKind::kKeller, "keller"}, {NsKind::kPolarExpress, "polar_express"});
+enum class NsDtype { kBf16, kFp32 };
+NORMLAB_CHOICE(NsDtype, {NsDtype::kBf16, "bf16"}, {NsDtype::kFp32, "fp32"});
+// Muon's per-shape learning-rate factor: sqrt(max(1, A/B)), or Moonlight's 0.2 sqrt(max(A, B)).
+enum class AdjustLr { kOriginal, kMatchRmsAdamw };
+NORMLAB_CHOICE(AdjustLr, {AdjustLr::kOriginal, "original"}, {AdjustLr::kMatchRmsAdamw, "match_rms_adamw"});
+// A parameter's role (src/model/README.md, "Parameter roles"), declared where the parameter is
+// created: it decides weight decay, the optimizer that updates it and its learning-rate multiplier.
+enum class Role { kMatrix, kEmbedding, kHead, kGain, kBias, kMixing };
+NORMLAB_CHOICE(Role, {Role::kMatrix, "matrix"}, {Role::kEmbedding, "embedding"}, {Role::kHead, "head"},
+               {Role::kGain, "gain"}, {Role::kBias, "bias"}, {Role::kMixing, "mixing"});
 enum class LrSchedule { kCosine, kLinear, kConstant };
 NORMLAB_CHOICE(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
                {LrSchedule::kConstant, "constant"});
@@ -121,7 +138,38 @@ struct InitConfig {
   bool scaled_residual = true;  // out_proj, fc2: std / sqrt(2L)
 };
 
+// optim.lr_mult: the AdamW peak rate of each role is optim.lr times its multiplier (matrix has
+// none: under adamw it takes optim.lr, under muon / normuon optim.muon.lr).
+struct LrMultConfig {
+  double embedding = 1, head = 1, gain = 1, bias = 1, mixing = 1;
+  double of(Role r) const {  // 1 for kMatrix
+    switch (r) {
+      case Role::kEmbedding: return embedding;
+      case Role::kHead: return head;
+      case Role::kGain: return gain;
+      case Role::kBias: return bias;
+      case Role::kMixing: return mixing;
+      case Role::kMatrix: break;
+    }
+    return 1;
+  }
+};
+
+// optim.muon: owned by optim.type muon and normuon (beta2 by normuon alone).
+struct MuonConfig {
+  double lr = 0.02;
+  double momentum = 0.95;
+  bool nesterov = true;
+  NsKind ns = NsKind::kKeller;
+  int64_t ns_steps = 5;
+  NsDtype ns_dtype = NsDtype::kBf16;
+  AdjustLr adjust_lr = AdjustLr::kOriginal;
+  double beta2 = 0.95;  // normuon's row second moment
+  bool cautious_wd = false;
+};
+
 struct OptimConfig {
+  OptimType type = OptimType::kAdamw;
   double lr = 1.0e-3;
   double min_lr = 1.0e-4;
   std::array<double, 2> betas{0.9, 0.95};
@@ -132,6 +180,8 @@ struct OptimConfig {
   double grad_clip = 1.0;           // 0 = off
   double z_loss = 0;
   double qk_clip = 0;  // 0 = off; tau > 0: QK-Clip threshold
+  LrMultConfig lr_mult;
+  MuonConfig muon;
 };
 
 struct TrainConfig {
@@ -236,17 +286,38 @@ template <class V> void describe(InitConfig& c, V& v) {
   v.field("embed_std", c.embed_std, "std of tok_emb and pos_emb");
   v.field("scaled_residual", c.scaled_residual, "out_proj, fc2 std / sqrt(2L) (scheme normal)");
 }
+template <class V> void describe(LrMultConfig& c, V& v) {
+  v.field("embedding", c.embedding, "multiplier of optim.lr for tok_emb / pos_emb (and a tied head)");
+  v.field("head", c.head, "multiplier of optim.lr for an untied lm_head");
+  v.field("gain", c.gain, "multiplier of optim.lr for norm parameters and scales");
+  v.field("bias", c.bias, "multiplier of optim.lr for biases of linear maps");
+  v.field("mixing", c.mixing, "multiplier of optim.lr for residual-stream and value-residual parameters");
+}
+template <class V> void describe(MuonConfig& c, V& v) {
+  v.field("lr", c.lr, "peak learning rate of the block matrices (muon, normuon)");
+  v.field("momentum", c.momentum, "momentum mu of the matrices' update (muon, normuon)");
+  v.field("nesterov", c.nesterov, "Nesterov momentum (muon, normuon)");
+  v.field("ns", c.ns, "orthogonalisation: Newton-Schulz coefficients (muon, normuon)");
+  v.field("ns_steps", c.ns_steps, "Newton-Schulz iterations; polar_express takes 5 (muon, normuon)");
+  v.field("ns_dtype", c.ns_dtype, "precision of the Newton-Schulz products (muon, normuon)");
+  v.field("adjust_lr", c.adjust_lr, "per-shape rate factor: sqrt(max(1,A/B)) or 0.2 sqrt(max(A,B)) (muon, normuon)");
+  v.field("beta2", c.beta2, "decay of NorMuon's per-row second moment (normuon)");
+  v.field("cautious_wd", c.cautious_wd, "decay only entries whose update and weight agree in sign (muon, normuon)");
+}
 template <class V> void describe(OptimConfig& c, V& v) {
-  v.field("lr", c.lr, "peak learning rate");
+  v.field("type", c.type, "adamw for every parameter, or muon / normuon for the block matrices and adamw for the rest");
+  v.field("lr", c.lr, "peak learning rate (AdamW; the schedule's reference for every group)");
   v.field("min_lr", c.min_lr, "learning rate at the last step (cosine, linear)");
   v.field("betas", c.betas, "AdamW betas [b1, b2]");
   v.field("eps", c.eps, "AdamW epsilon");
-  v.field("weight_decay", c.weight_decay, "decoupled decay on >=2-D parameters");
+  v.field("weight_decay", c.weight_decay, "decoupled decay of roles matrix, embedding and head");
   v.field("warmup", c.warmup, "linear warmup steps");
   v.field("schedule", c.schedule, "LR after warmup");
   v.field("grad_clip", c.grad_clip, "global gradient-norm clip; 0 = off");
   v.field("z_loss", c.z_loss, "coefficient of mean(logsumexp(logits)^2)");
   v.field("qk_clip", c.qk_clip, "QK-Clip threshold tau on each head's max logit; 0 = off");
+  v.section("lr_mult", c.lr_mult);
+  v.section("muon", c.muon);
 }
 template <class V> void describe(TrainConfig& c, V& v) {
   v.field("steps", c.steps, "optimizer updates");

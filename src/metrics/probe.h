@@ -32,9 +32,23 @@ class UpdateProbe {
   // After it: squared group norms of dW and of W (before), for the update ratio.
   torch::Tensor update_ratio(const std::vector<torch::Tensor>& params, const GradStats& groups, int64_t L);
 
+  // The weight statistics of each block over its `matrix` parameters (src/metrics/README.md):
+  // block[i] is the block of params[i], or -1 where params[i] is not a block's matrix. Each (L).
+  struct WeightStats {
+    torch::Tensor rms;          // w_rms: RMS of all their entries
+    torch::Tensor spec_max;     // w_spec_max: the largest singular value among them
+    torch::Tensor stable_rank;  // w_stable_rank: mean of |W|_F^2 / sigma_max(W)^2
+    torch::Tensor update_cos;   // update_cos: cos(W_after - W_before, W_before), matrices concatenated
+  };
+  WeightStats weight_stats(const std::vector<torch::Tensor>& params, const std::vector<int64_t>& block, int64_t L) const;
+
  private:
   std::vector<torch::Tensor> before_;
 };
+
+// The largest singular value of a matrix, in double: the square root of the largest eigenvalue
+// of its smaller Gram matrix (exact to rounding, cheaper than an SVD at these sizes).
+torch::Tensor spectral_norm(const torch::Tensor& W);
 
 // Appends tensors (scalars or 1-D) into one flat vector and reads them back in the same order
 // after a single host transfer.

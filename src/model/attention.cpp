@@ -6,6 +6,7 @@
 #include "core/torch_compat.h"
 #include "model/attention_kernels.h"
 #include "model/gelu_kernel.h"
+#include "model/roles.h"
 
 namespace normlab {
 
@@ -13,8 +14,11 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 namespace {
+// A block's linear map: weight `matrix`, bias `bias`.
 torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+  torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
+  declare_linear(l);
+  return l;
 }
 }  // namespace
 
@@ -34,16 +38,17 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
     // No gate bias (src/model/README.md, Tensor names).
     gate = register_module("gate", linear(o.d_model, rows, false));
   }
-  if (o.head_scale) head_scale = register_parameter("head_scale", torch::ones({o.n_heads}));
-  if (o.ngpt) s_qk = register_parameter("s_qk", torch::full({o.d_model}, 1.0 / std::sqrt(static_cast<double>(o.d_model))));
+  if (o.head_scale) head_scale = register_parameter("head_scale", with_role(torch::ones({o.n_heads}), Role::kGain));
+  if (o.ngpt)
+    s_qk = register_parameter("s_qk", with_role(torch::full({o.d_model}, 1.0 / std::sqrt(static_cast<double>(o.d_model))), Role::kGain));
   if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kScalar)
-    vres_lambda = register_parameter("vres_lambda", torch::full({1}, 0.5));
+    vres_lambda = register_parameter("vres_lambda", with_role(torch::full({1}, 0.5), Role::kMixing));
   if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kToken) {
     // Zeros (g = 1/2: starts as fixed), made without a Linear, whose constructor would draw from
     // the generator and shift every later weight of the seed's init.
     auto gate_module = register_module("vres_gate", std::make_shared<torch::nn::Module>());
-    vres_gate_weight = gate_module->register_parameter("weight", torch::zeros({o.n_heads, o.d_model}));
-    vres_gate_bias = gate_module->register_parameter("bias", torch::zeros({o.n_heads}));
+    vres_gate_weight = gate_module->register_parameter("weight", with_role(torch::zeros({o.n_heads, o.d_model}), Role::kMixing));
+    vres_gate_bias = gate_module->register_parameter("bias", with_role(torch::zeros({o.n_heads}), Role::kMixing));
   }
   if (o.inner_norm_type) {
     NormOptions no = o.inner_norm;
@@ -366,8 +371,8 @@ FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {
   if (o.mid_norm_type)
     mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
   if (o.ngpt) {
-    s_u = register_parameter("s_u", torch::ones({o.d_ff}));
-    s_v = register_parameter("s_v", torch::ones({o.d_ff}));
+    s_u = register_parameter("s_u", with_role(torch::ones({o.d_ff}), Role::kGain));
+    s_v = register_parameter("s_v", with_role(torch::ones({o.d_ff}), Role::kGain));
   }
 }
 

@@ -1,5 +1,7 @@
 #include "model/block.h"
 
+#include "model/roles.h"
+
 namespace normlab {
 
 BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
@@ -34,10 +36,10 @@ BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
   add_norm("norm2_out");
   const int64_t d = o.attn.d_model;
   for (const auto& [name, init] : plan_.vectors)
-    vectors_[name] = register_parameter(name, torch::full({d}, init));
+    vectors_[name] = register_parameter(name, with_role(torch::full({d}, init), Role::kGain));
   if (o.layerscale > 0) {
-    ls1_ = register_parameter("ls1", torch::full({d}, o.layerscale));
-    ls2_ = register_parameter("ls2", torch::full({d}, o.layerscale));
+    ls1_ = register_parameter("ls1", with_role(torch::full({d}, o.layerscale), Role::kGain));
+    ls2_ = register_parameter("ls2", with_role(torch::full({d}, o.layerscale), Role::kGain));
   }
 }
 

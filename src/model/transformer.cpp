@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "model/roles.h"
+
 namespace normlab {
 
 double norm_eps(const ModelConfig& m, const std::string& type) {
@@ -164,7 +166,11 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   no.keys = m.norm.keys;
 
   tok_emb = register_module("tok_emb", torch::nn::Embedding(m.vocab_size, m.d_model));
-  if (m.pos == Position::kLearned) pos_emb = register_module("pos_emb", torch::nn::Embedding(m.ctx, m.d_model));
+  with_role(tok_emb->weight, Role::kEmbedding);  // a tied head is this tensor: still embedding
+  if (m.pos == Position::kLearned) {
+    pos_emb = register_module("pos_emb", torch::nn::Embedding(m.ctx, m.d_model));
+    with_role(pos_emb->weight, Role::kEmbedding);
+  }
   if (m.embed_norm) embed_norm = register_module("embed_norm", make_norm(m.norm.type, no));
 
   BlockOptions bo;
@@ -204,6 +210,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   if (layout->final_norm) final_norm = register_module("final_norm", make_norm(m.norm.type, no));
   if (!m.tie_embeddings) {
     lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(m.d_model, m.vocab_size).bias(false)));
+    declare_linear(lm_head, Role::kHead);
   }
   if (layout->build) layout->build(*this, m);
   const ResidualType* residual = entries_.residual;
@@ -328,23 +335,9 @@ void TransformerImpl::release_value_residual() {
   for (auto& b : blocks_) b->attention()->set_value_source(torch::Tensor());
 }
 
-void TransformerImpl::keep_constructor_init(const torch::Tensor& p) {
-  kept_init_.insert(p.unsafeGetTensorImpl());
-  no_decay_.insert(p.unsafeGetTensorImpl());
-}
+void TransformerImpl::keep_constructor_init(const torch::Tensor& p) { kept_init_.insert(p.unsafeGetTensorImpl()); }
 
-void TransformerImpl::draw_after_the_others(const torch::Tensor& p) {
-  late_init_.insert(p.unsafeGetTensorImpl());
-  no_decay_.insert(p.unsafeGetTensorImpl());
-}
-
-std::set<std::string> TransformerImpl::weight_decay_exempt() const {
-  std::set<std::string> out;
-  for (const auto& kv : named_parameters()) {
-    if (no_decay_.count(kv.value().unsafeGetTensorImpl())) out.insert(kv.key());
-  }
-  return out;
-}
+void TransformerImpl::draw_after_the_others(const torch::Tensor& p) { late_init_.insert(p.unsafeGetTensorImpl()); }
 
 void init_weights(Transformer& model, const InitConfig& init) {
   torch::NoGradGuard ng;
@@ -364,11 +357,7 @@ void init_weights(Transformer& model, const InitConfig& init) {
     if (model->keeps_constructor_init(p)) continue;  // residual-stream entries' own init
     const bool is_linear_weight = p.dim() == 2;
     if (!is_linear_weight) {
-      if (ends_with(name, ".bias") && (name.find("_proj.") != std::string::npos ||
-                                       name.find(".fc") != std::string::npos ||
-                                       name.find(".gate.") != std::string::npos)) {
-        p.zero_();
-      }
+      if (role_of(p) == Role::kBias) p.zero_();  // biases of linear maps
       continue;  // norm parameters, head scale and residual scales keep their constructor values
     }
     const bool residual_out = ends_with(name, "out_proj.weight") || ends_with(name, "fc2.weight");

@@ -69,15 +69,13 @@ class TransformerImpl : public torch::nn::Module {
   Block& block(int64_t i) { return blocks_[i]; }
 
   // Parameters of residual-stream entries and options: p keeps its constructor value through
-  // init_weights (and layout init hooks), and is never weight-decayed.
+  // init_weights (and layout init hooks). (Weight decay follows the role: model/roles.h.)
   void keep_constructor_init(const torch::Tensor& p);
   // p is drawn by the init scheme after every other parameter (so that the seed gives the shared
-  // tensors the weights of a model without it), and never weight-decayed: mHC's fn.
+  // tensors the weights of a model without it): mHC's fn.
   void draw_after_the_others(const torch::Tensor& p);
   bool keeps_constructor_init(const torch::Tensor& p) const { return kept_init_.count(p.unsafeGetTensorImpl()) > 0; }
   bool drawn_after_the_others(const torch::Tensor& p) const { return late_init_.count(p.unsafeGetTensorImpl()) > 0; }
-  // Names of the parameters AdamW must not decay though they have 2 or more dimensions.
-  std::set<std::string> weight_decay_exempt() const;
   ResidualStream* residual_stream() { return stream_.get(); }
   // The layout's action after each applied update (and at the end of init_weights): nGPT's
   // renormalisation; nothing for the other layouts.
@@ -95,7 +93,7 @@ class TransformerImpl : public torch::nn::Module {
   LayerSeries stats_;
   std::unique_ptr<ResidualStream> stream_;  // null for residual type add
   ResolvedModel entries_;  // the config's registry entries, looked up once
-  std::set<const c10::TensorImpl*> kept_init_, late_init_, no_decay_;
+  std::set<const c10::TensorImpl*> kept_init_, late_init_;
   torch::Tensor v0_;  // value residual: block 0's raw values during a forward
   // The blocks under a residual type other than add: each sublayer's term through the carrier.
   torch::Tensor stream_forward(const torch::Tensor& e);

@@ -1,6 +1,7 @@
 #include "train/adamw.h"
 
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 #include "core/errors.h"
@@ -9,13 +10,13 @@
 
 namespace normlab {
 
-AdamW::AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o,
-             const std::set<std::string>& no_decay)
-    : params_(std::move(named_params)), o_(o) {
-  for (auto& [name, p] : params_) {
-    decay_.push_back(p.dim() >= 2 && no_decay.count(name) == 0);
-    m_.push_back(torch::zeros_like(p));
-    v_.push_back(torch::zeros_like(p));
+AdamW::AdamW(std::vector<Param> params, const OptimConfig& o) : o_(o) {
+  for (auto& p : params) {
+    params_.emplace_back(p.name, p.tensor);
+    decay_.push_back(p.decay);
+    mult_.push_back(p.lr_mult);
+    m_.push_back(torch::zeros_like(p.tensor));
+    v_.push_back(torch::zeros_like(p.tensor));
   }
 }
 
@@ -50,19 +51,26 @@ void AdamW::step(double lr, double grad_scale) {
   const double b1 = o_.betas[0], b2 = o_.betas[1];
   const double bc1 = 1.0 - std::pow(b1, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(b2, static_cast<double>(t_));
-  const double step_size = lr / bc1;
   const double bc2_sqrt = std::sqrt(bc2);
   const Path path = forced_path_ ? *forced_path_ : choose_path();
   if (path == Path::own_cpu_kernel) {
-    std::vector<adamw_kernel::Buffers> buffers;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      auto& p = params_[i].second;
-      if (!p.grad().defined()) continue;
-      buffers.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(), m_[i].data_ptr<float>(),
-                         v_[i].data_ptr<float>(), p.numel(), decay_[i]});
+    // One kernel call per distinct rate (one call in all when every multiplier is 1).
+    std::vector<double> rates;
+    for (double m : mult_) {
+      if (std::find(rates.begin(), rates.end(), m) == rates.end()) rates.push_back(m);
     }
-    adamw_kernel::adamw_step(
-        buffers, {grad_scale, lr * o_.weight_decay, b1, b2, o_.eps, step_size, bc2_sqrt});
+    for (const double mult : rates) {
+      const double r = lr * mult;
+      std::vector<adamw_kernel::Buffers> buffers;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        auto& p = params_[i].second;
+        if (!p.grad().defined() || mult_[i] != mult) continue;
+        buffers.push_back({p.data_ptr<float>(), p.grad().data_ptr<float>(), m_[i].data_ptr<float>(),
+                           v_[i].data_ptr<float>(), p.numel(), decay_[i]});
+      }
+      if (buffers.empty()) continue;
+      adamw_kernel::adamw_step(buffers, {grad_scale, r * o_.weight_decay, b1, b2, o_.eps, r / bc1, bc2_sqrt});
+    }
     return;
   }
   if (path == Path::libtorch_fused && libtorch_fused_step(lr, grad_scale)) return;
@@ -71,7 +79,8 @@ void AdamW::step(double lr, double grad_scale) {
     if (!p.grad().defined()) continue;
     if (grad_scale != 1.0) p.mutable_grad().mul_(grad_scale);
     const auto& g = p.grad();
-    if (decay_[i] && o_.weight_decay != 0) p.mul_(1.0 - lr * o_.weight_decay);
+    const double r = lr * mult_[i], step_size = r / bc1;
+    if (decay_[i] && o_.weight_decay != 0) p.mul_(1.0 - r * o_.weight_decay);
     m_[i].mul_(b1).add_(g, 1.0 - b1);
     v_[i].mul_(b2).addcmul_(g, g, 1.0 - b2);
     auto denom = (v_[i].sqrt() / bc2_sqrt).add_(o_.eps);
@@ -101,11 +110,16 @@ bool AdamW::libtorch_fused_step(double lr, double grad_scale) {
   // A fill, not a host-to-device copy: no sync.
   const auto divisor = torch::full({}, 1.0 / grad_scale, opts);
   bool all_grads = true;
-  for (const bool decay : {true, false}) {
+  std::vector<std::pair<bool, double>> groups;  // (decay, multiplier), in first-seen order
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::pair<bool, double> key{decay_[i], mult_[i]};
+    if (std::find(groups.begin(), groups.end(), key) == groups.end()) groups.push_back(key);
+  }
+  for (const auto& [decay, mult] : groups) {
     std::vector<torch::Tensor> p, g, m, v, st;
     for (size_t i = 0; i < params_.size(); ++i) {
       const auto& t = params_[i].second;
-      if (decay_[i] != decay) continue;
+      if (decay_[i] != decay || mult_[i] != mult) continue;
       if (!t.grad().defined()) {
         all_grads = false;  // its step count stays behind: rebuild the counts next time
         continue;
@@ -117,7 +131,7 @@ bool AdamW::libtorch_fused_step(double lr, double grad_scale) {
       st.push_back(steps_[i]);
     }
     if (p.empty()) continue;
-    libtorch_fused_adamw(p, g, m, v, st, lr, o_.betas[0], o_.betas[1], decay ? o_.weight_decay : 0.0, o_.eps, divisor);
+    libtorch_fused_adamw(p, g, m, v, st, lr * mult, o_.betas[0], o_.betas[1], decay ? o_.weight_decay : 0.0, o_.eps, divisor);
   }
   steps_at_ = all_grads ? t_ : -1;
   return true;

@@ -1,7 +1,7 @@
 // AdamW (Loshchilov & Hutter 2019) in the exact form of torch.optim.AdamW, with decoupled weight
-// decay on parameters of 2 or more dimensions only (src/train/README.md): norm gains, biases and
-// scales are never decayed. State is named by the contract's tensor names so it checkpoints as
-// `exp_avg.<name>` / `exp_avg_sq.<name>`.
+// decay and a learning-rate multiplier per parameter, both given by the caller from the parameter's
+// role (train/optimizer.h; src/train/README.md). State is named by the contract's tensor names so
+// it checkpoints as `exp_avg.<name>` / `exp_avg_sq.<name>`.
 #pragma once
 
 #include <optional>
@@ -16,12 +16,17 @@ namespace normlab {
 
 class AdamW {
  public:
-  // no_decay: names of >= 2-D parameters exempt from weight decay (residual-stream mixing tensors).
-  AdamW(std::vector<std::pair<std::string, torch::Tensor>> named_params, const OptimConfig& o,
-        const std::set<std::string>& no_decay = {});
+  struct Param {
+    std::string name;
+    torch::Tensor tensor;
+    bool decay = false;    // decoupled weight decay applies
+    double lr_mult = 1.0;  // this parameter's rate is lr * lr_mult
+  };
+  explicit AdamW(std::vector<Param> params, const OptimConfig& o);
 
   // One update with the current .grad() of every parameter, each gradient multiplied by
-  // grad_scale first (the clipping coefficient, divided by an fp16 loss scale). Contiguous float32
+  // grad_scale first (the clipping coefficient, divided by an fp16 loss scale); parameter i moves
+  // at rate lr * lr_mult(i). Contiguous float32
   // CPU parameters take the fused kernel of adamw_kernel.h; CUDA parameters LibTorch 2.x's fused
   // multi-tensor AdamW (one launch per decay group); anything else the same update in LibTorch ops.
   void step(double lr, double grad_scale = 1.0);
@@ -42,10 +47,12 @@ class AdamW {
 
   const std::vector<std::pair<std::string, torch::Tensor>>& params() const { return params_; }
   bool decays(size_t i) const { return decay_[i]; }
+  double lr_mult(size_t i) const { return mult_[i]; }
 
  private:
   std::vector<std::pair<std::string, torch::Tensor>> params_;
   std::vector<bool> decay_;
+  std::vector<double> mult_;
   std::vector<torch::Tensor> m_, v_;
   std::vector<torch::Tensor> steps_;  // CUDA fused path: per-parameter step counts on the device
   int64_t steps_at_ = -1;             // the count steps_ hold

@@ -63,7 +63,7 @@ void set_torch_rng_state_hex(const std::string& hex) {
   }
 }
 
-void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
+void save_checkpoint(const std::string& out_dir, Transformer& model, const Optimizer* optimizer,
                      const TrainState& st, const std::string& config_yaml,
                      const std::map<std::string, std::string>& metadata) {
   for (const auto& [name, t] : model_tensors(model)) {
@@ -197,7 +197,7 @@ int64_t checkpoint_world_size(const std::string& ckpt_dir) {
   }
 }
 
-void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainState& st) {
+void load_trainer_state(const std::string& ckpt_dir, Optimizer& optimizer, TrainState& st) {
   const std::string state_path = (fs::path(ckpt_dir) / "state.json").string();
   try {
     YAML::Node s = YAML::Load(read_file(state_path));

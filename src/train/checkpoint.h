@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/transformer.h"
-#include "train/adamw.h"
+#include "train/optimizer.h"
 #include "train/safetensors.h"
 
 namespace normlab {
@@ -34,7 +34,7 @@ std::string checkpoint_name(int64_t step);  // "step_00000500"
 
 // Writes out_dir/checkpoints/step_<step>/ and points LATEST at it; `metadata` goes into
 // model.safetensors' __metadata__ beside "format" and "config" (the tokenizer and its SHA-256).
-void save_checkpoint(const std::string& out_dir, Transformer& model, const AdamW* optimizer,
+void save_checkpoint(const std::string& out_dir, Transformer& model, const Optimizer* optimizer,
                      const TrainState& state, const std::string& config_yaml,
                      const std::map<std::string, std::string>& metadata = {});
 
@@ -58,7 +58,7 @@ std::string checkpoint_config(const std::string& ckpt_dir);
 // The world size a checkpoint was written with (state.json; 1 for checkpoints that predate it).
 int64_t checkpoint_world_size(const std::string& ckpt_dir);
 
-void load_trainer_state(const std::string& ckpt_dir, AdamW& optimizer, TrainState& state);
+void load_trainer_state(const std::string& ckpt_dir, Optimizer& optimizer, TrainState& state);
 
 // Model tensors in contract naming: parameters then buffers.
 NamedTensors model_tensors(Transformer& model);

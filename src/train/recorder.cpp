@@ -84,7 +84,7 @@ void Recorder::spike_forensics(int64_t step, const std::string& forensics) {
   write_file_atomic((dir / fmt::format("step_{:08d}.json", step)).string(), forensics + "\n");
 }
 
-void Recorder::checkpoint(Transformer& model, const AdamW* optimizer, const TrainState& state) {
+void Recorder::checkpoint(Transformer& model, const Optimizer* optimizer, const TrainState& state) {
   // The tokenizer the tokens mean something under: its path and SHA-256 with the weights, so a later
   // `sample` or `eval` can tell when the model file changed (read once, at the first checkpoint).
   if (!cfg_.data.tokenizer.empty() && tokenizer_metadata_.empty()) {

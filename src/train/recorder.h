@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "metrics/sink.h"
 #include "model/transformer.h"
-#include "train/adamw.h"
+#include "train/optimizer.h"
 #include "train/checkpoint.h"
 
 namespace normlab {
@@ -39,7 +39,7 @@ class Recorder {
   // spikes/step_<N>.json, written atomically.
   void spike_forensics(int64_t step, const std::string& json);
   // checkpoints/step_<N> with the config written at start(), atomically; LATEST names it.
-  void checkpoint(Transformer& model, const AdamW* optimizer, const TrainState& state);
+  void checkpoint(Transformer& model, const Optimizer* optimizer, const TrainState& state);
   // Throws RuntimeFailure when a write to train.log failed.
   void check_log() const;
 

@@ -141,7 +141,7 @@ SpikeForensics spike_forensics(const Config& cfg, int64_t step, const StepOutcom
   return f;
 }
 
-Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
+Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag, double loss_scale,
                       int rank, int world_size, GradientReducer* reducer) {
   optimizer.zero_grad();
@@ -222,7 +222,7 @@ double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, in
   return s / g2;
 }
 
-void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_norm, double loss_scale) {
+void clip_and_step(const Config& cfg, Optimizer& optimizer, double lr, double grad_norm, double loss_scale) {
   const double coef =
       cfg.optim.grad_clip > 0 ? std::min(1.0, cfg.optim.grad_clip / (grad_norm + 1e-6)) : 1.0;
   optimizer.step(lr, coef / loss_scale);
@@ -241,7 +241,7 @@ Trainable make_trainable(const Config& cfg, const torch::Device& device) {
     t.names.push_back(kv.key());
     t.params.push_back(kv.value());
   }
-  t.optimizer = std::make_unique<AdamW>(named, cfg.optim, t.model->weight_decay_exempt());
+  t.optimizer = std::make_unique<Optimizer>(named, cfg.optim);
   t.grad_stats = std::make_unique<GradStats>(t.names, cfg.model.n_layers);
   return t;
 }
@@ -267,6 +267,13 @@ TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const 
       grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
       layer_windows_(cfg.model.n_layers + 2, RollingWindow(cfg.diag.spike.window)) {
   if (comm_) reducer_ = std::make_unique<GradientReducer>(*comm_, t_.params);
+  // The weight statistics' groups: each block's matrices (by role; the block from the name).
+  for (size_t i = 0; i < t_.names.size(); ++i) {
+    int64_t block = -1;
+    const std::string& n = t_.names[i];
+    if (t_.optimizer->role(i) == Role::kMatrix && n.rfind("blocks.", 0) == 0) block = std::stoll(n.substr(7));
+    matrix_block_.push_back(block);
+  }
 }
 
 void TrainStep::snapshot(TrainState& state) const {
@@ -387,6 +394,10 @@ Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
   }
   const size_t k_pn = f.add(w2.sqrt()), k_ur = f.add(probe_.update_ratio(t_.params, *t_.grad_stats, L)),
                k_max = f.add(pass.logit_max), k_lse = f.add(pass.lse_mean);
+  const UpdateProbe::WeightStats ws = probe_.weight_stats(t_.params, matrix_block_, L);
+  const std::pair<const char*, size_t> k_weights[] = {{"w_rms", f.add(ws.rms)}, {"w_spec_max", f.add(ws.spec_max)},
+                                                       {"w_stable_rank", f.add(ws.stable_rank)},
+                                                       {"update_cos", f.add(ws.update_cos)}};
   std::vector<size_t> k_series;
   for (const auto& [name, values] : st.all()) k_series.push_back(f.add(values));
   std::vector<std::pair<std::string, size_t>> k_depth;
@@ -397,6 +408,7 @@ Diagnostics TrainStep::read_diagnostics(const Pass& pass) {
   Diagnostics d;
   d.param_norm = f.scalar(k_pn);
   d.layers.emplace_back("update_ratio", f.get(k_ur));
+  for (const auto& [name, k] : k_weights) d.layers.emplace_back(name, f.get(k));
   for (size_t i = 0; i < k_series.size(); ++i) d.layers.emplace_back(st.all()[i].first, f.get(k_series[i]));
   d.logit_max = f.scalar(k_max);
   d.lse_mean = f.scalar(k_lse);

@@ -19,7 +19,7 @@
 #include "metrics/spike.h"
 #include "model/transformer.h"
 #include "metrics/records.h"
-#include "train/adamw.h"
+#include "train/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/loss_scale.h"
 
@@ -55,7 +55,7 @@ torch::ScalarType precision_dtype(Precision precision);
 // With W ranks, micro-batch k is the one a single process with batch W*B would draw, and rank r
 // takes its rows r*B .. (r+1)*B-1 (src/dist/README.md). A reducer is armed before the last
 // micro-batch's backward, so its all-reduces start while that backward runs.
-Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, const Corpus& data,
+Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag,
                       double loss_scale = 1.0, int rank = 0, int world_size = 1,
                       GradientReducer* reducer = nullptr);
@@ -64,7 +64,7 @@ Pass forward_backward(const Config& cfg, Transformer& model, AdamW& optimizer, c
 // torch.nn.utils.clip_grad_norm_) from the total gradient norm of the unscaled gradients (already
 // read to the host, where the step decides on spikes), applied inside the AdamW step together
 // with the unscaling by loss_scale.
-void clip_and_step(const Config& cfg, AdamW& optimizer, double lr, double grad_norm, double loss_scale = 1.0);
+void clip_and_step(const Config& cfg, Optimizer& optimizer, double lr, double grad_norm, double loss_scale = 1.0);
 
 // The model a run trains, built and initialised from cfg (torch seeded with cfg.seed), on
 // `device` in training mode, with its optimizer and gradient-norm groups over the parameters in
@@ -73,7 +73,7 @@ struct Trainable {
   Transformer model{nullptr};
   std::vector<std::string> names;
   std::vector<torch::Tensor> params;
-  std::unique_ptr<AdamW> optimizer;
+  std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradStats> grad_stats;
 };
 Trainable make_trainable(const Config& cfg, const torch::Device& device);
@@ -165,6 +165,7 @@ class TrainStep {
   std::vector<RollingWindow> layer_windows_;  // per block, then embed, head
   std::unique_ptr<GradientReducer> reducer_;  // W > 1
   UpdateProbe probe_;  // the weights before a diagnostics step's update (buffers kept between steps)
+  std::vector<int64_t> matrix_block_;  // per parameter: its block when its role is matrix, else -1
   Diagnostics read_diagnostics(const Pass& pass);
 };
 

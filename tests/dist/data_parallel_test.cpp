@@ -114,10 +114,11 @@ struct DpCase {
   int64_t accum;
   std::string residual = "add";
   ValueResidual value_residual = ValueResidual::kNone;
+  OptimType optim = OptimType::kAdamw;
 };
 void PrintTo(const DpCase& c, std::ostream* os) {
   *os << c.layout << " accum " << c.accum << " residual " << c.residual << " value_residual "
-      << choice_name(c.value_residual);
+      << choice_name(c.value_residual) << " optim " << choice_name(c.optim);
 }
 
 class DataParallelEquivalenceTest : public ::testing::TestWithParam<DpCase> {};
@@ -130,6 +131,7 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
   for (Config* c : {&one, &two}) {
     c->model.residual.type = p.residual;
     c->model.value_residual = p.value_residual;
+    c->optim.type = p.optim;
     if (p.layout == "ngpt") {  // what nGPT requires
       c->model.pos = Position::kRope;
       c->model.ffn = FfnKind::kSwiglu;
@@ -153,12 +155,15 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelEquivalenceTest,
                                            DpCase{"normformer", 1}, DpCase{"pre", 2},
                                            DpCase{"sandwich", 1, "hc", ValueResidual::kToken}, DpCase{"pre", 2, "mhc"},
                                            DpCase{"lns", 1, "attnres", ValueResidual::kScalar},
-                                           DpCase{"ngpt", 2, "add", ValueResidual::kToken}, DpCase{"resi_dual", 1}),
+                                           DpCase{"ngpt", 2, "add", ValueResidual::kToken}, DpCase{"resi_dual", 1},
+                                           DpCase{"pre", 2, "add", ValueResidual::kNone, OptimType::kMuon},
+                                           DpCase{"ngpt", 1, "add", ValueResidual::kNone, OptimType::kNormuon}),
                          [](const auto& info) {
                            return info.param.layout + (info.param.accum > 1 ? "_accum2" : "") +
                                   (info.param.residual != "add" ? "_" + info.param.residual : "") +
                                   (info.param.value_residual != ValueResidual::kNone
-                                       ? std::string("_vres_") + choice_name(info.param.value_residual) : "");
+                                       ? std::string("_vres_") + choice_name(info.param.value_residual) : "") +
+                                  (info.param.optim != OptimType::kAdamw ? std::string("_") + choice_name(info.param.optim) : "");
                          });
 
 TEST(DataParallelTest, ARankKilledDuringACheckpointStopsTheOtherAndOneProcessResumesTheRun) {

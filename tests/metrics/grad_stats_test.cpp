@@ -4,7 +4,7 @@
 
 #include "metrics/probe.h"
 #include "model/transformer.h"
-#include "train/adamw.h"
+#include "train/optimizer.h"
 
 namespace normlab {
 namespace {
@@ -76,7 +76,7 @@ TEST(UpdateProbeTest, UpdateRatioEqualsHandComputedNormOfDeltaOverNorm) {
     named.emplace_back(kv.key(), kv.value());
   }
   GradStats gs(names, 3);
-  AdamW opt(named, OptimConfig{});
+  Optimizer opt(named, OptimConfig{});
   std::vector<torch::Tensor> before;
   for (auto& p : params) before.push_back(p.detach().clone());
   UpdateProbe probe;

@@ -10,6 +10,14 @@
 namespace normlab {
 namespace {
 
+// Decay on tensors of 2 or more dimensions, rate multiplier 1 (what the roles give these tests'
+// matrices and vectors).
+std::vector<AdamW::Param> by_dim(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  std::vector<AdamW::Param> out;
+  for (const auto& [n, t] : named) out.push_back({n, t, t.dim() >= 2, 1.0});
+  return out;
+}
+
 // Two steps of AdamW against the update written out by hand (torch.optim.AdamW's form).
 TEST(AdamWTest, MatchesHandWrittenUpdateAndDecaysOnlyMatrices) {
   OptimConfig o;
@@ -18,7 +26,7 @@ TEST(AdamWTest, MatchesHandWrittenUpdateAndDecaysOnlyMatrices) {
   o.weight_decay = 0.1;
   auto w = torch::tensor({{1.0, -2.0}, {0.5, 3.0}}, torch::kDouble).requires_grad_(true);
   auto b = torch::tensor({0.3, -0.7}, torch::kDouble).requires_grad_(true);
-  AdamW opt({{"w", w}, {"b", b}}, o);
+  AdamW opt(by_dim({{"w", w}, {"b", b}}), o);
   EXPECT_TRUE(opt.decays(0));
   EXPECT_FALSE(opt.decays(1));
 
@@ -53,11 +61,11 @@ TEST(AdamWTest, MatchesHandWrittenUpdateAndDecaysOnlyMatrices) {
 TEST(AdamWTest, StateRoundTripsByName) {
   OptimConfig o;
   auto w = torch::randn({3, 2}).requires_grad_(true);
-  AdamW a({{"w", w}}, o);
+  AdamW a(by_dim({{"w", w}}), o);
   w.mutable_grad() = torch::randn({3, 2});
   a.step(1e-3);
   auto w2 = w.detach().clone().requires_grad_(true);
-  AdamW b({{"w", w2}}, o);
+  AdamW b(by_dim({{"w", w2}}), o);
   b.load_state(a.state(), a.steps_taken());
   auto g = torch::randn({3, 2});
   w.mutable_grad() = g.clone();
@@ -88,7 +96,7 @@ TEST(AdamWTest, FusedKernelMatchesHandWrittenUpdateWithClipScale) {
   torch::manual_seed(4);
   auto w = torch::randn({200, 300}).requires_grad_(true);
   auto b = torch::randn({300}).requires_grad_(true);
-  AdamW opt({{"w", w}, {"b", b}}, o);
+  AdamW opt(by_dim({{"w", w}, {"b", b}}), o);
   auto w_ref = w.detach().to(torch::kDouble), b_ref = b.detach().to(torch::kDouble);
   auto m_w = torch::zeros_like(w_ref), v_w = torch::zeros_like(w_ref);
   auto m_b = torch::zeros_like(b_ref), v_b = torch::zeros_like(b_ref);
@@ -114,7 +122,7 @@ TEST(AdamWTest, ComposedPathAppliesTheClipScale) {
   o.betas = {0.9, 0.95};
   o.weight_decay = 0.1;
   auto w = torch::tensor({{1.0, -2.0}, {0.5, 3.0}}, torch::kDouble).requires_grad_(true);
-  AdamW opt({{"w", w}}, o);
+  AdamW opt(by_dim({{"w", w}}), o);
   auto w_ref = w.detach().clone(), m = torch::zeros_like(w_ref), v = torch::zeros_like(w_ref);
   auto g = torch::tensor({{0.1, -0.2}, {0.3, 0.05}}, torch::kDouble);
   w.mutable_grad() = g.clone();
@@ -133,7 +141,7 @@ TEST(AdamWTest, LibTorchFusedPathMatchesTheComposedUpdate) {
     std::vector<std::pair<std::string, torch::Tensor>> named = {
         {"w", torch::randn({6, 5})}, {"b", torch::randn({5})}, {"g", torch::randn({7})}};
     OptimConfig o;
-    auto opt = std::make_unique<AdamW>(named, o);
+    auto opt = std::make_unique<AdamW>(by_dim(named), o);
     opt->force_path(path);
     return std::make_pair(named, std::move(opt));
   };

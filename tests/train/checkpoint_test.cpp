@@ -58,7 +58,7 @@ TEST(CheckpointTest, SaveLoadRoundTripWithContractLayout) {
   init_weights(m, c.init);
   std::vector<std::pair<std::string, torch::Tensor>> named;
   for (auto& kv : m->named_parameters()) named.emplace_back(kv.key(), kv.value());
-  AdamW opt(named, c.optim);
+  Optimizer opt(named, c.optim);
   for (auto& [n, p] : named) p.mutable_grad() = torch::randn_like(p);
   opt.step(1e-3);
   {
@@ -96,7 +96,7 @@ TEST(CheckpointTest, SaveLoadRoundTripWithContractLayout) {
   }
   std::vector<std::pair<std::string, torch::Tensor>> named2;
   for (auto& kv : m2->named_parameters()) named2.emplace_back(kv.key(), kv.value());
-  AdamW opt2(named2, c.optim);
+  Optimizer opt2(named2, c.optim);
   TrainState st2;
   load_trainer_state(ck.string(), opt2, st2);
   EXPECT_EQ(st2.step, 7);
@@ -120,7 +120,7 @@ struct Saved {
   testing::TempDir dir;
   Config c;
   Transformer model{nullptr};
-  std::unique_ptr<AdamW> opt;
+  std::unique_ptr<Optimizer> opt;
   std::string ckpt;
 
   explicit Saved(int64_t step = 7) {
@@ -129,7 +129,7 @@ struct Saved {
     torch::manual_seed(1);
     model = Transformer(c.model);
     init_weights(model, c.init);
-    opt = std::make_unique<AdamW>(named(), c.optim);
+    opt = std::make_unique<Optimizer>(named(), c.optim);
     TrainState st;
     st.step = step;
     st.micro_batches = step;

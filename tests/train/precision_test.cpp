@@ -11,7 +11,7 @@
 #include "data/corpus.h"
 #include "model/norms/norm.h"
 #include "model/transformer.h"
-#include "train/adamw.h"
+#include "train/optimizer.h"
 #include "train/loss_scale.h"
 #include "train/run_config.h"
 #include "train/step.h"
@@ -154,7 +154,7 @@ TEST(LossScaler, ScaledStepEqualsTheUnscaledStepAndAnAbsurdScaleOverflows) {
     init_weights(model, c.init);
     std::vector<std::pair<std::string, torch::Tensor>> named;
     for (auto& kv : model->named_parameters()) named.emplace_back(kv.key(), kv.value());
-    AdamW opt(named, c.optim);
+    Optimizer opt(named, c.optim);
     int64_t mb = 0;
     forward_backward(c, model, opt, data, torch::kCPU, mb, false, scale);
     double sq = 0;

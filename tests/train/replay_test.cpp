@@ -98,6 +98,25 @@ TEST(ReplayTest, ALoggedStepReplaysBitForBitAndItsRowsAverageToItsLoss) {
   EXPECT_TRUE(saw_skip) << "the sensitive spike detector skipped no update: the skipped case went untested";
 }
 
+// Muon and NorMuon: replay restores their states from the checkpoint before the step and
+// reproduces the logged loss and gradient norm bit for bit.
+TEST(ReplayTest, MuonAndNormuonRunsReplayBitForBit) {
+  for (const OptimType type : {OptimType::kMuon, OptimType::kNormuon}) {
+    SCOPED_TRACE(choice_name(type));
+    testing::TempDir dir;
+    Config c = replay_run(dir / "run");
+    c.optim.type = type;
+    c.diag.spike.action = SpikeAction::kLog;
+    ASSERT_EQ(train(resolved(c), {}), 0);
+    for (int64_t n : {int64_t{3}, int64_t{12}}) {  // from step_0 and from step_10 (momenta restored)
+      const ReplayResult r = replay_step(dir / "run", n);
+      EXPECT_TRUE(r.reproducible) << n << ": " << r.loss << " vs " << r.logged_loss;
+      EXPECT_EQ(r.loss, r.logged_loss) << n;
+      EXPECT_EQ(r.grad_norm, r.logged_grad_norm) << n;
+    }
+  }
+}
+
 TEST(ReplayTest, ALoggedValueThatDiffersIsReportedNotReproducible) {
   testing::TempDir dir;
   Config c = replay_run(dir / "run");

@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "train/checkpoint.h"
+#include "train/safetensors.h"
 #include "train/run_config.h"
 #include "test_util.h"
 
@@ -24,10 +25,18 @@ namespace {
 
 Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
-TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
+// Every optimizer: AdamW, Muon (bf16 Newton-Schulz), NorMuon (Polar Express, cautious decay): its
+// state (momentum, NorMuon's row moments) goes through the checkpoint.
+void resume_is_bitwise_identical(OptimType type) {
+  SCOPED_TRACE(choice_name(type));
   testing::TempDir dir;
   Config full = testing::tiny_config(dir / "full");
   full.train.accum = 2;  // data position must count micro-batches
+  full.optim.type = type;
+  if (type == OptimType::kNormuon) {
+    full.optim.muon.ns = NsKind::kPolarExpress;
+    full.optim.muon.cautious_wd = true;
+  }
   ASSERT_EQ(train(resolved(full), {}), 0);
 
   // The same run interrupted (Ctrl-C) after its first update, then resumed to the end through
@@ -63,6 +72,20 @@ TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
   load_model_weights(find_checkpoint(dir / "part", std::nullopt), mb);
   auto ta = model_tensors(ma), tb = model_tensors(mb);
   for (size_t i = 0; i < ta.size(); ++i) EXPECT_TRUE(torch::equal(ta[i].second, tb[i].second)) << ta[i].first;
+  if (type != OptimType::kAdamw) {  // the Muon states are in trainer.safetensors by the contract's names
+    const auto st = read_safetensors(find_checkpoint(dir / "full", std::nullopt) + "/trainer.safetensors");
+    int momenta = 0, row_v = 0;
+    for (const auto& [name, t] : st.tensors) {
+      momenta += name.find(".muon_momentum") != std::string::npos;
+      row_v += name.find(".normuon_v") != std::string::npos;
+    }
+    EXPECT_EQ(momenta, 6 * full.model.n_layers);  // q, k, v, out, fc1, fc2 of each block
+    EXPECT_EQ(row_v, type == OptimType::kNormuon ? momenta : 0);
+  }
+}
+
+TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
+  for (const OptimType type : {OptimType::kAdamw, OptimType::kMuon, OptimType::kNormuon}) resume_is_bitwise_identical(type);
 }
 
 TEST(TrainerTest, RunDirectoryFollowsTheContract) {

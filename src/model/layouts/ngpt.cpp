@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "model/block.h"
+#include "model/roles.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -86,7 +87,7 @@ LayoutType ngpt_layout() {
              check_positive}};
   t.check = ngpt_check;
   t.build = [](TransformerImpl& model, const ModelConfig& m) {
-    model.register_parameter("s_z", torch::full({m.vocab_size}, 1.0 / std::sqrt(static_cast<double>(m.d_model))));
+    model.register_parameter("s_z", with_role(torch::full({m.vocab_size}, 1.0 / std::sqrt(static_cast<double>(m.d_model))), Role::kGain));
   };
   t.head = [](TransformerImpl& model, const torch::Tensor& logits) {
     const auto& s_z = model.named_parameters(/*recurse=*/false)["s_z"];

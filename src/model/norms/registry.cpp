@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "model/norms/norm.h"
+#include "model/roles.h"
 
 namespace normlab {
 
@@ -41,7 +42,9 @@ std::string norm_names() {
 NormPtr make_norm(const std::string& type, const NormOptions& options) {
   const NormType* t = find_norm(type);
   TORCH_CHECK(t != nullptr, "unknown norm type '", type, "' (known: ", norm_names(), ")");
-  return t->make(options);
+  NormPtr norm = t->make(options);
+  declare_roles(*norm, Role::kGain);  // every norm parameter is a gain (a residual entry may claim its own)
+  return norm;
 }
 
 std::string check_positive(const KeyValue& v, const ModelConfig&) {

@@ -11,6 +11,7 @@
 #include "core/torch_compat.h"
 #include "model/norms/norm.h"
 #include "model/residual/residual.h"
+#include "model/roles.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -21,6 +22,7 @@ class AttnResImpl : public torch::nn::Module {
   AttnResImpl(int64_t d, const NormOptions& no) {
     query = register_parameter("query", torch::zeros({d}));
     norm = register_module("norm", make_norm("rmsnorm", no));
+    declare_roles(*this, Role::kMixing);  // its norm's weight included
   }
   // V: the sources, each (B, T, d) -> their weights (B, T, J) and the mix (B, T, d).
   std::pair<torch::Tensor, torch::Tensor> forward(const std::vector<torch::Tensor>& V) {

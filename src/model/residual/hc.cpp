@@ -11,6 +11,7 @@
 #include "core/torch_compat.h"
 #include "model/norms/norm.h"
 #include "model/residual/residual.h"
+#include "model/roles.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -31,6 +32,7 @@ class HcImpl : public torch::nn::Module {
       alpha_scale = register_parameter("alpha_scale", torch::full({1}, 0.01));
       beta_scale = register_parameter("beta_scale", torch::full({1}, 0.01));
     }
+    declare_roles(*this, Role::kMixing);  // its norm's weight included
   }
 
   // The streams -> A (B, T, n, n+1) and beta (B, T, n), or the static (n, n+1) and (n), in the

@@ -12,6 +12,7 @@
 
 #include "core/torch_compat.h"
 #include "model/residual/residual.h"
+#include "model/roles.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -33,6 +34,7 @@ class MhcImpl : public torch::nn::Module {
     fn = register_parameter("fn", torch::empty({n * n + 2 * n, n * d}));
     scale = register_parameter("scale", torch::full({3}, 0.01));
     base = register_parameter("base", torch::zeros({n * n + 2 * n}));
+    declare_roles(*this, Role::kMixing);
   }
 
   struct Weights {
@@ -65,6 +67,7 @@ class MhcHeadImpl : public torch::nn::Module {
     fn = register_parameter("fn", torch::empty({n, n * d}));
     scale = register_parameter("scale", torch::full({1}, 0.01));
     base = register_parameter("base", torch::zeros({n}));
+    declare_roles(*this, Role::kMixing);
   }
   torch::Tensor weights(const Streams& X) {  // (B, T, n)
     NoAutocastGuard fp32;

@@ -12,6 +12,7 @@
 
 #include "config/load.h"
 #include "core/errors.h"
+#include "model/roles.h"
 #include "model/transformer.h"
 #include "train/run_config.h"
 
@@ -646,11 +647,13 @@ TEST(ResidualNamesTest, NoTensorOfAStreamMethodIsWeightDecayed) {
   ModelConfig m = small("mhc");
   m.value_residual = ValueResidual::kToken;
   auto t = build(m, false);
-  const auto exempt = t->weight_decay_exempt();
   for (auto& kv : t->named_parameters()) {
     const std::string& n = kv.key();
     const bool ours = n.find("mhc") != std::string::npos || n.find("vres") != std::string::npos;
-    EXPECT_EQ(exempt.count(n) > 0, ours) << n;
+    const auto role = role_of(kv.value());
+    ASSERT_TRUE(role.has_value()) << n;
+    EXPECT_EQ(*role == Role::kMixing, ours) << n;
+    if (ours) EXPECT_FALSE(role_decays(*role)) << n;
   }
 }
 
