@@ -27,7 +27,8 @@ TuneRun read_tune_run(const std::string& sweep_dir, const SweepPoint& p, TuneMet
   r.finished = rec && (is_finished(rec->status) || rec->status == PointStatus::kFailed);
   if (!file_exists((fs::path(run) / "metrics.jsonl").string())) return r;
   const RunRecords records = read_run(run);
-  r.metric = metric == TuneMetric::kBestVal ? records.derived.best_val_loss : records.derived.final_val_loss;
+  r.metric = metric == TuneMetric::kBestVal ? records.derived.best_val_loss
+                                            : records.derived.final_val_loss;
   for (const EvalRecord& e : records.eval) {
     if (e.step == 0) r.step0_val = e.val_loss;  // a resumed run does not repeat it; the last wins
   }
@@ -65,7 +66,8 @@ void tune_search(const std::vector<std::vector<TuneRun>>& search, TuneArmResult&
   arm.l0 = seed_stats(step0).mean;  // NaN when no search run has a step-0 eval
   arm.search.assign(search.size(), kNaN);
   for (size_t v = 0; v < search.size(); ++v) {
-    const bool in = std::all_of(search[v].begin(), search[v].end(), [](const TuneRun& r) { return r.finished; });
+    const bool in = std::all_of(search[v].begin(), search[v].end(),
+                                [](const TuneRun& r) { return r.finished; });
     if (!in || search[v].empty()) continue;
     double sum = 0;
     for (const TuneRun& r : search[v]) sum += counted(r, arm.l0);
@@ -78,7 +80,8 @@ void tune_search(const std::vector<std::vector<TuneRun>>& search, TuneArmResult&
   if (!all_finished) return;
   for (size_t v = 0; v < arm.search.size(); ++v) {
     // strictly lower: a tie keeps the smaller value
-    if (std::isfinite(arm.search[v]) && (arm.selected < 0 || arm.search[v] < arm.search[arm.selected])) {
+    if (std::isfinite(arm.search[v]) &&
+        (arm.selected < 0 || arm.search[v] < arm.search[arm.selected])) {
       arm.selected = static_cast<int>(v);
     }
   }
@@ -140,7 +143,8 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     std::vector<std::vector<TuneRun>> search(t.values.size());
     for (const SweepPoint& p : search_points) {
       if (p.arm != arm_point.arm) continue;
-      const size_t v = std::find(t.values.begin(), t.values.end(), p.overrides.back().second) - t.values.begin();
+      const size_t v =
+          std::find(t.values.begin(), t.values.end(), p.overrides.back().second) - t.values.begin();
       search[v].push_back(read_tune_run(sweep_dir, p, t.metric));
     }
     tune_search(search, arm);
@@ -168,7 +172,8 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     } else if (arm.confirm_complete && base.confirm_complete) {
       arm.vs_baseline = tune_verdict(arm.confirm_values, base.confirm_values);
     } else {
-      const bool stuck = (arm.selected < 0 && arm.search_finished) || (base.selected < 0 && base.search_finished);
+      const bool stuck =
+          (arm.selected < 0 && arm.search_finished) || (base.selected < 0 && base.search_finished);
       arm.vs_baseline.verdict = stuck ? "none" : "pending";
     }
   }
@@ -178,38 +183,50 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
 std::string tune_markdown(const TuneSummary& s) {
   const SweepTune& t = s.tune;
   const std::string metric = tune_metric_name(t.metric);
-  const std::string base_name = s.arms[s.baseline].name.empty() ? "baseline" : s.arms[s.baseline].name;
+  const std::string base_name =
+      s.arms[s.baseline].name.empty() ? "baseline" : s.arms[s.baseline].name;
   std::string out = fmt::format("## Tuned comparison: {} per arm, by {}\n\n", t.key, metric);
   out += fmt::format(
-      "Search: every arm at {} = {} with seeds {}; m(v) = mean {} over the search seeds, a failed or "
-      "non-finite run counted as l0 (the arm's mean step-0 eval loss); selected = argmin m(v) (ties: "
+      "Search: every arm at {} = {} with seeds {}; m(v) = mean {} over the search seeds, a failed "
+      "or "
+      "non-finite run counted as l0 (the arm's mean step-0 eval loss); selected = argmin m(v) "
+      "(ties: "
       "the smaller value); edge: the selected value is the first or last of the grid (widen it); "
       "sensitivity = mean over v of (min(m(v), l0) - m(selected)). Confirm: every arm at its "
       "selected value with the fresh seeds {}; mean ± sample std (n). Δ = confirm mean - the "
       "baseline's ({}), 95 % interval from Welch's t (Welch-Satterthwaite df), p two-sided; "
       "verdict better / worse when the interval lies below / above 0, else tie.\n\n",
       t.key, list(t.values), list(t.seeds), metric, list(t.confirm_seeds), base_name);
-  out += fmt::format("| arm | selected {} | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | verdict |\n",
-                     t.key);
+  out += fmt::format(
+      "| arm | selected {} | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | "
+      "verdict |\n",
+      t.key);
   out += "|---|---:|---|---:|---:|---:|---:|---|\n";
   for (const TuneArmResult& a : s.arms) {
     const TuneVerdict& v = a.vs_baseline;
     std::string confirm = "-";
     if (a.confirm_n > 0) {
-      confirm = number(a.confirm_mean) + (std::isfinite(a.confirm_std) ? " ± " + number(a.confirm_std) : "") +
-                fmt::format(" ({}{})", a.confirm_n, a.confirm_complete ? "" : fmt::format(" of {}", t.confirm_seeds.size()));
+      confirm =
+          number(a.confirm_mean) +
+          (std::isfinite(a.confirm_std) ? " ± " + number(a.confirm_std) : "") +
+          fmt::format(" ({}{})", a.confirm_n,
+                      a.confirm_complete ? "" : fmt::format(" of {}", t.confirm_seeds.size()));
     }
     std::string delta = "-";
     if (std::isfinite(v.delta)) {
       delta = fmt::format("{:+.4f}", v.delta) +
-              (std::isfinite(v.ci_low) ? fmt::format(" [{:+.4f}, {:+.4f}]", v.ci_low, v.ci_high) : " [unbounded]");
+              (std::isfinite(v.ci_low) ? fmt::format(" [{:+.4f}, {:+.4f}]", v.ci_low, v.ci_high)
+                                       : " [unbounded]");
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", a.name.empty() ? "(all)" : a.name,
-                       a.selected >= 0 ? t.values[a.selected] : "-", a.at_edge ? "edge" : "", number(a.sensitivity),
-                       confirm, delta, number(v.p, "{:.3g}"), v.verdict);
+    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                       a.name.empty() ? "(all)" : a.name,
+                       a.selected >= 0 ? t.values[a.selected] : "-", a.at_edge ? "edge" : "",
+                       number(a.sensitivity), confirm, delta, number(v.p, "{:.3g}"), v.verdict);
   }
-  out += fmt::format("\nSearch grid: m(v), mean {} over the search seeds (* the selected value; - runs not finished)\n\n| arm | l0 |",
-                     metric);
+  out += fmt::format(
+      "\nSearch grid: m(v), mean {} over the search seeds (* the selected value; - runs not "
+      "finished)\n\n| arm | l0 |",
+      metric);
   std::string rule = "|---|---:|";
   for (const auto& v : t.values) {
     out += " " + v + " |";

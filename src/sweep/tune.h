@@ -18,8 +18,8 @@ namespace normlab {
 
 // What one run contributes to the comparison.
 struct TuneRun {
-  bool finished = false;        // point.json says done, diverged or failed: its number is final
-  double metric = std::nan("");  // best_val_loss or final_val_loss (NaN: missing or non-finite)
+  bool finished = false;            // point.json says done, diverged or failed: its number is final
+  double metric = std::nan("");     // best_val_loss or final_val_loss (NaN: missing or non-finite)
   double step0_val = std::nan("");  // val_loss of its step-0 eval record
 };
 
@@ -33,13 +33,13 @@ struct TuneVerdict {
 };
 
 struct TuneArmResult {
-  std::string name;                                         // "layout=pre" (empty without axes)
-  std::vector<std::pair<std::string, std::string>> axes;    // axis key -> value text
-  std::vector<double> search;  // m(v) per value; NaN until every search run at v finished
+  std::string name;                                       // "layout=pre" (empty without axes)
+  std::vector<std::pair<std::string, std::string>> axes;  // axis key -> value text
+  std::vector<double> search;    // m(v) per value; NaN until every search run at v finished
   bool search_finished = false;  // every search run of the arm finished
   // index of v* in the values; -1 until every search run finished (or no m(v) is finite)
   int selected = -1;
-  bool at_edge = false;        // v* is the first or the last value
+  bool at_edge = false;               // v* is the first or the last value
   double sensitivity = std::nan("");  // mean over v of (min(m(v), l0) - m(v*))
   double l0 = std::nan("");           // mean step-0 eval loss of the arm's search runs
   // The confirm runs at v* that finished (missing or non-finite metric counted as l0): mean,
@@ -53,7 +53,7 @@ struct TuneArmResult {
 
 struct TuneSummary {
   SweepTune tune;
-  size_t baseline = 0;           // index of the baseline arm
+  size_t baseline = 0;  // index of the baseline arm
   // every search run of every arm finished: the selections are final and the confirm points known
   bool search_complete = false;
   std::vector<TuneArmResult> arms;

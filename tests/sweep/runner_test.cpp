@@ -275,6 +275,29 @@ TEST_F(SweepEndToEndTest, TunedSweepShardsConfirmOnlyOnceTheWholeSearchIsThere) 
   EXPECT_NE(arms[1]["vs_baseline"]["verdict"].as<std::string>(), "pending");
 }
 
+// Ctrl-C during the search: the children checkpoint, the sweep exits 130 without starting the
+// confirm phase, and a re-run plans to resume the interrupted search points.
+TEST_F(SweepEndToEndTest, TunedSweepCtrlCInTheSearchStopsBeforeTheConfirmPhase) {
+  write_tune_sweep(dir_ / "sweep.yaml", sweep_dir(), "[1.0e-3, 3.0e-3, 1.0e-2]");
+  const std::string cmd = "exec " + testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml" +
+                          " --jobs 2 --set train.steps=100000 --set train.checkpoint_every=100000";
+  const std::string first = run("layout=pre,lr=1.0e-3,seed=1"), second = run("layout=pre,lr=3.0e-3,seed=1");
+  const std::string wait_for_runs = "for i in $(seq 150); do [ -e " + first + "/metrics.jsonl ] && [ -e " + second +
+                                    "/metrics.jsonl ] && break; sleep 0.2; done; sleep 0.5; ";
+  auto r = testing::run_command("bash -c '(" + cmd + " 2>" + dir_ / "err" + " & pid=$!; " + wait_for_runs +
+                                "kill -INT $pid; wait $pid; echo $?)'");
+  EXPECT_EQ(r.out, "130\n") << err();
+  EXPECT_EQ(err().find("confirm phase"), std::string::npos) << err();
+  EXPECT_EQ(err().find("tune: search complete"), std::string::npos) << err();
+  EXPECT_EQ(status("layout=pre,lr=1.0e-3,seed=1"), "running");
+  EXPECT_TRUE(file_exists(first + "/checkpoints/LATEST")) << err();
+  auto again = testing::run_command("bash -c '(" + cmd + " 2>" + dir_ / "err" +
+                                    " & pid=$!; for i in $(seq 300); do grep -q \"2 to resume\" " + dir_ / "err" +
+                                    " && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo $?)'");
+  EXPECT_EQ(again.out, "130\n") << err();
+  EXPECT_NE(err().find("search phase: 6 points (0 finished earlier, 2 to resume, 4 new)"), std::string::npos) << err();
+}
+
 // Every bad tune: block stops the sweep before anything runs: one line naming file:line and the
 // key, exit 2, no sweep directory.
 TEST_F(SweepEndToEndTest, BadTuneBlocksExitTwoWithOneLineAndWriteNothing) {

@@ -28,9 +28,9 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Student's t: two-sided 95 % critical values from the usual table, and its CDF where it has a
 // closed form (df 4: F(t) = 1/2 + 3/8 x (1 - x^2/12 (1 + t^2/4)^-1)..., written out below).
 TEST(TuneStatsTest, StudentTMatchesTableValues) {
-  const std::map<double, double> table = {{1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {4, 2.7764}, {5, 2.5706},
-                                          {6, 2.4469}, {8, 2.3060}, {10, 2.2281}, {20, 2.0860}, {30, 2.0423},
-                                          {60, 2.0003}, {120, 1.9799}};
+  const std::map<double, double> table = {{1, 12.7062}, {2, 4.3027},  {3, 3.1824},  {4, 2.7764},
+                                          {5, 2.5706},  {6, 2.4469},  {8, 2.3060},  {10, 2.2281},
+                                          {20, 2.0860}, {30, 2.0423}, {60, 2.0003}, {120, 1.9799}};
   for (const auto& [df, q] : table) {
     EXPECT_NEAR(student_t_quantile(0.975, df), q, 1e-4) << df;
     EXPECT_NEAR(student_t_cdf(q, df), 0.975, 2e-5) << df;
@@ -41,7 +41,8 @@ TEST(TuneStatsTest, StudentTMatchesTableValues) {
   // df 4 in closed form: F(t) = 1/2 + (3/8) u (1 - u^2 / 12 ... ) with u = t / sqrt(1 + t^2/4)
   // reduces to 1/2 + t (t^2 + 6) / (2 (t^2 + 4)^{3/2}).
   for (double t : {-5.0, -1.5, 0.0, 0.7, 2.0, 8.0}) {
-    EXPECT_NEAR(student_t_cdf(t, 4), 0.5 + t * (t * t + 6) / (2 * std::pow(t * t + 4, 1.5)), 1e-12) << t;
+    EXPECT_NEAR(student_t_cdf(t, 4), 0.5 + t * (t * t + 6) / (2 * std::pow(t * t + 4, 1.5)), 1e-12)
+        << t;
   }
 }
 
@@ -91,8 +92,9 @@ void write_run(const std::string& dir, const std::string& status, double step0, 
     write_text(dir + "/metrics.jsonl",
                "{\"kind\":\"eval\",\"step\":0,\"val_loss\":" + num(step0) + "}\n" +
                    "{\"kind\":\"train\",\"step\":0,\"loss\":5.0,\"grad_norm\":1.0}\n" +
-                   "{\"kind\":\"train\",\"step\":9,\"loss\":" + (std::isfinite(last) ? "2.0" : "null") +
-                   ",\"grad_norm\":1.0}\n" + "{\"kind\":\"eval\",\"step\":10,\"val_loss\":" + num(last) + "}\n");
+                   "{\"kind\":\"train\",\"step\":9,\"loss\":" +
+                   (std::isfinite(last) ? "2.0" : "null") + ",\"grad_norm\":1.0}\n" +
+                   "{\"kind\":\"eval\",\"step\":10,\"val_loss\":" + num(last) + "}\n");
   }
   write_text(dir + "/point.json", "{\"status\":\"" + status + "\",\"exit_code\":0,\"wall_s\":1}\n");
 }
@@ -121,11 +123,12 @@ class TuneSummaryTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     // Three arms x lr {1e-3, 2e-3, 4e-3} x search seeds {1, 2}; confirm seeds {11, 12, 13}.
-    write_text(dir_ / "s.yaml", std::string("base: none.yaml\nout_dir: ") + (dir_ / "out") +
-                                    "\naxes: {model.layout: [pre, post, sandwich]}\n"
-                                    "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1, 2],\n"
-                                    "       confirm_seeds: [11, 12, 13], metric: " + GetParam() +
-                                    ", baseline: {model.layout: pre}}\n");
+    write_text(dir_ / "s.yaml",
+               std::string("base: none.yaml\nout_dir: ") + (dir_ / "out") +
+                   "\naxes: {model.layout: [pre, post, sandwich]}\n"
+                   "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1, 2],\n"
+                   "       confirm_seeds: [11, 12, 13], metric: " +
+                   GetParam() + ", baseline: {model.layout: pre}}\n");
     SweepOptions o;
     o.check_base = false;
     sweep_ = parse_sweep_file(dir_ / "s.yaml", o);
@@ -135,7 +138,8 @@ class TuneSummaryTest : public ::testing::TestWithParam<const char*> {
   // The search runs: step-0 loss and the loss at step 10 by arm, lr and seed.
   void write_search() {
     // pre: optimum inside the grid.
-    for (auto [lr, a, b] : {std::tuple{"1.0e-3", 2.0, 2.25}, {"2.0e-3", 1.75, 2.0}, {"4.0e-3", 1.875, 2.0}}) {
+    for (auto [lr, a, b] :
+         {std::tuple{"1.0e-3", 2.0, 2.25}, {"2.0e-3", 1.75, 2.0}, {"4.0e-3", 1.875, 2.0}}) {
       write_run(run(std::string("layout=pre,lr=") + lr + ",seed=1"), "done", 5.5, a);
       write_run(run(std::string("layout=pre,lr=") + lr + ",seed=2"), "done", 5.5, b);
     }
@@ -146,7 +150,8 @@ class TuneSummaryTest : public ::testing::TestWithParam<const char*> {
     write_run(run("layout=post,lr=2.0e-3,seed=2"), "done", 5.25, 2.125);
     write_run(run("layout=post,lr=4.0e-3,seed=1"), "done", 5.25, 1.75);
     write_run(run("layout=post,lr=4.0e-3,seed=2"), "done", 5.25, 1.8125);
-    // sandwich: one run failed without records (counts as l0); 2e-3 and 4e-3 tie (the smaller wins).
+    // sandwich: one run failed without records (counts as l0); 2e-3 and 4e-3 tie (the smaller
+    // wins).
     write_run(run("layout=sandwich,lr=1.0e-3,seed=1"), "failed", kNaN, kNaN);
     write_run(run("layout=sandwich,lr=1.0e-3,seed=2"), "done", 5.75, 2.0);
     write_run(run("layout=sandwich,lr=2.0e-3,seed=1"), "done", 5.5, 1.625);
@@ -169,12 +174,15 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
   std::vector<std::string> confirm_names;
   for (const auto& p : confirm_points(sweep_, half.selected())) confirm_names.push_back(p.name);
   const std::string post_v = best ? "4.0e-3" : "4.0e-3";
-  EXPECT_EQ(confirm_names, (std::vector<std::string>{
-                               "layout=pre,lr=2.0e-3,confirm,seed=11", "layout=pre,lr=2.0e-3,confirm,seed=12",
-                               "layout=pre,lr=2.0e-3,confirm,seed=13", "layout=post,lr=" + post_v + ",confirm,seed=11",
-                               "layout=post,lr=" + post_v + ",confirm,seed=12", "layout=post,lr=" + post_v + ",confirm,seed=13",
-                               "layout=sandwich,lr=2.0e-3,confirm,seed=11", "layout=sandwich,lr=2.0e-3,confirm,seed=12",
-                               "layout=sandwich,lr=2.0e-3,confirm,seed=13"}));
+  EXPECT_EQ(
+      confirm_names,
+      (std::vector<std::string>{
+          "layout=pre,lr=2.0e-3,confirm,seed=11", "layout=pre,lr=2.0e-3,confirm,seed=12",
+          "layout=pre,lr=2.0e-3,confirm,seed=13", "layout=post,lr=" + post_v + ",confirm,seed=11",
+          "layout=post,lr=" + post_v + ",confirm,seed=12",
+          "layout=post,lr=" + post_v + ",confirm,seed=13",
+          "layout=sandwich,lr=2.0e-3,confirm,seed=11", "layout=sandwich,lr=2.0e-3,confirm,seed=12",
+          "layout=sandwich,lr=2.0e-3,confirm,seed=13"}));
   // Confirm runs: post clearly better than pre; sandwich's second seed failed (counts as l0).
   const std::vector<double> pre = {1.0, 1.0625, 1.125}, post = {0.5, 0.5625, 0.625};
   for (int k = 0; k < 3; ++k) {
@@ -186,7 +194,8 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
   write_run(run(confirm_names[8]), "done", 5.5, 1.0);
 
   // ---- the test's own computation, from metrics.jsonl and point.json only ----
-  const std::vector<std::string> arms = {"pre", "post", "sandwich"}, values = {"1.0e-3", "2.0e-3", "4.0e-3"};
+  const std::vector<std::string> arms = {"pre", "post", "sandwich"},
+                                 values = {"1.0e-3", "2.0e-3", "4.0e-3"};
   const std::vector<double> v_num = {1e-3, 2e-3, 4e-3};
   auto metric = [&](const Read& r) { return best ? r.best : r.final; };
   std::vector<double> l0(3), sens(3);
@@ -198,7 +207,8 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
     int n = 0;
     for (const auto& v : values) {
       for (int seed : {1, 2}) {
-        const Read r = read_back(run("layout=" + arms[a] + ",lr=" + v + ",seed=" + std::to_string(seed)));
+        const Read r =
+            read_back(run("layout=" + arms[a] + ",lr=" + v + ",seed=" + std::to_string(seed)));
         if (std::isfinite(r.step0)) sum += r.step0, ++n;
       }
     }
@@ -206,7 +216,8 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
     for (int v = 0; v < 3; ++v) {
       double s = 0;
       for (int seed : {1, 2}) {
-        const double x = metric(read_back(run("layout=" + arms[a] + ",lr=" + values[v] + ",seed=" + std::to_string(seed))));
+        const double x = metric(read_back(
+            run("layout=" + arms[a] + ",lr=" + values[v] + ",seed=" + std::to_string(seed))));
         s += std::isfinite(x) ? x : l0[a];
       }
       m[a][v] = s / 2;
@@ -224,7 +235,8 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
     }
   }
   // The situations this test is about, as the records give them.
-  EXPECT_EQ(sel, (std::vector<int>{1, 2, 1}));  // inside, at the edge, a tie broken to the smaller value
+  EXPECT_EQ(sel,
+            (std::vector<int>{1, 2, 1}));  // inside, at the edge, a tie broken to the smaller value
   EXPECT_EQ(m[2][1], m[2][2]);
   EXPECT_NE(l0[2], 5.5);  // the failed run has no step-0 eval: l0 over the other five
 
@@ -268,7 +280,8 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
       EXPECT_NEAR(r.vs_baseline.ci_low, delta - 2.776445 * se, 1e-5);
       EXPECT_NEAR(r.vs_baseline.ci_high, delta + 2.776445 * se, 1e-5);
       const double tt = -std::fabs(delta / se);
-      EXPECT_NEAR(r.vs_baseline.p, 2 * (0.5 + tt * (tt * tt + 6) / (2 * std::pow(tt * tt + 4, 1.5))), 1e-10);
+      EXPECT_NEAR(r.vs_baseline.p,
+                  2 * (0.5 + tt * (tt * tt + 6) / (2 * std::pow(tt * tt + 4, 1.5))), 1e-10);
       EXPECT_EQ(r.vs_baseline.verdict, "better");
     } else {
       // the failed confirm run (l0 ~ 5.6) spreads sandwich's runs: the interval holds 0
@@ -297,7 +310,8 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
     EXPECT_NEAR(ja[a]["confirm"]["mean"].as<double>(), mean(confirm[a]), 1e-12);
     EXPECT_NEAR(ja[a]["confirm"]["std"].as<double>(), std::sqrt(var(confirm[a])), 1e-12);
     EXPECT_EQ(ja[a]["confirm"]["n"].as<int>(), 3);
-    for (const char* k : {"delta", "ci", "p", "df", "verdict"}) EXPECT_TRUE(ja[a]["vs_baseline"][k]) << k;
+    for (const char* k : {"delta", "ci", "p", "df", "verdict"})
+      EXPECT_TRUE(ja[a]["vs_baseline"][k]) << k;
   }
   EXPECT_TRUE(ja[0]["vs_baseline"]["delta"].IsNull());
   EXPECT_EQ(ja[1]["vs_baseline"]["verdict"].as<std::string>(), "better");
