@@ -226,12 +226,10 @@ struct CompareCommand {
 
   int run() {
     // A tuned sweep on its own: its verdict table (the comparison it was run for), from its summary.
-    if (runs.size() == 1 && by.empty() && is_sweep_dir(runs[0])) {
+    if (runs.size() == 1 && by.empty() && is_tuned_sweep_dir(runs[0])) {
       const SweepSummary summary = load_sweep_summary(runs[0]);
-      if (summary.tune) {
-        std::cout << (json ? tune_json(*summary.tune) + "\n" : tune_markdown(*summary.tune)) << std::flush;
-        return 0;
-      }
+      std::cout << (json ? tune_json(*summary.tune) + "\n" : tune_markdown(*summary.tune)) << std::flush;
+      return 0;
     }
     const Comparison c = compare_runs(runs, by);
     std::cout << (json ? comparison_json(c) : comparison_text(c)) << std::endl;

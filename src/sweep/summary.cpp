@@ -340,6 +340,17 @@ bool is_sweep_dir(const std::string& dir) {
   return file_exists((fs::path(dir) / "sweep.yaml").string());
 }
 
+bool is_tuned_sweep_dir(const std::string& dir) {
+  if (!is_sweep_dir(dir)) return false;
+  SweepOptions options;
+  options.check_base = false;
+  try {
+    return parse_sweep_file((fs::path(dir) / "sweep.yaml").string(), options).tune.has_value();
+  } catch (const UsageError&) {  // ConfigError included: not readable as a sweep of this binary
+    return false;
+  }
+}
+
 SweepSummary load_sweep_summary(const std::string& sweep_dir) {
   SweepOptions options;
   options.check_base = false;

@@ -95,6 +95,8 @@ void write_summary_files(const SweepSummary& s);
 
 // `normlab report` on a sweep directory: recomputes the summary from the runs (nothing written).
 bool is_sweep_dir(const std::string& dir);
+// A sweep directory whose sweep.yaml has a tune: block (false where it does not parse).
+bool is_tuned_sweep_dir(const std::string& dir);
 SweepSummary load_sweep_summary(const std::string& sweep_dir);
 
 }  // namespace normlab
