@@ -74,6 +74,12 @@ Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
                            against block index, log y, every seed a line (Xiong et al. 2020, Fig. 3)
     block_cos_profile.png  layers.block_cos of each run's last diagnostic step against block index,
                            every seed a line; only when the runs log block_cos
+  A tuned sweep (tune:, configs/sweeps/README.md) also gets, from the summary's tune.arms[]:
+    tune_basin.png      m(v), the mean metric over the search seeds, against the tuned value (log x),
+                        one line per arm, the selected value v* starred, l0 and the sensitivity
+                        in the legend
+    tune_forest.png     each arm's confirm-run difference to the baseline arm, Delta with its 95 %
+                        interval (Welch), a vertical line at 0, the verdict and p beside it
 Diverged or failed runs are drawn hollow, or as x markers pinned to the top of the axes when they
 have no finite value or are off the scale (with a note), so they do not stretch the y scale.
 

@@ -372,6 +372,7 @@ class Sweep:
     def __init__(self, path):
         self.path = os.path.abspath(path)
         self.label = os.path.basename(self.path.rstrip("/"))
+        self.tune = None  # a tuned sweep's comparison: the summary's "tune" object (tune.arms[])
         self.axes, self.shorts, rows, self.summary_source = self._read_summary()
         run_rows = {r["name"]: r for r in rows if r.get("row") == "run" and r.get("name")}
         self.groups = [r for r in rows if r.get("row") in ("mean", "std")]
@@ -424,6 +425,7 @@ class Sweep:
                 axes = [a["key"] for a in j["axes"] if isinstance(a, dict) and a.get("key")]
                 shorts = {a["key"]: a.get("short") or a["key"] for a in j["axes"] if isinstance(a, dict) and a.get("key")}
                 rows = [r for r in j["rows"] if isinstance(r, dict)]
+                self.tune = j.get("tune") if isinstance(j.get("tune"), dict) else None
                 return axes, shorts, rows, "normlab report --json"
         csv_path = os.path.join(self.path, "summary.csv")
         axes, rows = read_summary_csv(csv_path)

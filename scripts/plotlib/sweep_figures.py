@@ -546,6 +546,123 @@ def fig_block_cos_profile(sweep, axes, outdir):
                         "how much each block changes the residual stream, last diagnostic step", outdir, logy=False)
 
 
+# ---- tuned comparisons (sweep tune:) -------------------------------------------------------------
+
+def tune_arm_label(sweep, arm):
+    """An arm's name with the summary's short names ("layout=pre"), or "(all)" without axes."""
+    axes = arm.get("axes") if isinstance(arm.get("axes"), dict) else {}
+    return ",".join("%s=%s" % (sweep.short(k), v) for k, v in axes.items()) or "(all)"
+
+
+def tune_arms(sweep):
+    t = sweep.tune
+    if not isinstance(t, dict) or not isinstance(t.get("arms"), list):
+        return None, []
+    return t, [a for a in t["arms"] if isinstance(a, dict)]
+
+
+def fig_tune_basin(sweep, axes, outdir):
+    """m(v) against v (log x), one line per arm, the selected value v* marked: tune.arms[] of the
+    summary (values, search, selected, at_edge, l0)."""
+    t, arms = tune_arms(sweep)
+    if not arms:
+        return None
+    plt = mpl()
+    key = t.get("key", "?")
+    fig, ax = plt.subplots(figsize=(8, 5))
+    cmap = plt.get_cmap("tab10")
+    drawn, ticks = 0, []
+    for i, arm in enumerate(arms):
+        xs = [num(v) for v in arm.get("values") or []]
+        ys = [num(v) for v in arm.get("search") or []]
+        if not xs or len(xs) != len(ys):
+            continue
+        c = cmap(i % cmap.N)
+        ls, mk = STYLES[i % len(STYLES)]
+        label = tune_arm_label(sweep, arm)
+        sel = num(arm.get("selected"))
+        if finite(sel):
+            label += " (%s* = %s%s)" % (sweep.short(key), fmt_num(sel), ", at the grid's edge" if arm.get("at_edge") else "")
+        label += "; l0 %s, sensitivity %s" % (fmt_num(num(arm.get("l0"))), fmt_num(num(arm.get("sensitivity"))))
+        ax.plot(xs, ys, color=c, ls=ls, marker=mk, lw=1.6, ms=5, label=label)
+        drawn += 1
+        if finite(sel) and sel in xs:
+            ax.plot([sel], [ys[xs.index(sel)]], color=c, marker="*", ms=16, mec="black", ls="none")
+        ticks = xs
+    if not drawn:
+        plt.close(fig)
+        note("%s: the tuned sweep has no search values to draw yet" % sweep.path)
+        return None
+    ax.set_xscale("log")
+    ax.set_xticks(ticks)  # the grid's values, as the summary lists them
+    ax.set_xticklabels([fmt_num(v) for v in ticks])
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(key + " (log scale; ticks at the grid's values)")
+    ax.set_ylabel("m(v): mean %s over the search seeds" % t.get("metric", "metric"))
+    ax.plot([], [], color="black", marker="*", ms=12, ls="none", label="selected value v* (lowest m(v))")
+    ax.legend(loc="best", framealpha=0.85, fontsize=8)
+    ax.grid(True, alpha=0.3)
+    fig.suptitle(textwrap.fill("sweep %s: search basin of %s per arm (seeds %s; l0: mean step-0 eval loss, what a failed "
+                               "or non-finite run counts as)" % (
+        sweep.label, key, ", ".join(str(x) for x in t.get("seeds") or [])), 75))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, "tune_basin.png"))
+
+
+VERDICT_COLOURS = {"better": "tab:green", "worse": "tab:red", "tie": "0.35", "baseline": "black"}
+
+
+def fig_tune_forest(sweep, axes, outdir):
+    """Each arm's confirm-run difference to the baseline, Delta with its 95 % interval, a vertical
+    line at 0: tune.arms[].vs_baseline of the summary (delta, ci, p, verdict)."""
+    t, arms = tune_arms(sweep)
+    if not arms:
+        return None
+    rows = []
+    for arm in arms:
+        vs = arm.get("vs_baseline") if isinstance(arm.get("vs_baseline"), dict) else {}
+        verdict = vs.get("verdict") or "pending"
+        if verdict == "baseline" or finite(num(vs.get("delta"))):
+            rows.append((arm, vs, verdict))
+    if not any(finite(num(vs.get("delta"))) for _arm, vs, _v in rows):
+        note("%s: no confirm comparison to draw yet (verdicts pending)" % sweep.path)
+        return None
+    plt = mpl()
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.6 * len(rows)))
+    labels = []
+    for y, (arm, vs, verdict) in enumerate(rows):
+        c = VERDICT_COLOURS.get(verdict, "tab:blue")
+        sel = num(arm.get("selected"))
+        labels.append("%s\n%s* = %s" % (tune_arm_label(sweep, arm), sweep.short(t.get("key", "?")), fmt_num(sel)))
+        if verdict == "baseline":
+            ax.plot([0], [y], marker="D", color=c, ms=7, ls="none")
+            ax.annotate("baseline", (0, y), textcoords="offset points", xytext=(8, 6), fontsize=8)
+            continue
+        delta = num(vs.get("delta"))
+        ci = vs.get("ci") if isinstance(vs.get("ci"), list) and len(vs.get("ci")) == 2 else None
+        if ci is not None and finite(num(ci[0])) and finite(num(ci[1])):
+            ax.plot([num(ci[0]), num(ci[1])], [y, y], color=c, lw=2.5, solid_capstyle="butt")
+            note_ci = "[%s, %s]" % (fmt_num(num(ci[0])), fmt_num(num(ci[1])))
+        else:
+            note_ci = "interval unbounded (one seed)"
+        ax.plot([delta], [y], marker="o", color=c, ms=8, ls="none")
+        ax.annotate("%s  Δ %s %s  p %s" % (verdict, fmt_num(delta), note_ci, fmt_num(num(vs.get("p")))),
+                    (delta, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8, color=c)
+    ax.axvline(0, color="black", lw=1)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.invert_yaxis()
+    ax.set_xlabel("Δ %s: arm - baseline, confirm runs (95 %% interval, Welch); < 0: lower loss than the baseline"
+                  % t.get("metric", "metric"))
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(textwrap.fill("sweep %s: each arm at its own %s against the baseline (confirm seeds %s)" % (
+        sweep.label, t.get("key", "?"), ", ".join(str(x) for x in t.get("confirm_seeds") or [])), 75))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, "tune_forest.png"))
+
+
 # (file name, function, what it needs): the order is the order of drawing.
 SWEEP_FIGURES = [
     ("loss_curves.png", fig_loss_curves, "runs with metrics.jsonl"),
@@ -554,6 +671,8 @@ SWEEP_FIGURES = [
     ("best_val_compare.png", fig_best_val_compare, "an axis with a value that is not a number (categorical)"),
     ("grad_profile_step0.png", fig_grad_profile_step0, "a categorical axis; runs logging layers.grad_norm"),
     ("block_cos_profile.png", fig_block_cos_profile, "a categorical axis; runs logging layers.block_cos"),
+    ("tune_basin.png", fig_tune_basin, "a tuned sweep (tune:) with search results"),
+    ("tune_forest.png", fig_tune_forest, "a tuned sweep with confirm results"),
 ]
 
 

@@ -217,13 +217,20 @@ struct CompareCommand {
   void add(CLI::App& app) {
     cmd = app.add_subcommand("compare", "where runs first differ and by how much; grouped by a config key, whether "
                                         "their best validation losses differ significantly");
-    cmd->add_option("runs", runs, "run or sweep directories (a sweep counts as its runs)")->required();
+    cmd->add_option("runs", runs, "run or sweep directories (a sweep counts as its runs; a tuned sweep alone: "
+                                  "its verdict table)")->required();
     cmd->add_option("--by", by, "group runs by this config key (e.g. model.layout), seeds as samples: mean, 95% "
                                 "interval and Welch's t-test of the best validation loss");
     cmd->add_flag("--json", json, "one JSON object on stdout instead of text");
   }
 
   int run() {
+    // A tuned sweep on its own: its verdict table (the comparison it was run for), from its summary.
+    if (runs.size() == 1 && by.empty() && is_tuned_sweep_dir(runs[0])) {
+      const SweepSummary summary = load_sweep_summary(runs[0]);
+      std::cout << (json ? tune_json(*summary.tune) + "\n" : tune_markdown(*summary.tune)) << std::flush;
+      return 0;
+    }
     const Comparison c = compare_runs(runs, by);
     std::cout << (json ? comparison_json(c) : comparison_text(c)) << std::endl;
     return 0;

@@ -111,6 +111,14 @@ std::string list_points(const Sweep& sweep, const SweepShard& shard) {
   for (size_t i = 0; i < points.size(); ++i) {
     if (shard.has(i)) out += points[i].name + "\n";
   }
+  if (!sweep.tune) return out;
+  // The confirm points are known once the search has finished in the sweep directory.
+  const TuneSummary tune = summarise_tune(sweep, sweep.out_dir);
+  if (!tune.search_complete) return out;
+  const std::vector<SweepPoint> confirm = confirm_points(sweep, tune.selected());
+  for (size_t i = 0; i < confirm.size(); ++i) {
+    if (shard.has(i)) out += confirm[i].name + "\n";
+  }
   return out;
 }
 
@@ -127,14 +135,40 @@ namespace {
 // report (the closing line and exit code).
 class SweepScheduler {
  public:
+  // Validates every point (a tuned sweep's confirm points at every value they could take too)
+  // before anything is written; the first phase is the sweep's points (a tuned sweep's search).
   SweepScheduler(const Sweep& sweep, const SweepRunOptions& options)
-      : sweep_(sweep), options_(options), dir_(sweep.out_dir), points_(expand_sweep(sweep)),
-        configs_(validate_points(sweep, points_)), plans_(points_.size(), Plan::kFresh),
+      : sweep_(sweep), options_(options), dir_(sweep.out_dir),
         shard_name_(options.shard.whole() ? "" : fmt::format("shard {}/{}", options.shard.index, options.shard.count)) {
-    for (size_t i = 0; i < points_.size(); ++i) {
-      if (options.shard.has(i)) mine_.push_back(i);
+    std::vector<SweepPoint> points = expand_sweep(sweep);
+    std::vector<Config> configs = validate_points(sweep, points);
+    if (sweep.tune) {
+      std::vector<SweepPoint> candidates;
+      for (size_t v = 0; v < sweep.tune->values.size(); ++v) {
+        const auto c = confirm_points(sweep, std::vector<int>(tune_arms(sweep).size(), static_cast<int>(v)));
+        candidates.insert(candidates.end(), c.begin(), c.end());
+      }
+      validate_points(sweep, candidates);
     }
+    begin_phase(std::move(points), std::move(configs));
   }
+
+  // The next phase's points (a tuned sweep's confirm points); the shard's share is by index
+  // within the phase. Call plan() and start_phase() next.
+  void begin_phase(std::vector<SweepPoint> points, std::vector<Config> configs) {
+    points_ = std::move(points);
+    configs_ = std::move(configs);
+    plans_.assign(points_.size(), Plan::kFresh);
+    mine_.clear();
+    todo_.clear();
+    next_ = finished_ = 0;
+    for (size_t i = 0; i < points_.size(); ++i) {
+      if (options_.shard.has(i)) mine_.push_back(i);
+    }
+    for (size_t i : mine_) all_mine_.push_back(point_run_dir(dir_, points_[i]));
+  }
+
+  bool interrupted() const { return forwarded_; }
 
   // Decides every point of the shard; runs of another config are never mixed in (UsageError).
   void plan() {
@@ -173,6 +207,12 @@ class SweepScheduler {
     write_file_atomic((fs::path(dir_) / "sweep.yaml").string(), dump_sweep(sweep_));
     threads_ = threads_per_job(options_.jobs);
     env_ = child_env(threads_);
+    start_phase(sweep_.tune ? "search phase: " : "");
+  }
+
+  // Prints the phase's plan and queues its points.
+  void start_phase(const std::string& label) {
+    const SweepShard& shard = options_.shard;
     size_t n_skip = 0, n_resume = 0;
     for (size_t i : mine_) {
       n_skip += plans_[i] == Plan::kSkip;
@@ -180,8 +220,8 @@ class SweepScheduler {
       if (plans_[i] != Plan::kSkip) todo_.push_back(i);
     }
     finished_ = n_skip;
-    spdlog::info("normlab sweep: {}{} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} thread{} | {}",
-                 shard.whole() ? "" : fmt::format("{}: {} of ", shard_name_, mine_.size()), points_.size(), n_skip,
+    spdlog::info("normlab sweep: {}{}{} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} thread{} | {}",
+                 label, shard.whole() ? "" : fmt::format("{}: {} of ", shard_name_, mine_.size()), points_.size(), n_skip,
                  n_resume, mine_.size() - n_skip - n_resume, options_.jobs, options_.jobs == 1 ? "" : "s", threads_,
                  threads_ == 1 ? "" : "s", dir_);
     write_summary();
@@ -222,13 +262,13 @@ class SweepScheduler {
   int report() {
     write_summary();
     std::map<PointStatus, size_t> n;
-    for (size_t i : mine_) {
-      if (const auto rec = read_point_record(point_run_dir(dir_, points_[i]))) ++n[rec->status];
+    for (const std::string& run : all_mine_) {
+      if (const auto rec = read_point_record(run)) ++n[rec->status];
     }
     const size_t done = n[PointStatus::kDone], diverged = n[PointStatus::kDiverged], failed = n[PointStatus::kFailed];
     spdlog::info("sweep {}{}: {} done, {} diverged, {} failed, {} not finished of {}{}; summary in {}/summary.md",
                  shard_name_.empty() ? "" : shard_name_ + " ", forwarded_ ? "interrupted" : "finished", done, diverged,
-                 failed, mine_.size() - done - diverged - failed, mine_.size(),
+                 failed, all_mine_.size() - done - diverged - failed, all_mine_.size(),
                  elsewhere_ ? fmt::format(" ({} run by another sweep process)", elsewhere_) : "", dir_);
     if (forwarded_) return 130;
     return failed ? 1 : 0;
@@ -249,7 +289,7 @@ class SweepScheduler {
   // write sees every point record written before it.
   void write_summary() const {
     const DirectoryLock summary_lock((fs::path(dir_) / "summary.lock").string());
-    write_summary_files(summarise_sweep(sweep_, points_, dir_));
+    write_summary_files(summarise_sweep_dir(sweep_, dir_));
   }
 
   void start(size_t i) {
@@ -327,11 +367,12 @@ class SweepScheduler {
   const Sweep& sweep_;
   const SweepRunOptions& options_;
   const std::string dir_;
-  const std::vector<SweepPoint> points_;
-  const std::vector<Config> configs_;
-  std::vector<Plan> plans_;
   const std::string shard_name_;
-  std::vector<size_t> mine_;  // this shard's points
+  std::vector<SweepPoint> points_;  // the phase's points
+  std::vector<Config> configs_;
+  std::vector<Plan> plans_;
+  std::vector<size_t> mine_;  // this shard's points of the phase
+  std::vector<std::string> all_mine_;  // the run directories of this shard's points, every phase
   std::unique_ptr<DirectoryLock> lock_;
   int threads_ = 1;
   std::vector<std::string> env_;
@@ -349,6 +390,36 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
   SweepScheduler scheduler(sweep, options);
   scheduler.plan();
   scheduler.open();
+  while (scheduler.poll()) {
+  }
+  if (!sweep.tune || scheduler.interrupted()) return scheduler.report();
+
+  // A tuned sweep's confirm phase: once every search run (of every shard) has finished, the
+  // selection is final and names the confirm points.
+  const TuneSummary tune = summarise_tune(sweep, sweep.out_dir);
+  if (!tune.search_complete) {
+    std::vector<std::string> open;
+    for (const SweepPoint& p : expand_sweep(sweep)) {
+      const auto rec = read_point_record(point_run_dir(sweep.out_dir, p));
+      if (!rec || !(is_finished(rec->status) || rec->status == PointStatus::kFailed)) open.push_back(p.name);
+    }
+    spdlog::info("tune: {} search point{} not finished (first: {}), run by another sweep process or shard or not "
+                 "started; the confirm phase starts once every search point has finished: run this command again then",
+                 open.size(), open.size() == 1 ? "" : "s", open.empty() ? "-" : open[0]);
+    const int code = scheduler.report();
+    return code == 0 ? kSearchIncomplete : code;
+  }
+  std::string chosen;
+  for (const TuneArmResult& a : tune.arms) {
+    chosen += fmt::format("{}{} {}{}", chosen.empty() ? "" : ", ", a.name.empty() ? sweep.tune->key : a.name,
+                          a.selected >= 0 ? sweep.tune->values[a.selected] : "none", a.at_edge ? " (at the edge)" : "");
+  }
+  spdlog::info("tune: search complete; selected {}: {}", sweep.tune->key, chosen);
+  std::vector<SweepPoint> confirm = confirm_points(sweep, tune.selected());
+  std::vector<Config> configs = validate_points(sweep, confirm);
+  scheduler.begin_phase(std::move(confirm), std::move(configs));
+  scheduler.plan();
+  scheduler.start_phase("confirm phase: ");
   while (scheduler.poll()) {
   }
   return scheduler.report();

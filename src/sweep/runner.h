@@ -2,7 +2,10 @@
 // <sweep>/runs/<name>), several at a time with the cores split between them. A re-run skips
 // points recorded done or diverged, resumes points that have a checkpoint and restarts the rest;
 // a point that fails is recorded and the sweep goes on. Ctrl-C is forwarded to the children
-// (they checkpoint and exit 130). summary.csv / summary.md are rewritten after every point.
+// (they checkpoint and exit 130). summary.csv / summary.json / summary.md are rewritten after
+// every point. A tuned sweep runs in two phases: its search points, then, once every search point
+// has finished (in the whole sweep directory, whichever process ran it), the selection and the
+// confirm points it names.
 #pragma once
 
 #include <atomic>
@@ -24,7 +27,8 @@ struct SweepShard {
 // "i/n" with 0 <= i < n; UsageError naming --shard otherwise.
 SweepShard parse_shard(const std::string& text);
 
-// The names of the shard's points, in order, one per line (`normlab sweep --list`).
+// The names of the shard's points, in order, one per line (`normlab sweep --list`); a tuned
+// sweep's search points, then its confirm points once its search has finished in out_dir.
 std::string list_points(const Sweep& sweep, const SweepShard& shard);
 
 struct SweepRunOptions {
@@ -34,10 +38,14 @@ struct SweepRunOptions {
   const std::atomic<bool>* stop = nullptr;  // set asynchronously (SIGINT): forward, then wind down
 };
 
+// A tuned sweep's exit status when this process's points are finished but search points of other
+// shards or processes are not: the confirm phase cannot start yet (run the command again later).
+constexpr int kSearchIncomplete = 3;
+
 // Validates every point first (ConfigError, nothing written), refuses a sweep directory whose
 // runs (of this shard) were made from different configs (UsageError), then runs the shard's points.
 // Returns 0 when each of them is done, diverged or being run by another sweep process, 1 when any
-// failed, 130 after Ctrl-C.
+// failed, 130 after Ctrl-C, kSearchIncomplete as above.
 int run_sweep(const Sweep& sweep, const SweepRunOptions& options);
 
 // Threads per child: the machine's cores split evenly, at least one.

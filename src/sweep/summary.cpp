@@ -166,7 +166,7 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
                              const std::string& sweep_dir) {
   SweepSummary s;
   s.sweep_dir = sweep_dir;
-  s.keys = sweep.axis_keys();
+  s.keys = name_keys(sweep);
   std::vector<std::string> groups;  // in order of first appearance
   std::map<std::string, std::vector<size_t>> members;
   for (const auto& p : points) {
@@ -174,6 +174,7 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
     SummaryRow r;
     r.row = "run";
     r.name = p.name;
+    r.phase = p.phase;
     for (const auto& [k, v] : p.overrides) r.axis_values.push_back(v);
     r.seed = std::to_string(p.seed);
     r.values = file_exists((fs::path(run) / "metrics.jsonl").string()) ? summary_values(read_run(run))
@@ -213,6 +214,19 @@ SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& 
   return s;
 }
 
+SweepSummary summarise_sweep_dir(const Sweep& sweep, const std::string& sweep_dir) {
+  std::vector<SweepPoint> points = expand_sweep(sweep);
+  if (!sweep.tune) return summarise_sweep(sweep, points, sweep_dir);
+  TuneSummary tune = summarise_tune(sweep, sweep_dir);
+  if (tune.search_complete) {
+    const auto confirm = confirm_points(sweep, tune.selected());
+    points.insert(points.end(), confirm.begin(), confirm.end());
+  }
+  SweepSummary s = summarise_sweep(sweep, points, sweep_dir);
+  s.tune = std::move(tune);
+  return s;
+}
+
 std::string summary_csv(const SweepSummary& s) {
   std::vector<std::string> header = {"row", "name"};
   header.insert(header.end(), s.keys.begin(), s.keys.end());
@@ -236,7 +250,9 @@ std::string summary_csv(const SweepSummary& s) {
 
 std::string summary_markdown(const SweepSummary& s) {
   const auto shorts = short_names(s.keys);
-  std::string out = fmt::format("# Sweep {}\n\n{}\n\n## Runs\n\n", s.sweep_dir, kLegend);
+  // A tuned sweep's verdicts come first: they are what the sweep was run for.
+  std::string out = fmt::format("# Sweep {}\n\n{}{}\n\n## Runs\n\n", s.sweep_dir,
+                                s.tune ? tune_markdown(*s.tune) + "\n" : "", kLegend);
   auto header = [&](bool aggregated) {
     std::string h = "|", rule = "|";
     for (const auto& k : s.keys) {
@@ -300,6 +316,7 @@ std::string summary_json(const SweepSummary& s) {
       j.add_raw("seed", r.seed);
     }
     j.add("n", r.n).add("status", r.status);
+    if (r.phase != PointPhase::kPlain) j.add("phase", phase_name(r.phase));
     for (int c = 0; c < kNumSummaryColumns; ++c) j.add(kSummaryColumnNames[c], r.values[c]);
     rows += (rows.empty() ? "" : ",") + j.str();
   }
@@ -307,11 +324,15 @@ std::string summary_json(const SweepSummary& s) {
   const auto shorts = short_names(s.keys);
   std::vector<JsonObject> axes;
   for (const auto& k : s.keys) axes.push_back(JsonObject().add("key", k).add("short", shorts.at(k)));
-  return JsonObject().add("sweep", s.sweep_dir).add("axes", axes).add_raw("rows", "[" + rows + "]").str() + "\n";
+  JsonObject j;
+  j.add("sweep", s.sweep_dir).add("axes", axes).add_raw("rows", "[" + rows + "]");
+  if (s.tune) j.add_raw("tune", tune_json(*s.tune));
+  return j.str() + "\n";
 }
 
 void write_summary_files(const SweepSummary& s) {
   write_file_atomic((fs::path(s.sweep_dir) / "summary.csv").string(), summary_csv(s));
+  write_file_atomic((fs::path(s.sweep_dir) / "summary.json").string(), summary_json(s));
   write_file_atomic((fs::path(s.sweep_dir) / "summary.md").string(), summary_markdown(s));
 }
 
@@ -319,11 +340,22 @@ bool is_sweep_dir(const std::string& dir) {
   return file_exists((fs::path(dir) / "sweep.yaml").string());
 }
 
+bool is_tuned_sweep_dir(const std::string& dir) {
+  if (!is_sweep_dir(dir)) return false;
+  SweepOptions options;
+  options.check_base = false;
+  try {
+    return parse_sweep_file((fs::path(dir) / "sweep.yaml").string(), options).tune.has_value();
+  } catch (const UsageError&) {  // ConfigError included: not readable as a sweep of this binary
+    return false;
+  }
+}
+
 SweepSummary load_sweep_summary(const std::string& sweep_dir) {
   SweepOptions options;
   options.check_base = false;
   const Sweep sweep = parse_sweep_file((fs::path(sweep_dir) / "sweep.yaml").string(), options);
-  return summarise_sweep(sweep, expand_sweep(sweep), sweep_dir);
+  return summarise_sweep_dir(sweep, sweep_dir);
 }
 
 }  // namespace normlab

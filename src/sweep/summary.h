@@ -1,7 +1,8 @@
 // The sweep's results table (configs/sweeps/README.md, "summary.csv"): one row per run with
-// numbers computed from its metrics.jsonl and point.json, then mean and population-std rows over
-// the seeds of each axis combination; written as summary.csv (for scripts) and summary.md (for
-// people), and printed by `normlab report SWEEP_DIR`.
+// numbers computed from its metrics.jsonl and point.json, then mean and sample-std rows over
+// the seeds of each axis combination, and for a tuned sweep its comparison (sweep/tune.h);
+// written as summary.csv (for scripts), summary.json (the same as `normlab report --json`) and
+// summary.md (for people), and printed by `normlab report SWEEP_DIR`.
 #pragma once
 
 #include <array>
@@ -12,6 +13,7 @@
 
 #include "metrics/records.h"
 #include "sweep/sweep_config.h"
+#include "sweep/tune.h"
 
 namespace normlab {
 
@@ -61,6 +63,7 @@ void write_point_record(const std::string& run_dir, const SweepPoint& point,
 struct SummaryRow {
   std::string row;  // run | mean | std
   std::string name;
+  PointPhase phase = PointPhase::kPlain;  // a tuned sweep's search or confirm run
   std::vector<std::string> axis_values;  // one per axis key, YAML text as written
   std::string seed;                      // empty on mean/std rows
   int64_t n = 1;
@@ -70,23 +73,30 @@ struct SummaryRow {
 
 struct SweepSummary {
   std::string sweep_dir;
-  std::vector<std::string> keys;  // axis keys, full dotted
+  std::vector<std::string> keys;  // axis keys (then a tuned sweep's key), full dotted
   std::vector<SummaryRow> rows;   // run rows in point order, then mean/std per group
+  std::optional<TuneSummary> tune;  // tuned sweeps
 };
 
 // Reads every point's run directory under sweep_dir.
 SweepSummary summarise_sweep(const Sweep& sweep, const std::vector<SweepPoint>& points,
                              const std::string& sweep_dir);
+// The whole sweep directory: every point, and for a tuned sweep its search points, its confirm
+// points once the search is complete, and the comparison.
+SweepSummary summarise_sweep_dir(const Sweep& sweep, const std::string& sweep_dir);
 
 std::string summary_csv(const SweepSummary& s);
 std::string summary_markdown(const SweepSummary& s);
-std::string summary_json(const SweepSummary& s);  // {"sweep":..,"rows":[{column: value}, ...]}
+// {"sweep":..,"axes":[..],"rows":[{column: value}, ...]} and, tuned, "tune":{..} (tune_json)
+std::string summary_json(const SweepSummary& s);
 
-// summary.csv and summary.md, each written atomically.
+// summary.csv, summary.json and summary.md, each written atomically.
 void write_summary_files(const SweepSummary& s);
 
 // `normlab report` on a sweep directory: recomputes the summary from the runs (nothing written).
 bool is_sweep_dir(const std::string& dir);
+// A sweep directory whose sweep.yaml has a tune: block (false where it does not parse).
+bool is_tuned_sweep_dir(const std::string& dir);
 SweepSummary load_sweep_summary(const std::string& sweep_dir);
 
 }  // namespace normlab

@@ -4,6 +4,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 
@@ -204,6 +206,245 @@ void reject_unknown(const YAML::Node& n, const std::string& file, const std::str
   }
 }
 
+// A config key as `tune.key` names it: dotted like an axis key, and not one the sweep owns.
+bool check_tune_key(const std::string& key, const std::string& where, Problems& problems) {
+  const bool well_formed =
+      !key.empty() && key.front() != '.' && key.back() != '.' &&
+      key.find("..") == std::string::npos && std::all_of(key.begin(), key.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+      });
+  if (!well_formed) {
+    problems.add_at(where, "tune.key", "expected a dotted numeric config key such as optim.lr, got '" + key + "'");
+    return false;
+  }
+  if (key == "seed") {
+    problems.add_at(where, "tune.key",
+                    "seed cannot be tuned; the seeds are tune.seeds (search) and tune.confirm_seeds");
+    return false;
+  }
+  if (key == "out_dir") {
+    problems.add_at(where, "tune.key", "out_dir cannot be tuned; expected a numeric config key such as optim.lr");
+    return false;
+  }
+  return true;
+}
+
+// `tune.values` (and `quick.tune.values`): at least 3 numbers > 0, strictly ascending.
+void parse_tune_values(const YAML::Node& n, const std::string& file, const std::string& section,
+                       SweepTune& t, Problems& problems) {
+  t.values.clear();
+  t.numbers.clear();
+  if (!n.IsSequence() || n.size() < 3) {
+    problems.add_at(at(file, n), section,
+                    "expected a list of at least 3 ascending numbers > 0, got " +
+                        (n.IsSequence() ? fmt::format("{} value{}", n.size(), n.size() == 1 ? "" : "s")
+                                        : describe_node(n)));
+    return;
+  }
+  for (const auto& v : n) {
+    double x = std::nan("");
+    try {
+      const std::string text = v.IsScalar() ? v.Scalar() : "";
+      if (text != "true" && text != "false") x = v.as<double>();
+    } catch (const YAML::Exception&) {
+    }
+    if (!std::isfinite(x) || !(x > 0)) {
+      problems.add_at(at(file, v), section, "expected a number > 0, got " + describe_node(v));
+      return;
+    }
+    if (!t.numbers.empty() && !(x > t.numbers.back())) {
+      problems.add_at(at(file, v), section,
+                      fmt::format("values must be ascending, got {} after {}", v.Scalar(), t.values.back()));
+      return;
+    }
+    t.values.push_back(value_text(v));
+    t.numbers.push_back(x);
+  }
+}
+
+std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
+                                 const std::string& section, Problems& problems);
+
+// The `tune:` block as written; its relations to the rest of the sweep are check_tune's.
+std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file, Problems& problems) {
+  if (!n.IsMap()) {
+    problems.add_at(at(file, n), "tune",
+                    "expected a mapping {key, values, seeds, confirm_seeds, metric, baseline}, got " +
+                        describe_node(n));
+    return std::nullopt;
+  }
+  const size_t before = problems.lines().size();
+  reject_unknown(n, file, "tune.", {"key", "values", "seeds", "confirm_seeds", "metric", "baseline"},
+                 problems);
+  SweepTune t;
+  t.where["tune"] = at(file, n);
+  for (const char* k : {"key", "values", "seeds", "confirm_seeds", "baseline"}) {
+    if (!n[k]) {
+      problems.add_at(at(file, n), fmt::format("tune.{}", k), "missing; tune: needs key, values, seeds, "
+                                                            "confirm_seeds and baseline (metric is optional)");
+    }
+  }
+  if (const YAML::Node k = n["key"]) {
+    t.where["key"] = at(file, k);
+    if (!k.IsScalar()) {
+      problems.add_at(at(file, k), "tune.key", "expected a dotted numeric config key such as optim.lr, got " +
+                                                   describe_node(k));
+    } else if (check_tune_key(k.Scalar(), at(file, k), problems)) {
+      t.key = k.Scalar();
+    }
+  }
+  if (const YAML::Node v = n["values"]) {
+    t.where["values"] = at(file, v);
+    parse_tune_values(v, file, "tune.values", t, problems);
+  }
+  if (const YAML::Node v = n["seeds"]) {
+    t.where["seeds"] = at(file, v);
+    t.seeds = parse_seeds(v, file, "tune.seeds", problems);
+  }
+  if (const YAML::Node v = n["confirm_seeds"]) {
+    t.where["confirm_seeds"] = at(file, v);
+    t.confirm_seeds = parse_seeds(v, file, "tune.confirm_seeds", problems);
+  }
+  if (const YAML::Node m = n["metric"]) {
+    t.where["metric"] = at(file, m);
+    const std::string text = m.IsScalar() ? m.Scalar() : "";
+    if (text == tune_metric_name(TuneMetric::kBestVal)) {
+      t.metric = TuneMetric::kBestVal;
+    } else if (text == tune_metric_name(TuneMetric::kFinalVal)) {
+      t.metric = TuneMetric::kFinalVal;
+    } else {
+      problems.add_at(at(file, m), "tune.metric", "expected best_val or final_val, got " + describe_node(m));
+    }
+  }
+  if (const YAML::Node b = n["baseline"]) {
+    t.where["baseline"] = at(file, b);
+    if (!b.IsMap()) {
+      problems.add_at(at(file, b), "tune.baseline",
+                      "expected a mapping of axis keys to values naming one arm, e.g. {model.layout: pre}, got " +
+                          describe_node(b));
+    } else {
+      for (const auto& kv : b) {
+        if (!kv.second.IsScalar()) {
+          problems.add_at(at(file, kv.first), "tune.baseline." + kv.first.Scalar(),
+                          "expected one value of the axis, got " + describe_node(kv.second));
+          continue;
+        }
+        t.baseline.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+      }
+    }
+  }
+  if (problems.lines().size() != before) return std::nullopt;
+  return t;
+}
+
+// `quick.tune:` replaces the search grid and seeds of the file's tune block.
+void parse_quick_tune(const YAML::Node& n, const std::string& file, SweepTune& t, Problems& problems) {
+  if (!n.IsMap()) {
+    problems.add_at(at(file, n), "quick.tune",
+                    "expected a mapping with any of values, seeds, confirm_seeds, got " + describe_node(n));
+    return;
+  }
+  reject_unknown(n, file, "quick.tune.", {"values", "seeds", "confirm_seeds"}, problems);
+  if (const YAML::Node v = n["values"]) {
+    t.where["values"] = at(file, v);
+    parse_tune_values(v, file, "quick.tune.values", t, problems);
+  }
+  if (const YAML::Node v = n["seeds"]) {
+    t.where["seeds"] = at(file, v);
+    t.seeds = parse_seeds(v, file, "quick.tune.seeds", problems);
+  }
+  if (const YAML::Node v = n["confirm_seeds"]) {
+    t.where["confirm_seeds"] = at(file, v);
+    t.confirm_seeds = parse_seeds(v, file, "quick.tune.confirm_seeds", problems);
+  }
+}
+
+// The tune block against the rest of the sweep: the key is no axis, zip key or set: key, the
+// seed lists are disjoint and replace `seeds:`, and the baseline names exactly one arm. `what`
+// says which variant ("" or "quick.") for the lines.
+void check_tune(const Sweep& s, const std::string& what, Problems& problems) {
+  if (!s.tune) return;
+  const SweepTune& t = *s.tune;
+  if (!t.key.empty()) {
+    for (const auto& a : s.axes) {
+      if (std::find(a.keys.begin(), a.keys.end(), t.key) == a.keys.end()) continue;
+      problems.add_at(t.where.at("key"), "tune.key",
+                      fmt::format("{} is {} ({}); the tuned key is searched per arm and cannot also be one",
+                                  t.key, a.zip ? "a zip key" : "an axis", s.where.count(t.key) ? s.where.at(t.key) : s.file));
+    }
+    for (const auto& [k, v] : s.set) {
+      if (k != t.key) continue;
+      problems.add_at(s.where.count(k) ? s.where.at(k) : s.file, what + "set." + k,
+                      "the tuned key takes its values from tune.values; remove it from set: / --set");
+    }
+  }
+  for (int64_t seed : t.seeds) {
+    if (std::find(t.confirm_seeds.begin(), t.confirm_seeds.end(), seed) != t.confirm_seeds.end()) {
+      problems.add_at(t.where.count("confirm_seeds") ? t.where.at("confirm_seeds") : t.where.at("tune"),
+                      what + "tune.confirm_seeds",
+                      fmt::format("seed {} is also a search seed; confirm seeds must be fresh (disjoint from "
+                                  "tune.seeds)", seed));
+    }
+  }
+  // The baseline: axis keys only, matching exactly one arm.
+  const auto keys = s.axis_keys();
+  bool keys_ok = true;
+  for (const auto& [k, v] : t.baseline) {
+    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+      problems.add_at(t.where.at("baseline"), what + "tune.baseline." + k,
+                      fmt::format("not an axis; expected axis keys naming one arm ({})",
+                                  keys.empty() ? "the sweep has no axes: baseline: {}" : join(keys, ", ")));
+      keys_ok = false;
+    }
+  }
+  if (!keys_ok || !t.where.count("baseline")) return;
+  size_t arms = 1;
+  for (const auto& a : s.axes) arms = arms > kMaxPoints ? arms : arms * a.values.size();
+  if (arms > kMaxPoints) return;  // expand_sweep says the sweep is too large
+  std::vector<std::string> matches, all;
+  for (const SweepPoint& arm : tune_arms(s)) {
+    all.push_back(arm.name.empty() ? "(the one arm)" : arm.name);
+    const bool match = std::all_of(t.baseline.begin(), t.baseline.end(), [&](const auto& kv) {
+      return std::find(arm.overrides.begin(), arm.overrides.end(), kv) != arm.overrides.end();
+    });
+    if (match) matches.push_back(all.back());
+  }
+  if (matches.size() == 1) return;
+  problems.add_at(t.where.at("baseline"), what + "tune.baseline",
+                  matches.empty()
+                      ? fmt::format("names no arm; expected the axis values of one of: {}", join(all, "; "))
+                      : fmt::format("names {} arms ({}); expected the axis values of exactly one",
+                                    matches.size(), join(matches, "; ")));
+}
+
+// A tuned key must be numeric in the run config the points start from (base with set:).
+void check_tune_key_is_numeric(const Sweep& s, Problems& problems) {
+  if (!s.tune || s.tune->key.empty() || !file_exists(s.base)) return;
+  std::vector<std::string> overrides;
+  for (const auto& [k, v] : s.set) overrides.push_back(k + "=" + v);
+  std::vector<std::pair<std::string, std::string>> flat;
+  try {
+    flat = flat_values(parse_config_file(s.base, overrides).config);
+  } catch (const std::exception&) {
+    return;  // the points' validation names the problem
+  }
+  const auto it = std::find_if(flat.begin(), flat.end(), [&](const auto& kv) { return kv.first == s.tune->key; });
+  if (it == flat.end()) {
+    problems.add_at(s.tune->where.at("key"), "tune.key",
+                    fmt::format("'{}' is not a config key (build/normlab keys lists them); expected a numeric "
+                                "key such as optim.lr", s.tune->key));
+    return;
+  }
+  char* end = nullptr;
+  const std::string& text = it->second;
+  std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size()) {
+    problems.add_at(s.tune->where.at("key"), "tune.key",
+                    fmt::format("{} is not numeric (its value is '{}'); expected a numeric key such as optim.lr",
+                                s.tune->key, text));
+  }
+}
+
 YAML::Node load_sweep_yaml(const std::string& path) { return load_strict_yaml(read_file(path), path); }
 
 // The sweep's own key a run-config problem comes from: the override key equal to the problem's
@@ -220,10 +461,10 @@ const std::string* owning_key(const std::map<std::string, std::string>& where,
 std::shared_ptr<const Sweep> parse_quick(const YAML::Node& q, const std::string& path, const Sweep& s,
                                          Problems& problems) {
   if (!q.IsMap()) {
-    problems.add_at(at(path, q), "quick", "expected a mapping with any of set, axes, zip, seeds, out_dir");
+    problems.add_at(at(path, q), "quick", "expected a mapping with any of set, axes, zip, seeds, tune, out_dir");
     return nullptr;
   }
-  reject_unknown(q, path, "quick.", {"set", "axes", "zip", "seeds", "out_dir"}, problems);
+  reject_unknown(q, path, "quick.", {"set", "axes", "zip", "seeds", "tune", "out_dir"}, problems);
   Sweep quick = s;
   parse_set(q["set"], path, "quick.set", quick.set, quick.where, problems);
   for (const auto& a : parse_lists(q["axes"], path, "quick.axes", quick.where, problems)) {
@@ -243,8 +484,20 @@ std::shared_ptr<const Sweep> parse_quick(const YAML::Node& q, const std::string&
     quick.axes.insert(quick.axes.end(), qz.begin(), qz.end());
   }
   if (q["seeds"]) {
-    quick.seeds = parse_seeds(q["seeds"], path, "quick.seeds", problems);
-    quick.where["seed"] = at(path, q["seeds"]);
+    if (s.tune) {
+      problems.add_at(at(path, q["seeds"]), "quick.seeds",
+                      "a sweep with tune: has no seeds:; set quick.tune.seeds and quick.tune.confirm_seeds");
+    } else {
+      quick.seeds = parse_seeds(q["seeds"], path, "quick.seeds", problems);
+      quick.where["seed"] = at(path, q["seeds"]);
+    }
+  }
+  if (const YAML::Node t = q["tune"]) {
+    if (!quick.tune) {
+      problems.add_at(at(path, t), "quick.tune", "the sweep file has no tune: block to change");
+    } else {
+      parse_quick_tune(t, path, *quick.tune, problems);
+    }
   }
   if (const YAML::Node o = q["out_dir"]) {
     if (!o.IsScalar()) {
@@ -270,6 +523,64 @@ Sweep apply_quick(const Sweep& sweep) {
   return *sweep.quick;
 }
 
+namespace {
+
+// `tune:` and `seeds:` (a tuned sweep's seeds are its tune block's), checked against the axes.
+void parse_tune_and_seeds(const YAML::Node& root, const std::string& path, Sweep& s, Problems& problems) {
+  if (const YAML::Node t = root["tune"]) s.tune = parse_tune(t, path, problems);
+  if (const YAML::Node n = root["seeds"]) {
+    if (root["tune"]) {
+      problems.add_at(at(path, n), "seeds",
+                      "a sweep with tune: has no seeds:; list them as tune.seeds (search) and "
+                      "tune.confirm_seeds (confirm)");
+    } else {
+      s.seeds = parse_seeds(n, path, "seeds", problems);
+      s.where["seed"] = at(path, n);
+    }
+  }
+  check_tune(s, "", problems);
+}
+
+// The quick variant's tune block against its own arms and seeds; lines the file's block gave
+// already are not repeated.
+void check_quick_tune(const Sweep& s, Problems& problems) {
+  if (!s.quick || !s.tune) return;
+  Problems quick_problems;
+  check_tune(*s.quick, "quick.", quick_problems);
+  for (const auto& line : quick_problems.lines()) {
+    if (std::find(problems.lines().begin(), problems.lines().end(), line) != problems.lines().end()) continue;
+    const auto a = line.find(": "), b = line.find(": ", a + 2);
+    problems.add_at(line.substr(0, a), line.substr(a + 2, b - a - 2), line.substr(b + 2));
+  }
+}
+
+// Command-line `--set key=value` lines, added to set: (replacing a key set there).
+void apply_sets(const std::vector<std::string>& sets, Sweep& s, Problems& problems) {
+  for (const auto& o : sets) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      problems.add_at("--set", o, "expected key.path=value");
+      continue;
+    }
+    const std::string key = o.substr(0, eq);
+    if (!check_key(key, "--set", "set", problems)) continue;
+    if (s.tune && key == s.tune->key) {
+      problems.add_at("--set", "set." + key, "the tuned key takes its values from tune.values; remove it from set: / --set");
+      continue;
+    }
+    auto it =
+        std::find_if(s.set.begin(), s.set.end(), [&](const auto& p) { return p.first == key; });
+    if (it != s.set.end()) {
+      it->second = o.substr(eq + 1);
+    } else {
+      s.set.emplace_back(key, o.substr(eq + 1));
+    }
+    s.where[key] = "--set";
+  }
+}
+
+}  // namespace
+
 Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
   if (!file_exists(path)) throw UsageError(path + ": sweep file not found");
   const YAML::Node root = load_sweep_yaml(path);
@@ -277,7 +588,7 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
   if (!root.IsMap()) {
     throw ConfigError({path + ": (top level): expected a mapping with base:, axes:, seeds:, ..."});
   }
-  reject_unknown(root, path, "", {"base", "out_dir", "set", "axes", "zip", "seeds", "quick"},
+  reject_unknown(root, path, "", {"base", "out_dir", "set", "axes", "zip", "seeds", "tune", "quick"},
                  problems);
 
   Sweep s;
@@ -301,13 +612,13 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
   s.axes = parse_lists(root["axes"], path, "axes", s.where, problems);
   auto zips = parse_zip(root["zip"], path, "zip", s.where, problems);
   s.axes.insert(s.axes.end(), zips.begin(), zips.end());
-  if (const YAML::Node n = root["seeds"]) {
-    s.seeds = parse_seeds(n, path, "seeds", problems);
-    s.where["seed"] = at(path, n);
-  }
+  parse_tune_and_seeds(root, path, s, problems);
 
   // The quick section is checked whether or not it is applied.
-  if (const YAML::Node q = root["quick"]; q && !q.IsNull()) s.quick = parse_quick(q, path, s, problems);
+  if (const YAML::Node q = root["quick"]; q && !q.IsNull()) {
+    s.quick = parse_quick(q, path, s, problems);
+    check_quick_tune(s, problems);
+  }
   if (options.quick) {
     if (s.quick) {
       s = apply_quick(s);
@@ -316,30 +627,15 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options) {
     }
   }
 
-  for (const auto& o : options.sets) {
-    const auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      problems.add_at("--set", o, "expected key.path=value");
-      continue;
-    }
-    const std::string key = o.substr(0, eq);
-    if (!check_key(key, "--set", "set", problems)) continue;
-    auto it =
-        std::find_if(s.set.begin(), s.set.end(), [&](const auto& p) { return p.first == key; });
-    if (it != s.set.end()) {
-      it->second = o.substr(eq + 1);
-    } else {
-      s.set.emplace_back(key, o.substr(eq + 1));
-    }
-    s.where[key] = "--set";
-  }
+  apply_sets(options.sets, s, problems);
   if (!options.out_dir.empty()) s.out_dir = options.out_dir;
 
   std::set<std::string> seen;
   for (const auto& k : s.axis_keys()) {
     if (!seen.insert(k).second) problems.add_at(s.where[k], k, "appears in more than one axis");
   }
-  if (s.seeds.empty() && problems.empty() && file_exists(s.base)) {
+  if (problems.empty()) check_tune_key_is_numeric(s, problems);
+  if (!s.tune && s.seeds.empty() && problems.empty() && file_exists(s.base)) {
     // Default: the base config's own seed.
     s.seeds = {parse_config_file(s.base).config.seed};
     s.where["seed"] = s.base;
@@ -372,20 +668,32 @@ std::string sanitize_value(const std::string& text) {
   return out;
 }
 
-std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
-  size_t count = sweep.seeds.size();
-  std::vector<std::string> sizes;
-  for (const auto& a : sweep.axes) {
-    count = count > kMaxPoints ? count : count * a.values.size();  // saturates past the limit
-    sizes.push_back(std::to_string(a.values.size()));
+const char* tune_metric_name(TuneMetric m) {
+  return m == TuneMetric::kFinalVal ? "final_val" : "best_val";
+}
+
+const char* phase_name(PointPhase p) {
+  switch (p) {
+    case PointPhase::kSearch: return "search";
+    case PointPhase::kConfirm: return "confirm";
+    case PointPhase::kPlain: break;
   }
-  if (count > kMaxPoints) {
-    sizes.push_back(fmt::format("{} seeds", sweep.seeds.size()));
-    throw ConfigError({fmt::format("{}: axes: more than {} points ({}); split the sweep",
-                                   sweep.file, kMaxPoints, join(sizes, " x "))});
-  }
-  const auto shorts = short_names(sweep.axis_keys());
-  std::vector<SweepPoint> points;
+  return "run";
+}
+
+std::vector<std::string> name_keys(const Sweep& sweep) {
+  std::vector<std::string> keys = sweep.axis_keys();
+  if (sweep.tune && !sweep.tune->key.empty()) keys.push_back(sweep.tune->key);
+  return keys;
+}
+
+namespace {
+
+// The cartesian product of the axes (the last axis turns fastest): one point per combination with
+// its overrides and its name parts ("layout=pre") as group, no seed.
+std::vector<SweepPoint> combinations(const Sweep& sweep) {
+  const auto shorts = short_names(name_keys(sweep));
+  std::vector<SweepPoint> out;
   std::vector<size_t> index(sweep.axes.size(), 0);
   while (true) {
     SweepPoint base;
@@ -399,17 +707,38 @@ std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
       }
     }
     base.group = join(parts, ",");
-    for (int64_t seed : sweep.seeds) {
-      SweepPoint p = base;
-      p.seed = seed;
-      p.name = (p.group.empty() ? "" : p.group + ",") + fmt::format("seed={}", seed);
-      points.push_back(p);
-    }
-    // Odometer: the last axis turns fastest.
+    base.name = base.group;
+    out.push_back(base);
     size_t a = sweep.axes.size();
     while (a > 0 && ++index[a - 1] == sweep.axes[a - 1].values.size()) index[--a] = 0;
     if (a == 0) break;
   }
+  return out;
+}
+
+// `group` extended by one name part.
+std::string extend(const std::string& group, const std::string& part) {
+  return group.empty() ? part : group + "," + part;
+}
+
+// The point of `arm` at tuned value index v with `seed`, in `phase`.
+SweepPoint tuned_point(const Sweep& sweep, const SweepPoint& arm, size_t arm_index, size_t v, int64_t seed,
+                       PointPhase phase) {
+  const SweepTune& t = *sweep.tune;
+  const auto shorts = short_names(name_keys(sweep));
+  SweepPoint p = arm;
+  p.overrides.emplace_back(t.key, t.values[v]);
+  p.group = extend(arm.group, shorts.at(t.key) + "=" + sanitize_value(t.values[v]));
+  if (phase == PointPhase::kConfirm) p.group = extend(p.group, "confirm");
+  p.seed = seed;
+  p.name = extend(p.group, fmt::format("seed={}", seed));
+  p.phase = phase;
+  p.arm = arm_index;
+  return p;
+}
+
+// Names unique and not too long; throws ConfigError naming every problem.
+void check_names(const Sweep& sweep, const std::vector<SweepPoint>& points) {
   Problems problems;
   std::map<std::string, size_t> seen;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -429,6 +758,70 @@ std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
     }
   }
   problems.raise_if_any();
+}
+
+}  // namespace
+
+std::vector<SweepPoint> tune_arms(const Sweep& sweep) {
+  std::vector<SweepPoint> arms = combinations(sweep);
+  for (size_t i = 0; i < arms.size(); ++i) arms[i].arm = i;
+  return arms;
+}
+
+std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int>& selected) {
+  std::vector<SweepPoint> out;
+  if (!sweep.tune) return out;
+  const auto arms = tune_arms(sweep);
+  for (size_t a = 0; a < arms.size() && a < selected.size(); ++a) {
+    if (selected[a] < 0) continue;
+    for (int64_t seed : sweep.tune->confirm_seeds) {
+      out.push_back(tuned_point(sweep, arms[a], a, static_cast<size_t>(selected[a]), seed, PointPhase::kConfirm));
+    }
+  }
+  return out;
+}
+
+std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
+  const SweepTune* tune = sweep.tune ? &*sweep.tune : nullptr;
+  // Runs per combination of the axes: seeds, or a tuned sweep's search and confirm runs.
+  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() : sweep.seeds.size();
+  std::vector<std::string> sizes;
+  for (const auto& a : sweep.axes) {
+    count = count > kMaxPoints ? count : count * a.values.size();  // saturates past the limit
+    sizes.push_back(std::to_string(a.values.size()));
+  }
+  if (count > kMaxPoints) {
+    sizes.push_back(tune ? fmt::format("({} values x {} seeds + {} confirm seeds)", tune->values.size(),
+                                       tune->seeds.size(), tune->confirm_seeds.size())
+                         : fmt::format("{} seeds", sweep.seeds.size()));
+    throw ConfigError({fmt::format("{}: axes: more than {} points ({}); split the sweep",
+                                   sweep.file, kMaxPoints, join(sizes, " x "))});
+  }
+  std::vector<SweepPoint> points;
+  const auto arms = combinations(sweep);
+  for (size_t a = 0; a < arms.size(); ++a) {
+    if (tune) {
+      for (size_t v = 0; v < tune->values.size(); ++v) {
+        for (int64_t seed : tune->seeds) points.push_back(tuned_point(sweep, arms[a], a, v, seed, PointPhase::kSearch));
+      }
+      continue;
+    }
+    for (int64_t seed : sweep.seeds) {
+      SweepPoint p = arms[a];
+      p.seed = seed;
+      p.name = extend(p.group, fmt::format("seed={}", seed));
+      points.push_back(p);
+    }
+  }
+  std::vector<SweepPoint> all = points;
+  if (tune) {
+    // Every confirm point the selection could give, so that no name can collide later.
+    for (size_t v = 0; v < tune->values.size(); ++v) {
+      const auto more = confirm_points(sweep, std::vector<int>(arms.size(), static_cast<int>(v)));
+      all.insert(all.end(), more.begin(), more.end());
+    }
+  }
+  check_names(sweep, all);
   return points;
 }
 
@@ -525,7 +918,25 @@ std::string dump_sweep(const Sweep& sweep) {
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;
-  e << YAML::Key << "seeds" << YAML::Value << YAML::Flow << sweep.seeds;
+  if (sweep.tune) {
+    const SweepTune& t = *sweep.tune;
+    e << YAML::Key << "tune" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "key" << YAML::Value << t.key;
+    e << YAML::Key << "values" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& v : t.values) value(v);
+    e << YAML::EndSeq;
+    e << YAML::Key << "seeds" << YAML::Value << YAML::Flow << t.seeds;
+    e << YAML::Key << "confirm_seeds" << YAML::Value << YAML::Flow << t.confirm_seeds;
+    e << YAML::Key << "metric" << YAML::Value << tune_metric_name(t.metric);
+    e << YAML::Key << "baseline" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    for (const auto& [k, v] : t.baseline) {
+      e << YAML::Key << k << YAML::Value;
+      value(v);
+    }
+    e << YAML::EndMap << YAML::EndMap;
+  } else {
+    e << YAML::Key << "seeds" << YAML::Value << YAML::Flow << sweep.seeds;
+  }
   e << YAML::EndMap;
   return "# The resolved sweep (quick and --set applied), written by normlab sweep.\n" +
          std::string(e.c_str()) + "\n";

@@ -1,13 +1,15 @@
 // A sweep file (configs/sweeps/README.md): a base run config, overrides for every point
 // (`set:`), axes whose cartesian product gives the points (`axes:`, plus `zip:` groups whose keys
-// vary together), seeds, and a `quick:` variant. This file parses and checks the sweep file,
-// expands it into named points and validates every point's run config before anything runs.
-// It refuses to run anything itself: that is runner.h.
+// vary together), seeds, a `quick:` variant, and optionally a `tune:` block (one numeric key
+// searched on a grid for every arm, then each arm confirmed at its own best value). This file
+// parses and checks the sweep file, expands it into named points and validates every point's run
+// config before anything runs. It refuses to run anything itself: that is runner.h.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,13 +25,32 @@ struct SweepAxis {
   bool zip = false;                              // from `zip:` (kept apart when dumped)
 };
 
+// What a tuned comparison ranks runs by: the lowest eval loss of the run, or its last eval.
+enum class TuneMetric { kBestVal, kFinalVal };
+const char* tune_metric_name(TuneMetric m);  // "best_val", "final_val"
+
+// The `tune:` block (configs/sweeps/README.md, "Tuned comparisons"). An arm is one point of the
+// sweep's axes; every arm runs at every value with every search seed, then at its selected value
+// (sweep/tune.h) with every confirm seed.
+struct SweepTune {
+  std::string key;                  // "optim.lr": numeric, not an axis, not a zip key, not seed
+  std::vector<std::string> values;  // YAML text as written, ascending: {"1e-3", "2e-3", "4e-3"}
+  std::vector<double> numbers;      // the same values as numbers
+  std::vector<int64_t> seeds;           // search seeds {1337}
+  std::vector<int64_t> confirm_seeds;   // {2001, 2002, 2003}, disjoint from seeds
+  TuneMetric metric = TuneMetric::kBestVal;
+  std::vector<std::pair<std::string, std::string>> baseline;  // axis key -> value text
+  std::map<std::string, std::string> where;  // "key", "values", ... and "tune" -> "file:line"
+};
+
 struct Sweep {
   std::string file;     // the sweep file as given ("configs/sweeps/placement.yaml")
   std::string base;     // absolute path of the base run config
   std::string out_dir;  // the sweep directory ("runs/sweeps/placement")
   std::vector<std::pair<std::string, std::string>> set;  // key -> YAML value text, every point
   std::vector<SweepAxis> axes;  // `axes:` keys in order, then `zip:` groups
-  std::vector<int64_t> seeds;
+  std::vector<int64_t> seeds;  // empty for a tuned sweep (its seeds are the tune block's)
+  std::optional<SweepTune> tune;
   // Where each set/axis key and `seeds` was written ("file:12", "--set"), for error messages.
   std::map<std::string, std::string> where;
 
@@ -40,7 +61,7 @@ struct Sweep {
 };
 
 // The sweep with its `quick:` section applied (its set merged, its axes, zip, seeds and out_dir
-// replacing the file's). Throws ConfigError when the file has no quick: section.
+// replacing the file's; a `tune:` under quick replaces the values, seeds or confirm_seeds it names). Throws ConfigError when the file has no quick: section.
 Sweep apply_quick(const Sweep& sweep);
 
 struct SweepOptions {
@@ -50,12 +71,19 @@ struct SweepOptions {
   bool check_base = true;         // false: a missing base file is no error (reading results only)
 };
 
+// A point of a plain sweep, or of a tuned sweep's search or confirm phase.
+enum class PointPhase { kPlain, kSearch, kConfirm };
+const char* phase_name(PointPhase p);  // "run", "search", "confirm"
+
 // One run of the sweep.
 struct SweepPoint {
   std::string name;   // "layout=pre,norm.type=rmsnorm,seed=1337"
   std::string group;  // the name without the seed: the seeds of one group are aggregated
-  std::vector<std::pair<std::string, std::string>> overrides;  // axis key -> YAML value text
+  // axis key -> YAML value text; a tuned sweep's points end with the tuned key and its value
+  std::vector<std::pair<std::string, std::string>> overrides;
   int64_t seed = 0;
+  PointPhase phase = PointPhase::kPlain;
+  size_t arm = 0;  // tuned sweeps: the index of the arm (tune_arms' order)
 };
 
 // Parses and checks a sweep file; every problem is reported at once (ConfigError, lines
@@ -63,9 +91,22 @@ struct SweepPoint {
 Sweep parse_sweep_file(const std::string& path, const SweepOptions& options = {});
 
 // The points in order: cartesian product of the axes (the first axis varies slowest), each
-// point once per seed (seeds innermost). Throws ConfigError when two points get the same name
-// or there would be more than 1000 points.
+// point once per seed (seeds innermost). A tuned sweep's points are its search points: every arm
+// at every tuned value (`lr=2e-3`) with every search seed. Throws ConfigError when two points get
+// the same name or there would be more than 1000 points (a tuned sweep's confirm points counted).
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep);
+
+// A tuned sweep's arms, in axis order: one SweepPoint each with the axis overrides, name and group
+// the arm's name ("layout=pre"; empty without axes), no seed.
+std::vector<SweepPoint> tune_arms(const Sweep& sweep);
+
+// A tuned sweep's confirm points: arm i at values[selected[i]] with every confirm seed, marked
+// `confirm` before the seed ("layout=pre,lr=2e-3,confirm,seed=2001"); arms with selected[i] < 0
+// (no selection) get none.
+std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int>& selected);
+
+// Every key a point name carries: the axis keys, then a tuned sweep's key.
+std::vector<std::string> name_keys(const Sweep& sweep);
 
 // Short name of each axis key: the key without its first section, or the full key when that
 // would collide with another key's short name (or with `seed`) or the key has one section.
@@ -77,7 +118,7 @@ std::string sanitize_value(const std::string& text);
 // The point's run directory: <out_dir>/runs/<name>.
 std::string point_run_dir(const std::string& sweep_dir, const SweepPoint& point);
 
-// The `--set` overrides that make a point's run config from the base (set, axes, seed).
+// The `--set` overrides that make a point's run config from the base (set, axes, tuned value, seed).
 std::vector<std::string> point_overrides(const Sweep& sweep, const SweepPoint& point);
 
 // Builds and validates every point's run config (parse, overrides, check_and_resolve with data
@@ -85,7 +126,8 @@ std::vector<std::string> point_overrides(const Sweep& sweep, const SweepPoint& p
 // each naming the sweep file and line of the key that caused it.
 std::vector<Config> validate_points(const Sweep& sweep, const std::vector<SweepPoint>& points);
 
-// The resolved sweep as YAML: quick applied, --set merged, base absolute, seeds explicit.
+// The resolved sweep as YAML: quick applied, --set merged, base absolute, seeds explicit (a tuned
+// sweep: its tune block, no seeds).
 // Parses back to the same Sweep.
 std::string dump_sweep(const Sweep& sweep);
 

@@ -141,18 +141,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Sweep s = parse_sweep_file(path);
     const std::vector<SweepPoint> points = expand_sweep(s);
 
-    size_t expected = s.seeds.size();
+    // A tuned sweep's points are its search points: every arm at every value with every search
+    // seed, the tuned key one more override; seeds: stays empty.
+    const std::vector<int64_t> seeds = s.tune ? s.tune->seeds : s.seeds;
+    size_t expected = s.tune ? s.tune->values.size() * seeds.size() : seeds.size();
     for (const auto& a : s.axes) {
       check(!a.values.empty());
       for (const auto& row : a.values) check(row.size() == a.keys.size());
       expected *= a.values.size();
     }
-    check(!s.seeds.empty() && points.size() == expected);
+    check(!seeds.empty() && points.size() == expected && s.seeds.empty() == s.tune.has_value());
     const std::vector<std::string> point_names = names(points);
     check(std::set<std::string>(point_names.begin(), point_names.end()).size() == points.size());
-    const std::vector<std::string> keys = s.axis_keys();
+    const std::vector<std::string> keys = name_keys(s);
     for (size_t i = 0; i < points.size(); ++i) {
-      check(points[i].seed == s.seeds[i % s.seeds.size()]);
+      check(points[i].seed == seeds[i % seeds.size()]);
       check(points[i].overrides.size() == keys.size());
       for (size_t k = 0; k < keys.size(); ++k) check(points[i].overrides[k].first == keys[k]);
     }
@@ -175,7 +178,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       __builtin_trap();
     }
     check(again.base == s.base && again.out_dir == s.out_dir && again.set == s.set &&
-          again.seeds == s.seeds && again.axes.size() == s.axes.size());
+          again.seeds == s.seeds && again.axes.size() == s.axes.size() && again.tune.has_value() == s.tune.has_value());
+    if (s.tune) {
+      check(again.tune->key == s.tune->key && again.tune->values == s.tune->values &&
+            again.tune->seeds == s.tune->seeds && again.tune->confirm_seeds == s.tune->confirm_seeds &&
+            again.tune->metric == s.tune->metric && again.tune->baseline == s.tune->baseline);
+    }
     for (size_t a = 0; a < s.axes.size(); ++a) {
       check(again.axes[a].keys == s.axes[a].keys && again.axes[a].values == s.axes[a].values &&
             again.axes[a].zip == s.axes[a].zip);

@@ -25,7 +25,8 @@
 #   2. A behavioural check: the figures are drawn with a stand-in binary whose `report --json`
 #      puts sentinel values in place of the derived numbers (entropy floors, uniform-attention
 #      levels, ctx, the first/last-block ratio, final eff_rank, bits per byte; the sweep's mean and
-#      std rows and its axes' short names), and the figures (captured before saving) must show and
+#      std rows and its axes' short names; a tuned sweep's tune.arms[]: m(v), v*, l0, sensitivity,
+#      delta, interval, p, verdict), and the figures (captured before saving) must show and
 #      place exactly those. With those report values null and no sweep summary, the lines, labels
 #      and means must be absent: plot.py has no fallback of its own.
 # Run from the repository root (CTest does): tests/scripts/plot_test.sh NORMLAB_BIN
@@ -289,8 +290,24 @@ check_pngs "$FX/sweep_old/plots" 8000 loss_curves.png best_val_compare.png grad_
 absent "$FX/sweep_old/plots" block_cos_profile.png final_vs_lr.png final_vs_depth.png
 check_pngs "$FX/sweep_old/plots/runs/norm.type=rmsnorm,seed=2" 8000 $RUN_PNGS
 
-echo "-- the numeric sweep above (lr x depth) gets no categorical plots"
-absent "$SWEEP/plots" $CAT_PNGS
+echo "== a tuned sweep (tune:): a real one, its basin and forest figures"
+TUNE="$TMP/tune"
+cat >"$TMP/tune.yaml" <<YAML
+base: $ROOT/configs/default.yaml
+out_dir: $TUNE
+set: {model.d_model: 32, model.n_heads: 2, model.d_ff: 64, model.ctx: 32, model.n_layers: 1, train.batch_size: 4,
+      train.steps: 20, train.log_every: 5, eval.every: 10, eval.max_windows: 4, optim.warmup: 5}
+axes: {model.layout: [pre, post]}
+tune: {key: optim.lr, values: [1.0e-3, 3.0e-3, 1.0e-2], seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre}}
+YAML
+"$BIN" sweep -c "$TMP/tune.yaml" --jobs 2 >/dev/null 2>"$TMP/tune.log" || { cat "$TMP/tune.log" >&2; fail "normlab sweep (tuned)"; }
+[ -f "$TUNE/summary.json" ] || fail "the tuned sweep wrote no summary.json"
+plot_quiet "$TMP/tune_plot" "$TUNE"
+check_pngs "$TUNE/plots" 8000 tune_basin.png tune_forest.png loss_curves.png
+for f in tune_basin.png tune_forest.png; do grep -q "/$f\$" "$TMP/tune_plot.out" || fail "plot.py did not print $f"; done
+
+echo "-- the numeric sweep above (lr x depth) gets no categorical plots and no tune figures"
+absent "$SWEEP/plots" $CAT_PNGS tune_basin.png tune_forest.png
 
 echo "== every number drawn is the report's: a stand-in binary with sentinel values, then with none"
 # FAKE_REPORT=sentinel: `report --json` of a run gets the sentinels below, of a sweep sentinel mean and
@@ -317,6 +334,12 @@ if "rows" in j:
             r.update(final_train_loss=4.75, best_val_loss=2.0625, spike_score=0.0078125, final_eff_rank=10.5)
         elif r["row"] == "std":
             r.update(final_train_loss=0.03125, best_val_loss=0.03125)
+    if isinstance(j.get("tune"), dict):  # a tuned sweep: sentinel m(v), v*, l0 and verdicts
+        for i, a in enumerate(j["tune"]["arms"]):
+            a.update(search=[3.25 + i, 2.5 + i, 2.75 + i], selected=a["values"][1], l0=5.125, at_edge=False,
+                     sensitivity=0.375)
+            a["vs_baseline"] = ({"delta": None, "ci": None, "p": None, "df": None, "verdict": "baseline"} if i == 0 else
+                                {"delta": -0.125, "ci": [-0.25, -0.0625], "p": 0.03125, "df": 3.5, "verdict": "better"})
 else:
     j.update({k: (v if mode == "sentinel" else None) for k, v in RUN.items()})
 print(json.dumps(j))
@@ -335,13 +358,17 @@ from plotlib import read, run_figures, sweep_figures
 figs = {}
 def capture(fig, path):
     texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text) if t.get_text()]
-    ys = []
+    ys, xs = [], []
     for ln in fig.findobj(matplotlib.lines.Line2D):
         try:
             ys.append([float(v) for v in ln.get_ydata()])
         except (TypeError, ValueError):
-            pass
-    figs[os.path.basename(path)] = {"texts": texts, "ys": ys}
+            continue
+        try:
+            xs.append([float(v) for v in ln.get_xdata()])
+        except (TypeError, ValueError):
+            xs.append(None)
+    figs[os.path.basename(path)] = {"texts": texts, "ys": ys, "xs": xs}
     plt.close(fig)
     return path
 run_figures.save = sweep_figures.save = capture
@@ -361,6 +388,9 @@ capture null run "$FX/run_new" >"$TMP/cap_run_null.json" || { cat "$TMP/capture.
 capture sentinel sweep "$FX/sweep_cat" >"$TMP/cap_cat.json" || { cat "$TMP/capture.err" >&2; fail "capture sweep_cat"; }
 capture sentinel sweep "$TMP/sweep_fake" >"$TMP/cap_lr.json" || { cat "$TMP/capture.err" >&2; fail "capture lr x depth"; }
 capture null sweep "$FX/sweep_cat" >"$TMP/cap_cat_null.json" || { cat "$TMP/capture.err" >&2; fail "capture sweep_cat (null)"; }
+cp -r "$TUNE" "$TMP/tune_fake"
+capture sentinel sweep "$TMP/tune_fake" >"$TMP/cap_tune.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep"; }
+capture null sweep "$TMP/tune_fake" >"$TMP/cap_tune_null.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep (null)"; }
 /usr/bin/python3 - "$TMP" <<'PY' || fail "a figure shows a number that is not the report's"
 import json, os, re, sys
 t = sys.argv[1]
@@ -422,6 +452,27 @@ has_line(lr, "final_vs_lr.png", [4.71875, 4.71875], count=2)  # its std bar's lo
 has_line(lr, "final_vs_lr.png", [4.78125, 4.78125], count=2)
 has_line(lr, "final_vs_lr.png", [2.0625, 2.0625], count=2)
 has_text(lr, "final_vs_lr.png", "entropy floor 0.875 (below this range)")  # the report's train_entropy_floor
+
+def has_xy(figs, f, xs, ys, count=1):
+    n = sum(1 for x, y in zip(figs[f]["xs"], figs[f]["ys"]) if x == xs and y == ys)
+    if n < count:
+        bad.append("%s: %d line(s) at x = %s, y = %s, wanted %d" % (f, n, xs, ys, count))
+
+tune = load("cap_tune.json")  # every number of the basin and the forest is the summary's tune.arms[]
+has_xy(tune, "tune_basin.png", [0.001, 0.003, 0.01], [3.25, 2.5, 2.75])  # m(v) of each arm at its values
+has_xy(tune, "tune_basin.png", [0.001, 0.003, 0.01], [4.25, 3.5, 3.75])
+has_xy(tune, "tune_basin.png", [0.003], [2.5])  # v* starred at its m(v)
+has_xy(tune, "tune_basin.png", [0.003], [3.5])
+has_text(tune, "tune_basin.png", "LAYOUT_S=post (LR_S* = 0.003); l0 5.125, sensitivity 0.375")
+has_xy(tune, "tune_forest.png", [-0.25, -0.0625], [1.0, 1.0])  # the 95 % interval of the second arm
+has_xy(tune, "tune_forest.png", [-0.125], [1.0])  # its delta
+has_xy(tune, "tune_forest.png", [0.0], [0.0])  # the baseline arm at 0
+has_text(tune, "tune_forest.png", "better Δ -0.125 [-0.25, -0.0625] p 0.03125")
+has_text(tune, "tune_forest.png", "LAYOUT_S=pre")
+tunen = load("cap_tune_null.json")  # no sweep summary: no tune figures at all
+for f in ("tune_basin.png", "tune_forest.png"):
+    if f in tunen:
+        bad.append("%s drawn without a sweep summary" % f)
 
 catn = load("cap_cat_null.json")  # no sweep summary and no floors: no means, no floor line
 has_text(catn, "best_val_compare.png", "no sweep summary, so no mean")

@@ -175,6 +175,168 @@ TEST_F(SweepEndToEndTest, InvalidPointsStopEverythingBeforeAnyRun) {
   EXPECT_FALSE(fs::exists(sweep_dir()));
 }
 
+// ---- tuned sweeps (tune:) -------------------------------------------------------------------------
+
+// The test's own reading of a run: lowest finite eval val_loss and the step-0 one (NaN if none).
+std::pair<double, double> best_and_step0(const std::string& run) {
+  double best = std::nan(""), step0 = std::nan("");
+  if (!fs::exists(run + "/metrics.jsonl")) return {best, step0};
+  for (const auto& e : testing::records(run, "eval")) {
+    const double v = e["val_loss"].IsNull() ? std::nan("") : e["val_loss"].as<double>();
+    if (e["step"].as<int>() == 0) step0 = v;
+    if (std::isfinite(v) && !(best <= v)) best = v;
+  }
+  return {best, step0};
+}
+
+void write_tune_sweep(const std::string& path, const std::string& out, const std::string& values) {
+  std::ofstream(path) << "base: base.yaml\nout_dir: " << out << "\n"
+                      << "axes: {model.layout: [pre, post]}\n"
+                      << "tune: {key: optim.lr, values: " << values << ", seeds: [1], confirm_seeds: [2, 3],\n"
+                      << "       baseline: {model.layout: pre}}\n";
+}
+
+// The search, then the confirm points at each arm's selected value (in the summary as the runs'
+// own records give them), and a re-run starts nothing.
+TEST_F(SweepEndToEndTest, TunedSweepSearchesThenConfirmsAndARerunStartsNothing) {
+  write_tune_sweep(dir_ / "sweep.yaml", sweep_dir(), "[3.0e-3, 1.0e-2, 1.0e+30]");
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_NE(err().find("search phase: 6 points (0 finished earlier, 0 to resume, 6 new)"), std::string::npos) << err();
+  EXPECT_NE(err().find("tune: search complete; selected optim.lr: layout=pre "), std::string::npos) << err();
+  EXPECT_NE(err().find("confirm phase: 4 points (0 finished earlier, 0 to resume, 4 new)"), std::string::npos) << err();
+  EXPECT_EQ(status("layout=post,lr=1.0e+30,seed=1"), "diverged");
+
+  const YAML::Node arms = YAML::LoadFile(sweep_dir() + "/summary.json")["tune"]["arms"];
+  ASSERT_EQ(arms.size(), 2u);
+  const std::vector<std::string> values = {"3.0e-3", "1.0e-2", "1.0e+30"};
+  for (size_t a = 0; a < 2; ++a) {
+    const std::string arm = a == 0 ? "layout=pre" : "layout=post";
+    double l0 = 0;
+    for (const auto& v : values) l0 += best_and_step0(run(arm + ",lr=" + v + ",seed=1")).second / 3;
+    size_t sel = 0;
+    std::vector<double> m;
+    for (const auto& v : values) {
+      const double b = best_and_step0(run(arm + ",lr=" + v + ",seed=1")).first;
+      m.push_back(std::isfinite(b) ? b : l0);
+      if (m.back() < m[sel]) sel = m.size() - 1;
+    }
+    EXPECT_EQ(arms[a]["search"].as<std::vector<double>>(), m) << arm;
+    EXPECT_NEAR(arms[a]["l0"].as<double>(), l0, 1e-12) << arm;
+    EXPECT_EQ(arms[a]["selected"].as<double>(), std::stod(values[sel])) << arm;
+    for (int seed : {2, 3}) {
+      const std::string name = arm + ",lr=" + values[sel] + ",confirm,seed=" + std::to_string(seed);
+      EXPECT_EQ(status(name), "done") << name;
+      EXPECT_EQ(testing::records(run(name), "train").size(), 5u) << name;
+    }
+    EXPECT_EQ(arms[a]["confirm"]["n"].as<int>(), 2);
+    EXPECT_EQ(arms[a]["vs_baseline"]["verdict"].as<std::string>() == "baseline", a == 0);
+  }
+
+  // A re-run reuses every finished run: both phases planned as finished, nothing started.
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_NE(err().find("search phase: 6 points (6 finished earlier"), std::string::npos) << err();
+  EXPECT_NE(err().find("confirm phase: 4 points (4 finished earlier"), std::string::npos) << err();
+  EXPECT_EQ(err().find("start"), std::string::npos) << err();
+  // --list names the search points, then (the search being complete) the confirm points.
+  auto list = testing::run_command(testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml --list");
+  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 10) << list.out;
+  EXPECT_NE(list.out.find(",confirm,seed=3\n"), std::string::npos) << list.out;
+
+  // report prints summary.md with its verdict table; compare on the sweep alone prints the table.
+  auto report = testing::run_command(testing::normlab_binary() + " report " + sweep_dir());
+  EXPECT_EQ(report.status, 0);
+  EXPECT_EQ(report.out, read_file(sweep_dir() + "/summary.md"));
+  EXPECT_NE(report.out.find("## Tuned comparison: optim.lr per arm, by best_val"), std::string::npos);
+  auto compare = testing::run_command(testing::normlab_binary() + " compare " + sweep_dir());
+  EXPECT_EQ(compare.status, 0);
+  EXPECT_EQ(compare.out.rfind("## Tuned comparison", 0), 0u) << compare.out;
+  EXPECT_NE(compare.out.find("| layout=post |"), std::string::npos) << compare.out;
+  auto compare_json = testing::run_command(testing::normlab_binary() + " compare --json " + sweep_dir());
+  EXPECT_EQ(YAML::Load(compare_json.out)["arms"].size(), 2u);
+}
+
+// Shards over machines: each runs its share of the search; the confirm phase starts on a shard
+// only once every search point (of every shard) has finished in the shared directory, else it
+// says so and exits 3; a re-run then runs its share of the confirm points.
+TEST_F(SweepEndToEndTest, TunedSweepShardsConfirmOnlyOnceTheWholeSearchIsThere) {
+  write_tune_sweep(dir_ / "sweep.yaml", sweep_dir(), "[1.0e-3, 3.0e-3, 1.0e-2]");
+  EXPECT_EQ(sweep("--shard 0/2").status, kSearchIncomplete) << err();
+  EXPECT_NE(err().find("tune: 3 search points not finished (first: layout=pre,lr=3.0e-3,seed=1)"), std::string::npos)
+      << err();
+  EXPECT_FALSE(fs::exists(run("layout=pre,lr=3.0e-3,seed=1")));
+  ASSERT_EQ(sweep("--shard 1/2").status, 0) << err();
+  EXPECT_NE(err().find("confirm phase: shard 1/2: 2 of 4 points"), std::string::npos) << err();
+  ASSERT_EQ(sweep("--shard 0/2").status, 0) << err();
+  EXPECT_NE(err().find("confirm phase: shard 0/2: 2 of 4 points (0 finished earlier, 0 to resume, 2 new)"),
+            std::string::npos) << err();
+  const YAML::Node arms = YAML::LoadFile(sweep_dir() + "/summary.json")["tune"]["arms"];
+  EXPECT_EQ(arms[0]["confirm"]["n"].as<int>(), 2);
+  EXPECT_EQ(arms[1]["confirm"]["n"].as<int>(), 2);
+  EXPECT_NE(arms[1]["vs_baseline"]["verdict"].as<std::string>(), "pending");
+}
+
+// Ctrl-C during the search: the children checkpoint, the sweep exits 130 without starting the
+// confirm phase, and a re-run plans to resume the interrupted search points.
+TEST_F(SweepEndToEndTest, TunedSweepCtrlCInTheSearchStopsBeforeTheConfirmPhase) {
+  write_tune_sweep(dir_ / "sweep.yaml", sweep_dir(), "[1.0e-3, 3.0e-3, 1.0e-2]");
+  const std::string cmd = "exec " + testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml" +
+                          " --jobs 2 --set train.steps=100000 --set train.checkpoint_every=100000";
+  const std::string first = run("layout=pre,lr=1.0e-3,seed=1"), second = run("layout=pre,lr=3.0e-3,seed=1");
+  const std::string wait_for_runs = "for i in $(seq 150); do [ -e " + first + "/metrics.jsonl ] && [ -e " + second +
+                                    "/metrics.jsonl ] && break; sleep 0.2; done; sleep 0.5; ";
+  auto r = testing::run_command("bash -c '(" + cmd + " 2>" + dir_ / "err" + " & pid=$!; " + wait_for_runs +
+                                "kill -INT $pid; wait $pid; echo $?)'");
+  EXPECT_EQ(r.out, "130\n") << err();
+  EXPECT_EQ(err().find("confirm phase"), std::string::npos) << err();
+  EXPECT_EQ(err().find("tune: search complete"), std::string::npos) << err();
+  EXPECT_EQ(status("layout=pre,lr=1.0e-3,seed=1"), "running");
+  EXPECT_TRUE(file_exists(first + "/checkpoints/LATEST")) << err();
+  auto again = testing::run_command("bash -c '(" + cmd + " 2>" + dir_ / "err" +
+                                    " & pid=$!; for i in $(seq 300); do grep -q \"2 to resume\" " + dir_ / "err" +
+                                    " && break; sleep 0.1; done; kill -INT $pid; wait $pid; echo $?)'");
+  EXPECT_EQ(again.out, "130\n") << err();
+  EXPECT_NE(err().find("search phase: 6 points (0 finished earlier, 2 to resume, 4 new)"), std::string::npos) << err();
+}
+
+// Every bad tune: block stops the sweep before anything runs: one line naming file:line and the
+// key, exit 2, no sweep directory.
+TEST_F(SweepEndToEndTest, BadTuneBlocksExitTwoWithOneLineAndWriteNothing) {
+  const std::string rest = "seeds: [1], confirm_seeds: [2], baseline: {model.layout: pre}";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{key: model.layout, values: [1.0e-3, 2.0e-3, 4.0e-3], " + rest + "}", "tune.key"},
+      {"{key: model.norm.type, values: [1.0e-3, 2.0e-3, 4.0e-3], " + rest + "}", "tune.key"},
+      {"{key: seed, values: [1.0e-3, 2.0e-3, 4.0e-3], " + rest + "}", "tune.key"},
+      {"{key: optim.lr, values: [4.0e-3, 2.0e-3, 1.0e-3], " + rest + "}", "tune.values"},
+      {"{key: optim.lr, values: [-1.0e-3, 2.0e-3, 4.0e-3], " + rest + "}", "tune.values"},
+      {"{key: optim.lr, values: [1.0e-3, 2.0e-3], " + rest + "}", "tune.values"},
+      {"{key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [1], baseline: {model.layout: pre}}",
+       "tune.confirm_seeds"},
+      {"{key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [], confirm_seeds: [2], baseline: {model.layout: pre}}",
+       "tune.seeds"},
+      {"{key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], " + rest + ", metric: loss}", "tune.metric"},
+      {"{key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [2], baseline: {model.layout: x}}",
+       "tune.baseline"},
+      {"{key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], " + rest + ", grid: log}", "tune.grid"},
+  };
+  for (const auto& [block, key] : cases) {
+    std::ofstream(dir_ / "sweep.yaml") << "base: base.yaml\nout_dir: " << sweep_dir()
+                                       << "\naxes: {model.layout: [pre, post]}\ntune: " << block << "\n";
+    EXPECT_EQ(sweep().status, 2) << block;
+    const std::string e = err();
+    EXPECT_EQ(std::count(e.begin(), e.end(), '\n'), 1) << e;
+    EXPECT_EQ(e.rfind("error: " + dir_ / "sweep.yaml" + ":4: " + key + ": ", 0), 0u) << e;
+    EXPECT_FALSE(fs::exists(sweep_dir())) << block;
+  }
+  // A tuned sweep file with seeds: as well.
+  std::ofstream(dir_ / "sweep.yaml") << "base: base.yaml\nout_dir: " << sweep_dir()
+                                     << "\naxes: {model.layout: [pre, post]}\ntune: {key: optim.lr, values: "
+                                        "[1.0e-3, 2.0e-3, 4.0e-3], " << rest << "}\nseeds: [1]\n";
+  EXPECT_EQ(sweep().status, 2);
+  EXPECT_EQ(err().rfind("error: " + dir_ / "sweep.yaml" + ":5: seeds: a sweep with tune: has no seeds:", 0), 0u) << err();
+  EXPECT_EQ(sweep("--set optim.lr=0.1").status, 2);
+  EXPECT_FALSE(fs::exists(sweep_dir()));
+}
+
 TEST(SweepShardTest, ParsesIOverNAndRejectsTheRest) {
   const SweepShard s = parse_shard("1/3");
   EXPECT_EQ(s.index, 1);

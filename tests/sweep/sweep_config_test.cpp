@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "core/errors.h"
 #include "test_util.h"
 
@@ -186,12 +188,12 @@ TEST(SweepConfigTest, FileErrorsAreOneLineEachNamingFileLineAndKey) {
                                  "quick: {axes: {model.norm.type: [rmsnorm]}, steps: 3}\n");
   const auto lines = problems([&] { parse_sweep_file(path); });
   const std::vector<std::string> expected = {
-      path + ":2: axis: unknown key; expected one of: base, out_dir, set, axes, zip, seeds, quick",
+      path + ":2: axis: unknown key; expected one of: base, out_dir, set, axes, zip, seeds, tune, quick",
       path + ":4: axes.model.layout: expected a non-empty list of values, got 'pre'",
       path + ":5: axes.seed: list seeds under `seeds:`, not as an override",
       path + ":7: zip[0]: zipped lists must have equal lengths, got optim.lr: 2, optim.warmup: 1",
       path + ":8: seeds: expected an integer seed, got 'x'",
-      path + ":9: quick.steps: unknown key; expected one of: set, axes, zip, seeds, out_dir",
+      path + ":9: quick.steps: unknown key; expected one of: set, axes, zip, seeds, tune, out_dir",
       path + ":9: quick.axes.model.norm.type: not a key under axes:"};
   EXPECT_EQ(lines, expected);
   EXPECT_THROW(parse_sweep_file(dir / "missing.yaml"), UsageError);
@@ -333,6 +335,182 @@ TEST(SweepConfigTest, ShippedSweepsAreValid) {
         EXPECT_NE(s.out_dir.find("-quick"), std::string::npos) << name;
       }
     }
+  }
+  std::filesystem::current_path(cwd);
+}
+
+}  // namespace
+}  // namespace normlab
+
+namespace normlab {
+namespace {
+
+// A tuned sweep: search points carry the tuned value in their names, confirm points a `confirm`
+// marker before the seed; quick: may replace the grid and the seeds; sweep.yaml reads back.
+TEST(SweepTuneConfigTest, SearchPointsCarryTheValueAndConfirmPointsAMarker) {
+  testing::TempDir dir;
+  write_base(dir);
+  const std::string path =
+      write(dir, "t.yaml",
+            "base: base.yaml\n"
+            "set: {train.steps: 10}\n"
+            "axes: {model.layout: [pre, post]}\n"
+            "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1337],\n"
+            "       confirm_seeds: [2001, 2002], metric: final_val, baseline: {model.layout: post}}\n"
+            "quick: {tune: {values: [1.0e-3, 4.0e-3, 8.0e-3], confirm_seeds: [7]}, out_dir: q}\n");
+  const Sweep s = parse_sweep_file(path);
+  ASSERT_TRUE(s.tune);
+  EXPECT_TRUE(s.seeds.empty());
+  EXPECT_EQ(s.tune->metric, TuneMetric::kFinalVal);
+  EXPECT_EQ(s.tune->numbers, (std::vector<double>{1e-3, 2e-3, 4e-3}));
+  EXPECT_EQ(name_keys(s), (std::vector<std::string>{"model.layout", "optim.lr"}));
+  const auto points = expand_sweep(s);
+  EXPECT_EQ(names(points), (std::vector<std::string>{
+                               "layout=pre,lr=1.0e-3,seed=1337", "layout=pre,lr=2.0e-3,seed=1337",
+                               "layout=pre,lr=4.0e-3,seed=1337", "layout=post,lr=1.0e-3,seed=1337",
+                               "layout=post,lr=2.0e-3,seed=1337", "layout=post,lr=4.0e-3,seed=1337"}));
+  EXPECT_EQ(points[4].group, "layout=post,lr=2.0e-3");
+  EXPECT_EQ(points[4].phase, PointPhase::kSearch);
+  EXPECT_EQ(points[4].arm, 1u);
+  EXPECT_EQ(point_overrides(s, points[4]),
+            (std::vector<std::string>{"train.steps=10", "model.layout=post", "optim.lr=2.0e-3", "seed=1337"}));
+  const auto arms = tune_arms(s);
+  ASSERT_EQ(arms.size(), 2u);
+  EXPECT_EQ(arms[1].name, "layout=post");
+  const auto confirm = confirm_points(s, {2, -1});
+  EXPECT_EQ(names(confirm), (std::vector<std::string>{"layout=pre,lr=4.0e-3,confirm,seed=2001",
+                                                      "layout=pre,lr=4.0e-3,confirm,seed=2002"}));
+  EXPECT_EQ(confirm[0].group, "layout=pre,lr=4.0e-3,confirm");
+  EXPECT_EQ(confirm[0].phase, PointPhase::kConfirm);
+  EXPECT_EQ(validate_points(s, points).size(), 6u);
+  EXPECT_EQ(validate_points(s, confirm)[0].optim.lr, 4e-3);
+
+  // The resolved sweep keeps the block (and writes no seeds:).
+  const Sweep again = parse_sweep_file(write(dir, "dumped.yaml", dump_sweep(s)));
+  ASSERT_TRUE(again.tune);
+  EXPECT_EQ(again.tune->values, s.tune->values);
+  EXPECT_EQ(again.tune->confirm_seeds, s.tune->confirm_seeds);
+  EXPECT_EQ(again.tune->metric, TuneMetric::kFinalVal);
+  EXPECT_EQ(again.tune->baseline, s.tune->baseline);
+  EXPECT_EQ(names(expand_sweep(again)), names(points));
+
+  SweepOptions o;
+  o.quick = true;
+  const Sweep quick = parse_sweep_file(path, o);
+  EXPECT_EQ(quick.out_dir, "q");
+  EXPECT_EQ(quick.tune->values, (std::vector<std::string>{"1.0e-3", "4.0e-3", "8.0e-3"}));
+  EXPECT_EQ(quick.tune->seeds, std::vector<int64_t>{1337});
+  EXPECT_EQ(quick.tune->confirm_seeds, std::vector<int64_t>{7});
+  EXPECT_EQ(names(confirm_points(quick, {0, 0}))[1], "layout=post,lr=1.0e-3,confirm,seed=7");
+}
+
+// Every violation of the tune: rules is one line naming file:line, the key and what was expected.
+TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
+  testing::TempDir dir;
+  write_base(dir);
+  const std::string head =
+      "base: base.yaml\n"
+      "axes: {model.layout: [pre, post]}\n"
+      "zip: [{model.n_heads: [2, 4], model.n_layers: [1, 2]}]\n";
+  const std::string good_rest = "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre, model.n_heads: 2}";
+  const std::string values = "values: [1.0e-3, 2.0e-3, 4.0e-3]";
+  auto tune = [&](const std::string& key, const std::string& vals, const std::string& rest) {
+    return "tune: {key: " + key + ", " + vals + ", " + rest + "}\n";
+  };
+  const std::string arms = "layout=pre,n_heads=2,n_layers=1; layout=pre,n_heads=4,n_layers=2; "
+                           "layout=post,n_heads=2,n_layers=1; layout=post,n_heads=4,n_layers=2";
+  struct Case {
+    std::string text, line;
+    std::vector<std::string> sets = {};
+  };
+  const std::vector<Case> cases = {
+      {tune("model.norm.type", values, good_rest),
+       ":4: tune.key: model.norm.type is not numeric (its value is 'layernorm'); expected a numeric key such as "
+       "optim.lr"},
+      {tune("optim.lrr", values, good_rest),
+       ":4: tune.key: 'optim.lrr' is not a config key (build/normlab keys lists them); expected a numeric key such "
+       "as optim.lr"},
+      {tune("model.layout", values, good_rest),
+       ":4: tune.key: model.layout is an axis (FILE:2); the tuned key is searched per arm and cannot also be one"},
+      {tune("model.n_layers", values, good_rest),
+       ":4: tune.key: model.n_layers is a zip key (FILE:3); the tuned key is searched per arm and cannot also be one"},
+      {tune("seed", values, good_rest),
+       ":4: tune.key: seed cannot be tuned; the seeds are tune.seeds (search) and tune.confirm_seeds"},
+      {tune("optim.lr", "values: [2.0e-3, 1.0e-3, 4.0e-3]", good_rest),
+       ":4: tune.values: values must be ascending, got 1.0e-3 after 2.0e-3"},
+      {tune("optim.lr", "values: [1.0e-3, 1.0e-3, 4.0e-3]", good_rest),
+       ":4: tune.values: values must be ascending, got 1.0e-3 after 1.0e-3"},
+      {tune("optim.lr", "values: [0, 1.0e-3, 4.0e-3]", good_rest), ":4: tune.values: expected a number > 0, got '0'"},
+      {tune("optim.lr", "values: [1.0e-3, fast, 4.0e-3]", good_rest),
+       ":4: tune.values: expected a number > 0, got 'fast'"},
+      {tune("optim.lr", "values: [1.0e-3, 2.0e-3]", good_rest),
+       ":4: tune.values: expected a list of at least 3 ascending numbers > 0, got 2 values"},
+      {tune("optim.lr", values, "seeds: [], confirm_seeds: [2, 3], baseline: {model.layout: pre, model.n_heads: 2}"),
+       ":4: tune.seeds: expected a non-empty list of integer seeds, got a list"},
+      {tune("optim.lr", values, "seeds: [1], confirm_seeds: [], baseline: {model.layout: pre, model.n_heads: 2}"),
+       ":4: tune.confirm_seeds: expected a non-empty list of integer seeds, got a list"},
+      {tune("optim.lr", values, "seeds: [1, 2], confirm_seeds: [2, 3], baseline: {model.layout: pre, model.n_heads: 2}"),
+       ":4: tune.confirm_seeds: seed 2 is also a search seed; confirm seeds must be fresh (disjoint from "
+       "tune.seeds)"},
+      {tune("optim.lr", values, good_rest) + "seeds: [1]\n",
+       ":5: seeds: a sweep with tune: has no seeds:; list them as tune.seeds (search) and tune.confirm_seeds "
+       "(confirm)"},
+      {tune("optim.lr", values, good_rest + ", metric: last_val"),
+       ":4: tune.metric: expected best_val or final_val, got 'last_val'"},
+      {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: sandwich}"),
+       ":4: tune.baseline: names no arm; expected the axis values of one of: " + arms},
+      {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre}"),
+       ":4: tune.baseline: names 2 arms (layout=pre,n_heads=2,n_layers=1; layout=pre,n_heads=4,n_layers=2); "
+       "expected the axis values of exactly one"},
+      {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre, optim.warmup: 2}"),
+       ":4: tune.baseline.optim.warmup: not an axis; expected axis keys naming one arm (model.layout, "
+       "model.n_heads, model.n_layers)"},
+      {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3]"),
+       ":4: tune.baseline: missing; tune: needs key, values, seeds, confirm_seeds and baseline (metric is "
+       "optional)"},
+      {tune("optim.lr", values, good_rest + ", sweeps: 3"),
+       ":4: tune.sweeps: unknown key; expected one of: key, values, seeds, confirm_seeds, metric, baseline"},
+      {"tune: [optim.lr]\n",
+       ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline}, got a list"},
+      {tune("optim.lr", values, good_rest) + "set: {optim.lr: 0.01}\n",
+       ":5: set.optim.lr: the tuned key takes its values from tune.values; remove it from set: / --set"},
+      {tune("optim.lr", values, good_rest) + "quick: {seeds: [5]}\n",
+       ":5: quick.seeds: a sweep with tune: has no seeds:; set quick.tune.seeds and quick.tune.confirm_seeds"},
+      {tune("optim.lr", values, good_rest) + "quick: {tune: {values: [1.0e-3, 2.0e-3, 3.0e-3], key: optim.warmup}}\n",
+       ":5: quick.tune.key: unknown key; expected one of: values, seeds, confirm_seeds"},
+      {tune("optim.lr", values, good_rest) + "quick: {tune: {confirm_seeds: [1]}}\n",
+       ":5: quick.tune.confirm_seeds: seed 1 is also a search seed; confirm seeds must be fresh (disjoint from "
+       "tune.seeds)"},
+      {tune("optim.lr", values, good_rest), "--set: set.optim.lr: the tuned key takes its values from tune.values; "
+                                            "remove it from set: / --set", {"optim.lr=0.1"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = write(dir, fmt::format("bad{}.yaml", i), head + cases[i].text);
+    SweepOptions o;
+    o.sets = cases[i].sets;
+    const auto lines = problems([&] { expand_sweep(parse_sweep_file(path, o)); });
+    std::string expected = cases[i].line[0] == ':' ? path + cases[i].line : cases[i].line;
+    for (size_t at = expected.find("FILE"); at != std::string::npos; at = expected.find("FILE")) {
+      expected.replace(at, 4, path);
+    }
+    EXPECT_EQ(lines, std::vector<std::string>{expected}) << cases[i].text;
+  }
+  // The good block parses.
+  EXPECT_NO_THROW(parse_sweep_file(write(dir, "good.yaml", head + tune("optim.lr", values, good_rest))));
+}
+
+// The shipped example tuned sweep, full and quick, expands and validates.
+TEST(SweepTuneConfigTest, ShippedTuneExampleIsValid) {
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(testing::source_dir());
+  for (bool quick : {false, true}) {
+    SweepOptions o;
+    o.quick = quick;
+    const Sweep s = parse_sweep_file("configs/sweeps/tune_example.yaml", o);
+    ASSERT_TRUE(s.tune);
+    const auto points = expand_sweep(s);
+    EXPECT_NO_THROW(validate_points(s, points)) << (quick ? " --quick" : "");
+    EXPECT_NO_THROW(validate_points(s, confirm_points(s, std::vector<int>(tune_arms(s).size(), 0))));
   }
   std::filesystem::current_path(cwd);
 }
