@@ -3,7 +3,9 @@
 # (scripts/README.md, "gpu_build.sh"; an H100 machine). Debian 12's packages of NormLab's other dependencies,
 # downloaded beforehand on a Debian machine with
 #   mkdir -p .debs && (cd .debs && apt-get download libyaml-cpp-dev libyaml-cpp0.7 libspdlog-dev \
-#     libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libgtest-dev libgmock-dev googletest libgloo-dev)
+#     libspdlog1.10 libfmt-dev libfmt9 libcli11-dev libgtest-dev libgmock-dev googletest libgloo-dev \
+#     libsentencepiece-dev libsentencepiece0 libprotobuf-dev libprotobuf32 libprotobuf-lite32 \
+#     protobuf-compiler libprotoc32 libssl-dev libssl3 zlib1g-dev pkgconf pkgconf-bin libpkgconf3 pkg-config)
 # (.debs/ is git-ignored; the device tool's `carry` takes it along), are unpacked into a prefix of
 # their own, never into /. Then configure against python3's torch and build everything.
 #   scripts/gpu_build.sh [cmake --build arguments]      build dir: build-gpu/ (NORMLAB_BUILD_DIR)
@@ -17,8 +19,15 @@ if [ ! -f "$PREFIX/.complete" ]; then
   ls "$DEBS"/*.deb >/dev/null 2>&1 || { echo "gpu_build: no .deb files in $DEBS (see the header of $0)" >&2; exit 2; }
   mkdir -p "$PREFIX"
   for f in "$DEBS"/*.deb; do dpkg -x "$f" "$PREFIX"; done
+  # The packages' pkg-config files name /usr: point them at the prefix.
+  for pc in "$PREFIX"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$PREFIX"/usr/share/pkgconfig/*.pc; do
+    [ -f "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$PREFIX/usr|" "$pc"
+  done
   touch "$PREFIX/.complete"
 fi
+# pkg-config and protoc from the prefix (the machine may have neither), finding the prefix's files.
+export PATH="$PREFIX/usr/bin:$PATH"
+export PKG_CONFIG_PATH="$PREFIX/usr/lib/x86_64-linux-gnu/pkgconfig:$PREFIX/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 TD="$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')"
 export LD_LIBRARY_PATH="$PREFIX/usr/lib/x86_64-linux-gnu:$TD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 GEN=(); command -v ninja >/dev/null && GEN=(-G Ninja)
