@@ -51,7 +51,12 @@ std::vector<std::string> child_env(int threads) {
 
 // A config with what may differ between sessions of the same point blanked out.
 std::string comparable(Config c) {
+  // Where a run executes may differ between the machines that share a sweep (a search on a GPU,
+  // its remaining points on a CPU), as `train --resume` allows: each run's config.yaml records its own.
   c.train.threads = 0;
+  c.train.device = DeviceKind::kCpu;
+  c.train.dist_backend = DistBackend::kAuto;
+  c.train.dist_timeout = 300;
   c.out_dir.clear();
   // Runs written before data paths were stored absolute hold them relative to the directory the
   // sweep ran from.
