@@ -114,7 +114,26 @@ TEST(TrainStepTest, DiagnosticsStepsTrainAlikeAndCarryEveryStatistic) {
       for (const char* name : {"attn_entropy", "attn_logit_max", "block_cos", "attn_sink"}) {
         EXPECT_EQ(d.layer(name).size(), static_cast<size_t>(L)) << name;
       }
-      EXPECT_EQ(d.layers.size(), 8u);
+      EXPECT_EQ(d.layers.size(), 12u);  // update_ratio, the 4 weight statistics, 7 of the forward
+      // The weight statistics of block 0 (src/metrics/README.md), recomputed here from its 2-D
+      // block weights (the matrices of this model) before and after the update; sigma_max by SVD.
+      {
+        double sq = 0, n = 0, smax = 0, srank = 0, mats = 0, dot = 0, dsq = 0, bsq = 0;
+        for (size_t i = 0; i < t.params.size(); ++i) {
+          if (t.names[i].rfind("blocks.0.", 0) != 0 || t.params[i].dim() != 2) continue;
+          const auto w = t.params[i].detach().to(torch::kDouble), w0 = before[i].to(torch::kDouble);
+          const double f2 = w.pow(2).sum().item<double>(), s1 = torch::linalg_svdvals(w).max().item<double>();
+          sq += f2, n += static_cast<double>(w.numel()), smax = std::max(smax, s1), srank += f2 / (s1 * s1), ++mats;
+          dot += ((w - w0) * w0).sum().item<double>(), dsq += (w - w0).pow(2).sum().item<double>();
+          bsq += w0.pow(2).sum().item<double>();
+        }
+        ASSERT_GT(mats, 0);
+        EXPECT_NEAR(d.layer("w_rms")[0], std::sqrt(sq / n), 1e-6 * std::sqrt(sq / n));
+        EXPECT_NEAR(d.layer("w_spec_max")[0], smax, 1e-6 * smax);
+        EXPECT_NEAR(d.layer("w_stable_rank")[0], srank / mats, 1e-6 * srank / mats);
+        const double cos = dot / std::sqrt(dsq * bsq);
+        EXPECT_NEAR(d.layer("update_cos")[0], cos, 1e-6 + 1e-4 * std::abs(cos));
+      }
       double w2 = 0;
       for (auto& p : t.params) w2 += p.detach().to(torch::kDouble).pow(2).sum().item<double>();
       EXPECT_NEAR(d.param_norm, std::sqrt(w2), 1e-5 * std::sqrt(w2));
