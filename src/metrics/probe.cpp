@@ -1,5 +1,7 @@
 #include "metrics/probe.h"
 
+#include <array>
+
 namespace normlab {
 
 const std::vector<double>& Diagnostics::layer(const std::string& name) const {
@@ -44,42 +46,34 @@ torch::Tensor spectral_norm(const torch::Tensor& W) {
 UpdateProbe::WeightStats UpdateProbe::weight_stats(const std::vector<torch::Tensor>& params,
                                                    const std::vector<int64_t>& block, int64_t L) const {
   torch::NoGradGuard ng;
-  // Per block: sum of squares and entry count, max sigma, sum of stable ranks and matrix count,
-  // <dW, W0>, |dW|^2 and |W0|^2 of the concatenation. On the host in double: a handful of scalars
-  // per matrix, read with the other statistics in one transfer.
-  std::vector<std::vector<torch::Tensor>> acc(7, std::vector<torch::Tensor>(L));
+  // Per block, as 0-dim double tensors on the weights' device (read with the other statistics in
+  // the step's one transfer): sums over its matrices, and the largest sigma.
+  enum { kSumSq, kCount, kSpecMax, kStableRankSum, kMatrices, kDotUpdateBefore, kUpdateSq, kBeforeSq, kN };
+  std::vector<std::array<torch::Tensor, kN>> acc(static_cast<size_t>(L));
   for (size_t k = 0; k < params.size(); ++k) {
     const int64_t i = block.at(k);
     if (i < 0) continue;
     const auto w = params[k].detach().to(torch::kDouble), w0 = before_.at(k).to(torch::kDouble), dw = w - w0;
     const auto f2 = w.pow(2).sum(), s = spectral_norm(w);
-    const torch::Tensor parts[7] = {f2, torch::full_like(f2, static_cast<double>(w.numel())), s,
-                                    f2 / s.pow(2).clamp_min(1e-300), torch::ones_like(f2),
-                                    (dw * w0).sum(), dw.pow(2).sum()};
-    for (size_t j = 0; j < 7; ++j) {
-      auto& a = acc[j][i];
-      a = !a.defined() ? parts[j] : j == 2 ? torch::maximum(a, parts[j]) : a + parts[j];
+    const std::array<torch::Tensor, kN> parts = {f2, torch::full_like(f2, static_cast<double>(w.numel())), s,
+                                                 f2 / s.pow(2).clamp_min(1e-300), torch::ones_like(f2),
+                                                 (dw * w0).sum(), dw.pow(2).sum(), w0.pow(2).sum()};
+    for (size_t j = 0; j < kN; ++j) {
+      auto& a = acc[static_cast<size_t>(i)][j];
+      a = !a.defined() ? parts[j] : j == kSpecMax ? torch::maximum(a, parts[j]) : a + parts[j];
     }
-  }
-  std::vector<torch::Tensor> w0_sq(L);
-  for (size_t k = 0; k < params.size(); ++k) {
-    const int64_t i = block.at(k);
-    if (i < 0) continue;
-    const auto t = before_.at(k).to(torch::kDouble).pow(2).sum();
-    w0_sq[i] = w0_sq[i].defined() ? w0_sq[i] + t : t;
   }
   const auto dev = torch::TensorOptions().dtype(torch::kDouble).device(params.empty() ? torch::kCPU : params[0].device());
-  auto col = [&](std::vector<torch::Tensor> v) {  // a block without matrices reads 0
-    for (auto& t : v) {
-      if (!t.defined()) t = torch::zeros({}, dev);
-    }
+  auto col = [&](size_t j) {  // one quantity over the blocks; a block without matrices reads 0
+    std::vector<torch::Tensor> v;
+    for (const auto& a : acc) v.push_back(a[j].defined() ? a[j] : torch::zeros({}, dev));
     return torch::stack(v);
   };
   WeightStats out;
-  out.rms = (col(acc[0]) / col(acc[1]).clamp_min(1)).sqrt();
-  out.spec_max = col(acc[2]);
-  out.stable_rank = col(acc[3]) / col(acc[4]).clamp_min(1);
-  out.update_cos = col(acc[5]) / (col(acc[6]).sqrt() * col(w0_sq).sqrt()).clamp_min(1e-300);
+  out.rms = (col(kSumSq) / col(kCount).clamp_min(1)).sqrt();
+  out.spec_max = col(kSpecMax);
+  out.stable_rank = col(kStableRankSum) / col(kMatrices).clamp_min(1);
+  out.update_cos = col(kDotUpdateBefore) / (col(kUpdateSq).sqrt() * col(kBeforeSq).sqrt()).clamp_min(1e-300);
   return out;
 }
 
