@@ -549,9 +549,19 @@ def fig_block_cos_profile(sweep, axes, outdir):
 # ---- tuned comparisons (sweep tune:) -------------------------------------------------------------
 
 def tune_arm_label(sweep, arm):
-    """An arm's name with the summary's short names ("layout=pre"), or "(all)" without axes."""
+    """An arm's name with the summary's short names ("layout=pre"), or "(all)" without axes. Keys
+    after the first are left out where they hold the value more than half of the arms share (a zip
+    group's companions, such as nGPT's pos and ffn beside its layout, show only where they differ)."""
     axes = arm.get("axes") if isinstance(arm.get("axes"), dict) else {}
-    return ",".join("%s=%s" % (sweep.short(k), v) for k, v in axes.items()) or "(all)"
+    _, arms = tune_arms(sweep)
+    common = {}  # a value more than half of the arms share
+    for k in axes:
+        values = [str(a.get("axes", {}).get(k)) for a in arms if isinstance(a.get("axes"), dict)]
+        top = max(set(values), key=values.count) if values else None
+        common[k] = top if values and 2 * values.count(top) > len(values) else None
+    keys = list(axes)
+    shown = [k for i, k in enumerate(keys) if i == 0 or str(axes[k]) != common.get(k)]
+    return ",".join("%s=%s" % (sweep.short(k), axes[k]) for k in shown) or "(all)"
 
 
 def tune_arms(sweep):
