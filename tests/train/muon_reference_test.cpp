@@ -12,6 +12,8 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "model/roles.h"
 #include "model/transformer.h"
 #include "test_util.h"
