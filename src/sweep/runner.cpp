@@ -53,10 +53,11 @@ std::vector<std::string> child_env(int threads) {
 std::string comparable(Config c) {
   // Where a run executes may differ between the machines that share a sweep (a search on a GPU,
   // its remaining points on a CPU), as `train --resume` allows: each run's config.yaml records its own.
-  c.train.threads = 0;
-  c.train.device = DeviceKind::kCpu;
-  c.train.dist_backend = DistBackend::kAuto;
-  c.train.dist_timeout = 300;
+  const TrainConfig defaults;
+  c.train.threads = defaults.threads;
+  c.train.device = defaults.device;
+  c.train.dist_backend = defaults.dist_backend;
+  c.train.dist_timeout = defaults.dist_timeout;
   c.out_dir.clear();
   // Runs written before data paths were stored absolute hold them relative to the directory the
   // sweep ran from.

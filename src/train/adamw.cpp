@@ -20,8 +20,10 @@ AdamW::AdamW(std::vector<Param> params, const OptimConfig& o) : o_(o) {
   }
 }
 
-void AdamW::zero_grad() {
-  for (auto& [name, p] : params_) {
+void AdamW::zero_grad() { clear_grads(params_); }
+
+void clear_grads(const std::vector<std::pair<std::string, torch::Tensor>>& params) {
+  for (const auto& [name, p] : params) {
     if (!p.grad().defined()) continue;
     // On CUDA the gradients go (set_to_none): the backward then writes fresh ones from the caching
     // allocator instead of a memset plus an accumulating add per parameter every step. On the CPU

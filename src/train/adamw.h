@@ -14,6 +14,9 @@
 
 namespace normlab {
 
+// Clears the gradients of these parameters: zeroed on the CPU, undefined (set to none) on CUDA.
+void clear_grads(const std::vector<std::pair<std::string, torch::Tensor>>& params);
+
 class AdamW {
  public:
   struct Param {

@@ -29,19 +29,7 @@ void Optimizer::step(double lr, double grad_scale) {
   adamw_->step(lr, grad_scale);
 }
 
-void Optimizer::zero_grad() {
-  for (auto& [name, p] : params_) {
-    if (!p.grad().defined()) continue;
-    // On CUDA the gradients go (set_to_none): the backward then writes fresh ones from the caching
-    // allocator instead of a memset plus an accumulating add per parameter every step. On the CPU
-    // the buffers are kept and zeroed (no allocation, no page faults).
-    if (p.is_cuda()) {
-      p.mutable_grad().reset();
-    } else {
-      p.mutable_grad().zero_();
-    }
-  }
-}
+void Optimizer::zero_grad() { clear_grads(params_); }
 
 std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() const {
   auto out = adamw_->state();
