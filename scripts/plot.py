@@ -51,7 +51,7 @@ Run (from metrics.jsonl and normlab report --json RUN):
                           report's final_eff_rank
     grad_noise_scale.png  the simple gradient noise scale B_simple over diagnostic steps
     qk_clip.png           number of attention heads QK-Clip clipped per logged step
-    attnres_weights.png   the last diagnostics record's AttnRes weights, reader x source
+    depth_weights.png     the last diagnostics record's depth-attention weights (AttnRes), reader x source
     autopsy_step_<N>.png  each step autopsy `normlab replay` wrote (spikes/step_<N>.autopsy.json): the
                           loss of every row at N against N-1, per-block gradient norms and update
                           ratios, per-head max logit and entropy
@@ -155,7 +155,7 @@ def parse_args(argv):
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Run: loss.png grad_heatmap.png grad_profile.png layers.png, and when "
                                         "logged act_max.png attn_sink.png block_cos.png eff_rank.png layers_<series>.png "
-                                        "grad_noise_scale.png qk_clip.png attnres_weights.png autopsy_step_<N>.png; "
+                                        "grad_noise_scale.png qk_clip.png depth_weights.png autopsy_step_<N>.png; "
                                         "sweep: loss_curves.png final_vs_lr.png final_vs_depth.png, and with a "
                                         "categorical axis best_val_compare.png grad_profile_step0.png "
                                         "block_cos_profile.png. The head of scripts/plot.py says what each shows.")

@@ -139,8 +139,9 @@ if [ -f "$BUILD/CMakeCache.txt" ] &&
 fi
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   SANITIZE=OFF; [ "${NORMLAB_SANITIZE:-0}" = 1 ] && SANITIZE=ON
+  WERROR=OFF; [ "${NORMLAB_WERROR:-0}" = 1 ] && WERROR=ON  # CI's Debian build (.ci/run)
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNORMLAB_TORCH="$NORMLAB_TORCH_DIR" \
-    -DNORMLAB_SANITIZE="$SANITIZE" >&2
+    -DNORMLAB_SANITIZE="$SANITIZE" -DNORMLAB_WERROR="$WERROR" >&2
 fi
 cmake --build "$BUILD" -j "$JOBS" "${BUILD_ARGS[@]}" >&2
 # bf16 matrix units and Debian's LibTorch: say which build is the measured one for bf16.

@@ -313,7 +313,7 @@ class Run:
         return {m: sorted((s, v, z) for s, (v, z) in d.items()) for m, d in marks.items()}
 
     def last_record_with(self, key):
-        """The last train record whose `key` is a non-empty object (attnres_weights), or None."""
+        """The last train record whose `key` is a non-empty object (depth_weights), or None."""
         recs = [r for r in self.train if isinstance(r.get(key), dict) and r[key]]
         return recs[-1] if recs else None
 

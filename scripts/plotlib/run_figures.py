@@ -429,15 +429,20 @@ def fig_other_layers(run, outdir, head):
     return written
 
 
-def fig_attnres_weights(run, outdir, head):
-    """AttnRes: depth-attention weights of the last full-diagnostics record (reader x source)."""
+def fig_depth_weights(run, outdir, head):
+    """Depth attention (AttnRes): the weights of the last full-diagnostics record (reader x source).
+    Records written before the key's rename call it attnres_weights."""
     import numpy as np
     plt = mpl()
-    rec = run.last_record_with("attnres_weights")
+    key = "depth_weights"
+    rec = run.last_record_with(key)
+    if rec is None:
+        key = "attnres_weights"
+        rec = run.last_record_with(key)
     if rec is None:
         return []
-    readers = list(rec["attnres_weights"].keys())
-    rows = [[num(v) for v in rec["attnres_weights"][k]] if isinstance(rec["attnres_weights"][k], list) else []
+    readers = list(rec[key].keys())
+    rows = [[num(v) for v in rec[key][k]] if isinstance(rec[key][k], list) else []
             for k in readers]
     cols = max(len(r) for r in rows)
     if cols == 0:
@@ -459,9 +464,9 @@ def fig_attnres_weights(run, outdir, head):
                 ax.text(j, i, "%.2f" % grid[i, j], ha="center", va="center", fontsize=6,
                         color="white" if grid[i, j] < 0.5 else "black")
     fig.colorbar(im, ax=ax, label="mean weight")
-    fig.suptitle(textwrap.fill("%s: AttnRes weights at step %d (attnres_weights)" % (head, rec["step"]), 70))
+    fig.suptitle(textwrap.fill("%s: depth-attention weights at step %d (%s)" % (head, rec["step"], key), 70))
     fig.tight_layout()
-    return [save(fig, os.path.join(outdir, "attnres_weights.png"))]
+    return [save(fig, os.path.join(outdir, "depth_weights.png"))]
 
 
 def draw_autopsy(path, out):
@@ -545,7 +550,7 @@ RUN_FIGURES = [
     ("eff_rank.png", fig_eff_rank, "eval records' eff_rank"),
     ("grad_noise_scale.png", fig_grad_noise_scale, "train records' grad_noise_scale"),
     ("qk_clip.png", fig_qk_clip, "train records' qk_clipped"),
-    ("attnres_weights.png", fig_attnres_weights, "train records' attnres_weights (model.residual.type: attnres)"),
+    ("depth_weights.png", fig_depth_weights, "train records' depth_weights (model.residual.type: attnres)"),
     ("autopsy_step_<N>.png", fig_autopsies, "spikes/step_<N>.autopsy.json (normlab replay)"),
 ]
 

@@ -537,6 +537,10 @@ int main(int argc, char** argv) {
   }
 #endif
   normlab::setup_logging();
+  // NORMLAB_NO_ONEDNN=1: LibTorch without its oneDNN (mkldnn) kernels, the path it takes on a CPU
+  // without AVX-512, where a bf16 matmul falls back to slow native loops. The test of train's bf16
+  // start-up check forces that path on any CPU (src/train/README.md, Precision).
+  if (std::getenv("NORMLAB_NO_ONEDNN")) at::globalContext().setUserEnabledMkldnn(false);
   try {
     return normlab::run_cli(argc, argv);
   } catch (const normlab::ConfigError& e) {

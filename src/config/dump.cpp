@@ -32,10 +32,6 @@ std::string repr(const std::optional<double>& v) {
   return v ? repr(*v) : "auto";
 }
 template <>
-std::string repr(const std::optional<int64_t>& v) {
-  return v ? repr(*v) : "auto";
-}
-template <>
 std::string repr(const std::optional<std::string>& v) {
   return v ? *v : "null";
 }

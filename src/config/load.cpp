@@ -103,17 +103,6 @@ bool convert(const YAML::Node& n, std::optional<double>& out, std::string& expec
   if (ok) out = v;
   return ok;
 }
-bool convert(const YAML::Node& n, std::optional<int64_t>& out, std::string& expected) {
-  if (is_auto(n)) {
-    out.reset();
-    return true;
-  }
-  int64_t v = 0;
-  bool ok = convert(n, v, expected);
-  expected = "an integer or auto";
-  if (ok) out = v;
-  return ok;
-}
 bool convert(const YAML::Node& n, std::optional<std::string>& out, std::string& expected) {
   if (n.IsNull()) {
     out.reset();

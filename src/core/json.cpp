@@ -94,11 +94,27 @@ JsonObject& JsonObject::add(std::string_view k, const std::vector<int64_t>& v) {
   body_ += ']';
   return *this;
 }
+JsonObject& JsonObject::add(std::string_view k, const std::vector<std::vector<double>>& v) {
+  key(k);
+  body_ += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    body_ += i ? ",[" : "[";
+    for (size_t j = 0; j < v[i].size(); ++j) body_ += (j ? "," : "") + json_number(v[i][j]);
+    body_ += ']';
+  }
+  body_ += ']';
+  return *this;
+}
 JsonObject& JsonObject::add(std::string_view k, const JsonObject& v) { return add_raw(k, v.str()); }
 JsonObject& JsonObject::add(std::string_view k, const std::vector<JsonObject>& v) {
   std::string a = "[";
   for (size_t i = 0; i < v.size(); ++i) a += (i ? "," : "") + v[i].str();
   return add_raw(k, a + "]");
+}
+JsonObject& JsonObject::add_null(std::string_view k) {
+  key(k);
+  body_ += "null";
+  return *this;
 }
 JsonObject& JsonObject::add_raw(std::string_view k, std::string_view json) {
   key(k);

@@ -28,8 +28,10 @@ class JsonObject {
   JsonObject& add(std::string_view key, const std::vector<double>& v);
   JsonObject& add(std::string_view key, const std::vector<int64_t>& v);
   JsonObject& add(std::string_view key, const std::vector<std::string>& v);
+  JsonObject& add(std::string_view key, const std::vector<std::vector<double>>& v);  // rows of numbers
   JsonObject& add(std::string_view key, const JsonObject& v);
   JsonObject& add(std::string_view key, const std::vector<JsonObject>& v);  // an array of objects
+  JsonObject& add_null(std::string_view key);
   JsonObject& add_raw(std::string_view key, std::string_view json);
   bool empty() const { return body_.empty(); }
   std::string str() const { return "{" + body_ + "}"; }

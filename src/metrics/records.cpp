@@ -89,7 +89,8 @@ TrainRecord parse_train(const YAML::Node& r, int64_t step) {
       if (it->second.IsSequence()) t.layers.emplace_back(it->first.as<std::string>(), vec(it->second));
     }
   }
-  const YAML::Node depth = r["attnres_weights"];
+  // depth_weights; runs written before the key was named for what it is call it attnres_weights.
+  const YAML::Node depth = r["depth_weights"] ? r["depth_weights"] : r["attnres_weights"];
   if (depth && depth.IsMap()) {
     for (auto it = depth.begin(); it != depth.end(); ++it) {
       if (it->second.IsSequence()) t.depth_weights.emplace_back(it->first.as<std::string>(), vec(it->second));
@@ -423,7 +424,7 @@ std::string to_json(const TrainRecord& r) {
   if (r.qk_clipped >= 0) j.add("qk_clipped", r.qk_clipped);
   j.add("layers", series(r.layers)).add("grad_norm_embed", r.grad_norm_embed).add("grad_norm_head", r.grad_norm_head);
   if (!std::isnan(r.logit_max)) j.add("logit_max", r.logit_max).add("lse_mean", r.lse_mean);
-  if (!r.depth_weights.empty()) j.add("attnres_weights", series(r.depth_weights));
+  if (!r.depth_weights.empty()) j.add("depth_weights", series(r.depth_weights));
   if (!r.params.empty()) {
     JsonObject p;
     for (const auto& [name, v] : r.params) p.add(name, v);
@@ -479,6 +480,42 @@ std::string to_json(const SpikeForensics& f) {
       .add("batch", JsonObject().add("data", f.data).add("format", f.format).add("ctx", f.ctx)
                         .add("window_tokens", f.ctx + 1).add("micro_batches", micro_batches))
       .add("layers", layers).add("layers_by_jump", by_jump);
+  return j.str();
+}
+
+namespace {
+// One captured step into j; `header` adds its step, loss and grad_norm (the baseline's; step N's
+// are the autopsy's own top-level keys).
+JsonObject& add_capture(JsonObject& j, const StepCapture& c, bool header) {
+  if (header) j.add("step", c.step).add("loss", c.loss).add("grad_norm", c.grad_norm);
+  j.add("action", c.action).add("rows_mean_loss", c.rows_mean);
+  std::vector<JsonObject> rows;
+  for (const RowLoss& r : c.rows) {
+    std::vector<JsonObject> worst;
+    for (const WorstPosition& w : r.worst) {
+      worst.push_back(JsonObject().add("position", w.position).add("loss", w.loss).add("tokens", w.context)
+                          .add("text", w.text));
+    }
+    rows.push_back(JsonObject().add("micro_batch", r.micro_batch).add("row", r.row).add("offset", r.offset)
+                       .add("loss", r.loss).add("worst", worst));
+  }
+  j.add("rows", rows).add("layers", series(c.layers));
+  return j.add("heads", JsonObject().add("attn_logit_max", c.head_logit_max).add("attn_entropy", c.head_entropy));
+}
+}  // namespace
+
+std::string to_json(const Autopsy& a) {
+  JsonObject j;
+  j.add("run", a.run).add("step", a.step).add("checkpoint", a.checkpoint).add("updates_replayed", a.updates_replayed)
+      .add("reproducible", a.reproducible).add("loss", a.loss).add("logged_loss", a.logged_loss)
+      .add("grad_norm", a.grad_norm).add("logged_grad_norm", a.logged_grad_norm);
+  add_capture(j, a.at, /*header=*/false);
+  if (a.before) {
+    JsonObject b;
+    j.add("baseline", add_capture(b, *a.before, /*header=*/true));
+  } else {
+    j.add_null("baseline");  // step 0 has none
+  }
   return j.str();
 }
 

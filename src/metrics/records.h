@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,7 +42,8 @@ struct TrainRecord {
   double grad_norm_embed = std::nan(""), grad_norm_head = std::nan("");
   double logit_max = std::nan(""), lse_mean = std::nan("");
   RecordLayers layers;
-  // attnres_weights: each AttnRes reader's mean weight per source (empty for other runs).
+  // depth_weights: each depth-attention reader's mean weight per source (AttnRes; empty for other
+  // runs; `attnres_weights` in older runs).
   RecordLayers depth_weights;
   std::vector<std::pair<std::string, double>> params;  // diag.per_param: per-tensor gradient norms
   // The series layers.<name>, or nullptr where the record has none.
@@ -83,11 +85,43 @@ struct SpikeForensics {
   std::vector<Layer> layers;  // in model order; the file lists them again by relative jump
 };
 
+// spikes/step_<N>.autopsy.json (`normlab replay`, src/train/README.md "Replaying a step"): steps
+// N-1 and N of a run re-run from a checkpoint, each captured in full.
+struct WorstPosition {  // one position of a row where the loss is among the row's highest
+  int64_t position = 0;          // index of the predicted token in the window's targets
+  double loss = 0;
+  std::vector<int64_t> context;  // the tokens up to it (at most 24) and the target itself last
+  std::string text;              // the same as text (decoded, or bytes with escapes)
+};
+struct RowLoss {
+  int64_t micro_batch = 0, row = 0, offset = 0;  // the window's start in the training stream
+  double loss = 0;                               // mean next-token cross-entropy over its ctx targets
+  std::vector<WorstPosition> worst;              // the 3 highest, highest first
+};
+struct StepCapture {  // everything captured of one step, with the weights it was taken with
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0;  // what the training step computed
+  std::string action;              // update, or why it was skipped
+  std::vector<RowLoss> rows;
+  double rows_mean = 0;  // mean of the rows' losses (= loss up to float rounding)
+  RecordLayers layers;   // per-layer series: the first micro-batch's statistics, gradient norms, update ratio
+  std::vector<std::vector<double>> head_logit_max, head_entropy;  // [L][H], first micro-batch
+};
+struct Autopsy {
+  std::string run, checkpoint;
+  int64_t step = 0, updates_replayed = 0;
+  bool reproducible = false;  // loss and grad_norm equal the logged ones in every bit
+  double loss = 0, logged_loss = 0, grad_norm = 0, logged_grad_norm = 0;
+  StepCapture at;
+  std::optional<StepCapture> before;  // step N-1 (none for N = 0)
+};
+
 // The JSON line of each record kind, keys in the order the contract lists them.
 std::string to_json(const TrainRecord& r);
 std::string to_json(const EvalRecord& r);
 std::string to_json(const SpikeRecord& r);
 std::string to_json(const SpikeForensics& f);
+std::string to_json(const Autopsy& a);
 
 // From the run's config.yaml (defaults where there is none).
 struct RunInfo {

@@ -172,7 +172,7 @@ std::string report_json(const std::string& run_dir) {
       .add("grad_ratio_first_last", s.grad_ratio_first_last).add("final_eff_rank", s.final_eff_rank)
       .add("block_cos", diag_series(r, "block_cos")).add("attn_sink", diag_series(r, "attn_sink"))
       .add("act_max", diag_series(r, "act_max"))
-      .add("diag_step", diag ? diag->step : int64_t{-1}).add("layers", layers).add("attnres_weights", depth)
+      .add("diag_step", diag ? diag->step : int64_t{-1}).add("layers", layers).add("depth_weights", depth)
       .add_raw("spikes", spikes + "]")
       .add_raw("autopsies", [&] {
         std::string a = "[";

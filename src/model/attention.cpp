@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "core/torch_compat.h"
 #include "model/attention_kernels.h"
-#include "model/gelu_kernel.h"
 #include "model/roles.h"
 
 namespace normlab {
@@ -39,8 +39,7 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
     gate = register_module("gate", linear(o.d_model, rows, false));
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", with_role(torch::ones({o.n_heads}), Role::kGain));
-  if (o.ngpt)
-    s_qk = register_parameter("s_qk", with_role(torch::full({o.d_model}, 1.0 / std::sqrt(static_cast<double>(o.d_model))), Role::kGain));
+  if (o.qk_build) o.qk_build(*this);
   if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kScalar)
     vres_lambda = register_parameter("vres_lambda", with_role(torch::full({1}, 0.5), Role::kMixing));
   if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kToken) {
@@ -294,11 +293,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     q = normed(q_norm, q);
     k = normed(k_norm, k);
   }
-  if (o_.ngpt) {  // Q * N(q), Q * N(k); the dh factor on q turns the kernels' 1/sqrt(dh) into sqrt(dh)
-    auto Q = (s_qk * std::sqrt(static_cast<double>(d))).view({1, 1, H, dh_});
-    q = (unit_norm(q) * Q * static_cast<double>(dh_)).to(v.scalar_type());
-    k = (unit_norm(k) * Q).to(v.scalar_type());
-  }
+  if (o_.qk_map) std::tie(q, k) = o_.qk_map(*this, q, k, v.scalar_type());
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
            : last_path_ == AttentionPath::cpu_kernel_bf16
@@ -317,77 +312,6 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto merged = o.reshape({B, T, d});
   if (inner_norm) merged = inner_norm->forward(merged.contiguous());
   return out_proj(merged);
-}
-
-torch::Tensor unit_norm(const torch::Tensor& x) {
-  auto f = compute_dtype(x);
-  return f / f.norm(2, -1, /*keepdim=*/true);
-}
-
-namespace {
-const uint16_t* bf16_ptr(const torch::Tensor& t) {
-  return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());
-}
-uint16_t* bf16_ptr_mut(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
-
-// y = gelu(x) for bf16 x through gelu_kernel.h; the backward recomputes from the saved input.
-struct GeluBf16Function : public torch::autograd::Function<GeluBf16Function> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
-    auto y = torch::empty_like(x);
-    gelu_kernel::forward_bf16(bf16_ptr(x), bf16_ptr_mut(y), x.numel());
-    ctx->save_for_backward({x});
-    return y;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto x = ctx->get_saved_variables()[0];
-    const auto& g = grads[0];
-    if (torch::GradMode::is_enabled()) {  // double backward: the derivative in differentiable ops
-      const auto xf = x.to(torch::kFloat);
-      const auto cdf = 0.5 * (1.0 + torch::erf(xf * M_SQRT1_2));
-      const auto pdf = torch::exp(-0.5 * xf * xf) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
-      return {(g.to(torch::kFloat) * (cdf + xf * pdf)).to(x.scalar_type())};
-    }
-    const auto dy = g.to(torch::kBFloat16).contiguous();
-    auto dx = torch::empty_like(x);
-    gelu_kernel::backward_bf16(bf16_ptr(x), bf16_ptr(dy), bf16_ptr_mut(dx), x.numel());
-    return {dx};
-  }
-};
-}  // namespace
-
-bool gelu_kernel_applies(const torch::Tensor& x) {
-  return x.device().is_cpu() && x.scalar_type() == torch::kBFloat16 && x.is_contiguous();
-}
-
-torch::Tensor ffn_gelu(const torch::Tensor& x) {
-  if (gelu_kernel_applies(x)) return GeluBf16Function::apply(x);
-  return torch::gelu(x);  // exact erf GELU
-}
-
-FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {
-  fc1 = register_module("fc1", linear(o.d_model, o.d_ff, o.bias));
-  if (o.swiglu || o.ngpt) gate = register_module("gate", linear(o.d_model, o.d_ff, o.bias));
-  fc2 = register_module("fc2", linear(o.d_ff, o.d_model, o.bias));
-  if (o.mid_norm_type)
-    mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
-  if (o.ngpt) {
-    s_u = register_parameter("s_u", with_role(torch::ones({o.d_ff}), Role::kGain));
-    s_v = register_parameter("s_v", with_role(torch::ones({o.d_ff}), Role::kGain));
-  }
-}
-
-torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
-  torch::Tensor h;
-  if (o_.ngpt) {
-    const double sd = std::sqrt(static_cast<double>(o_.d_model));
-    h = (s_u * sd) * fc1(x) * torch::silu((s_v * sd) * gate(x));
-  } else if (o_.swiglu) {
-    h = torch::silu(gate(x)) * fc1(x);
-  } else {
-    h = ffn_gelu(fc1(x));  // exact erf GELU
-  }
-  if (mid_norm) h = mid_norm->forward(h);
-  return fc2(h);
 }
 
 }  // namespace normlab

@@ -1,10 +1,12 @@
 // Causal multi-head self-attention (src/model/README.md) with the contract's options: QK-norm
 // (per head, size dh, or over all heads, size d; before or after RoPE), V-norm, RoPE
-// (rotate-half), score softcap, attention gate, NormFormer head scale, Sub-LN inner norm.
+// (rotate-half), score softcap, attention gate, a per-head output scale, an inner norm before
+// out_proj, value residuals, and a layout's own q/k map (qk_map). The FFN is model/ffn.h.
 // Optionally records its own statistics (entropy, max logit, sink, per-head max logit) for the
 // diagnostics and QK-Clip, computed from the probabilities it already has.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <utility>
 
@@ -37,9 +39,14 @@ struct AttentionOptions {
   NormOptions inner_norm;
   ValueResidual value_residual = ValueResidual::kNone;
   ValueRole value_role = ValueRole::kNone;
-  // nGPT: after RoPE q_h, k_h = Q_h * q_h / |q_h| with Q = sqrt(d) * s_qk viewed [H, dh]; scores
-  // sqrt(dh) q k^T (instead of q k^T / sqrt(dh)).
-  bool ngpt = false;
+  // A layout's own way of forming the scores (nGPT's scaled unit-norm q and k): qk_build registers
+  // its parameters on the attention (after head_scale, before the value-residual ones), qk_map
+  // takes q, k (B, T, H, dh) after RoPE and any QK-norm and returns what the scores read (the
+  // attention scales them by 1/sqrt(dh)), in `dtype` (the values' precision). The code lives in
+  // the layout's file; this is the attention's one extension point for it.
+  std::function<void(torch::nn::Module& attn)> qk_build;
+  std::function<std::pair<torch::Tensor, torch::Tensor>(torch::nn::Module& attn, const torch::Tensor& q,
+                                                        const torch::Tensor& k, c10::ScalarType dtype)> qk_map;
 };
 
 
@@ -52,9 +59,6 @@ struct AttentionStats {
   torch::Tensor head_entropy;  // [H] mean over batch and query positions of -sum p log p, per head
   torch::Tensor vres_lambda;   // value residual: the mean weight on block 0's values (1 in block 0)
 };
-
-// x / |x| over the last axis, no eps, computed in fp32 (double stays double): nGPT's N.
-torch::Tensor unit_norm(const torch::Tensor& x);
 
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
 // 1/sqrt(dh), optional softcap c*tanh(s/c). `stats`, when not null, receives the diagnostics.
@@ -106,8 +110,7 @@ class AttentionImpl : public torch::nn::Module {
   NormPtr q_norm, k_norm, v_norm, inner_norm;
   torch::Tensor head_scale;
   torch::Tensor vres_lambda;                // [1] (value_residual scalar)
-  torch::Tensor vres_gate_weight, vres_gate_bias;
-  torch::Tensor s_qk;  // [d] (nGPT)  // vres_gate.weight [H, d], .bias [H] (value_residual token)
+  torch::Tensor vres_gate_weight, vres_gate_bias;  // vres_gate.weight [H, d], .bias [H] (value_residual token)
 
  private:
   torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, T, H, dh)
@@ -126,36 +129,5 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor rope_cos_, rope_sin_;  // caches, not parameters or buffers
 };
 TORCH_MODULE(Attention);
-
-// The FFN's exact (erf) GELU, its one dispatch point: contiguous bf16 CPU input (bf16 autocast)
-// runs gelu_kernel.h (fp32 inside, bf16 out; forward and backward one pass each, held to the fp32
-// composed reference at 1e-2 relative); everything else, fp32 included, runs torch::gelu.
-torch::Tensor ffn_gelu(const torch::Tensor& x);
-bool gelu_kernel_applies(const torch::Tensor& x);
-
-struct FfnOptions {
-  int64_t d_model = 128;
-  int64_t d_ff = 512;
-  bool swiglu = false;
-  bool ngpt = false;  // fc2((sqrt(d) s_u) * fc1 x * silu((sqrt(d) s_v) * gate x)), s_u, s_v [d_ff] = 1
-  bool bias = false;
-  std::optional<std::string> mid_norm_type;  // NormFormer: norm after the activation
-  NormOptions mid_norm;                      // size = d_ff
-};
-
-class FfnImpl : public torch::nn::Module {
- public:
-  explicit FfnImpl(const FfnOptions& o);
-  // x: (B, T, d) -> (B, T, d)
-  torch::Tensor forward(const torch::Tensor& x);
-
-  torch::nn::Linear fc1{nullptr}, gate{nullptr}, fc2{nullptr};
-  NormPtr mid_norm;
-  torch::Tensor s_u, s_v;  // nGPT
-
- private:
-  FfnOptions o_;
-};
-TORCH_MODULE(Ffn);
 
 }  // namespace normlab

@@ -4,7 +4,9 @@
 
 namespace normlab {
 
-BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
+BlockImpl::BlockImpl(const BlockOptions& options) : plan_(options.plan) {
+  BlockOptions o = options;
+  if (plan_.sublayers) plan_.sublayers(o);
   // Registration order fixes named_parameters() order and so the init stream: norms first for
   // the input-side slot, then sublayers, as a reader of the checkpoint would list them.
   auto has = [&](const char* slot) {
@@ -14,25 +16,10 @@ BlockImpl::BlockImpl(const BlockOptions& o) : plan_(o.plan) {
     if (has(slot)) norms_[slot] = register_module(slot, make_norm(o.norm_type, o.norm));
   };
   add_norm("norm1");
-  AttentionOptions ao = o.attn;
-  ao.head_scale = plan_.head_scale;
-  if (plan_.attn_inner_norm) {
-    ao.inner_norm_type = o.norm_type;
-    ao.inner_norm = o.norm;
-  }
-  if (plan_.qkv_norm) ao.force_qkv_norm = true;
-  ao.ngpt = plan_.ngpt;
-  attn_ = register_module("attn", Attention(ao));
+  attn_ = register_module("attn", Attention(o.attn));
   add_norm("norm1_out");
   add_norm("norm2");
-  FfnOptions fo = o.ffn;
-  fo.ngpt = plan_.ngpt;
-  if (plan_.ffn_mid_norm) {
-    fo.mid_norm_type = o.norm_type;
-    fo.mid_norm = o.norm;
-    fo.mid_norm.size = fo.d_ff;
-  }
-  ffn_ = register_module("ffn", Ffn(fo));
+  ffn_ = register_module("ffn", Ffn(o.ffn));
   add_norm("norm2_out");
   const int64_t d = o.attn.d_model;
   for (const auto& [name, init] : plan_.vectors)

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "model/attention.h"
+#include "model/ffn.h"
 #include "model/layouts/layout.h"
 
 namespace normlab {
@@ -19,6 +20,13 @@ struct BlockOptions {
   BlockPlan plan;
   double layerscale = 0;  // c > 0: ls1, ls2 [d] initialised to c
 };
+
+// The FFN's norm after the activation, of the block's norm type (NormFormer, Sub-LN).
+inline void add_ffn_mid_norm(BlockOptions& o) {
+  o.ffn.mid_norm_type = o.norm_type;
+  o.ffn.mid_norm = o.norm;
+  o.ffn.mid_norm.size = o.ffn.d_ff;
+}
 
 class BlockImpl : public torch::nn::Module {
  public:

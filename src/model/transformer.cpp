@@ -54,22 +54,30 @@ void check_model_config(const ModelConfig& m, const ResolvedModel& r, Problems& 
   if (!r.residual) {
     p.add("model.residual.type", fmt::format("'{}' is not a registered residual type; expected one of: {}",
                                              m.residual.type, residual_names()));
-  } else if (m.residual.type != "add" && r.layout && m.n_layers > 0) {
+  } else if (r.residual->wraps_terms && r.layout && m.n_layers > 0) {
     ModelConfig resolved = m;  // the plans read resolved values
     resolve_model_config(resolved);
     if (!layout_is_additive(resolved)) {
+      // The layout's own keys as set (normformer's resid_scale decides whether it is additive),
+      // and the layouts that are additive with their own keys at the defaults.
+      std::string own;
+      for (const auto& k : r.layout->keys) {
+        const std::string key = m.layout + "." + k.name;
+        const KeyValue& v = m.keys.get(key);
+        if (!(v == k.default_value)) own += " " + k.name + " " + key_value_text(v);
+      }
       std::string additive;
       for (const auto& t : layout_registry()) {
         ModelConfig probe = resolved;
         probe.layout = t.name;
+        probe.keys = ModelConfig().keys;
         resolve_model_config(probe);
         if (layout_is_additive(probe)) additive += (additive.empty() ? "" : ", ") + t.name;
       }
       p.add("model.residual.type",
-            fmt::format("{} wraps the term an additive layout adds to the stream; layout {} is not additive "
-                        "(additive: {}; normformer only with resid_scale: none)",
-                        m.residual.type, m.layout + (m.layout == "normformer" ? " with resid_scale " +
-                                                     m.keys.name("normformer.resid_scale") : ""), additive));
+            fmt::format("{} wraps the term an additive layout adds to the stream; layout {}{} is not additive "
+                        "(additive with their own keys at the defaults: {})",
+                        m.residual.type, m.layout, own.empty() ? "" : " with" + own, additive));
     }
   }
   if (m.value_residual != ValueResidual::kNone && m.n_layers < 2)
@@ -215,7 +223,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   if (layout->build) layout->build(*this, m);
   const ResidualType* residual = entries_.residual;
   TORCH_CHECK(residual, "unknown residual type ", m.residual.type);
-  stream_ = residual->make(*this, m);
+  stream_ = layout->make_stream ? layout->make_stream(*this, m) : residual->make(*this, m);
   for (auto& b : blocks_) {
     for (const auto& p : b->attention()->value_residual_parameters()) keep_constructor_init(p);
   }
@@ -275,50 +283,17 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
   if (embed_norm) x = embed_norm->forward(x);
   if (capture_) stats_.clear();
-  if (stream_) {
-    x = stream_forward(x);
-  } else {
-    // A layout may carry more than x between blocks (ResiDual); the statistics read its x.
-    auto view = [&](const torch::Tensor& s) { return entries_.layout->stream_view ? entries_.layout->stream_view(s) : s; };
-    if (entries_.layout->stream_start) x = entries_.layout->stream_start(x);
-    for (int64_t i = 0; i < n_blocks(); ++i) {
-      value_residual_around(i, /*before=*/true);
-      auto& b = blocks_[i];
-      if (!capture_) {
-        x = b->forward(x);
-      } else {
-        auto x_in = view(x);
-        add_stream_stats(stats_, x_in);
-        x = b->forward(x);
-        block_stats(i, x_in, view(x));
-      }
-      value_residual_around(i, /*before=*/false);
-    }
-    if (capture_) add_stream_stats(stats_, view(x));
-    if (entries_.layout->stream_finish) {
-      release_value_residual();
-      return entries_.layout->stream_finish(*this, x);
-    }
-  }
-  release_value_residual();
-  if (final_norm) x = final_norm->forward(x);
-  return x;
-}
-
-torch::Tensor TransformerImpl::stream_forward(const torch::Tensor& e) {
   ResidualStream& S = *stream_;
   S.set_capture(capture_);
-  S.start(e);
+  S.start(x);
   for (int64_t i = 0; i < n_blocks(); ++i) {
-    auto& b = blocks_[i];
     torch::Tensor x_in;
     if (capture_) {
       x_in = S.view();
       add_stream_stats(stats_, x_in);
     }
     value_residual_around(i, /*before=*/true);
-    S.sublayer(2 * i, [&](const torch::Tensor& z) { return b->term(1, z); });
-    S.sublayer(2 * i + 1, [&](const torch::Tensor& z) { return b->term(2, z); });
+    S.block(i, *blocks_[i]);
     value_residual_around(i, /*before=*/false);
     if (capture_) {
       block_stats(i, x_in, S.view());
@@ -326,7 +301,10 @@ torch::Tensor TransformerImpl::stream_forward(const torch::Tensor& e) {
     }
   }
   if (capture_) add_stream_stats(stats_, S.view());
-  return S.finish();
+  x = S.finish();
+  release_value_residual();
+  if (final_norm) x = final_norm->forward(x);
+  return S.head_input(x);
 }
 
 void TransformerImpl::release_value_residual() {

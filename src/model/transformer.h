@@ -91,12 +91,10 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<Block> blocks_;
   bool capture_ = false;
   LayerSeries stats_;
-  std::unique_ptr<ResidualStream> stream_;  // null for residual type add
+  std::unique_ptr<ResidualStream> stream_;  // the residual type's carrier, or the layout's own (ResiDual)
   ResolvedModel entries_;  // the config's registry entries, looked up once
   std::set<const c10::TensorImpl*> kept_init_, late_init_;
   torch::Tensor v0_;  // value residual: block 0's raw values during a forward
-  // The blocks under a residual type other than add: each sublayer's term through the carrier.
-  torch::Tensor stream_forward(const torch::Tensor& e);
   // Diagnostics of block i (capture on): block_cos and its attention's statistics.
   void block_stats(int64_t i, const torch::Tensor& x_in, const torch::Tensor& x_out);
   // Value residual: hand block 0's raw values to block i before it runs (before) / take them

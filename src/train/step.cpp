@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,10 @@ std::string layer_name(size_t i, int64_t n_layers) {
   return i < L ? fmt::format("blocks.{}", i) : (i == L ? "embed" : "head");
 }
 
+RecordLayers grad_norm_series(const GradNorms& g) {
+  return {{"grad_norm", g.block}, {"grad_norm_attn", g.attn}, {"grad_norm_ffn", g.ffn}, {"grad_norm_norms", g.norms}};
+}
+
 TrainRecord train_record(const Config& cfg, const StepPlan& plan, const StepOutcome& o,
                          const std::vector<std::string>& param_names, int64_t tokens, double tok_per_s) {
   TrainRecord r;
@@ -100,7 +105,7 @@ TrainRecord train_record(const Config& cfg, const StepPlan& plan, const StepOutc
   if (!r.applied) return r;
   const GradNorms& g = o.grads;
   r.tok_per_s = tok_per_s;
-  r.layers = {{"grad_norm", g.block}, {"grad_norm_attn", g.attn}, {"grad_norm_ffn", g.ffn}, {"grad_norm_norms", g.norms}};
+  r.layers = grad_norm_series(g);
   r.grad_norm_embed = g.embed;
   r.grad_norm_head = g.head;
   if (std::isfinite(o.grad_noise_scale)) r.grad_noise_scale = o.grad_noise_scale;
@@ -141,9 +146,34 @@ SpikeForensics spike_forensics(const Config& cfg, int64_t step, const StepOutcom
   return f;
 }
 
+namespace {
+// StepInspector's view of micro-batch a (inside the step's autocast): its logits, and for the
+// first the model's statistics, from a no-grad capture forward of the same windows where the step
+// itself does not capture.
+void inspect_micro_batch(StepInspector& inspect, const Config& cfg, Transformer& model, int64_t a, int64_t index,
+                         const std::vector<int64_t>& offsets, const torch::Tensor& w, const torch::Tensor& logits,
+                         bool captured) {
+  torch::NoGradGuard ng;
+  inspect.micro_batch(index, offsets, w, logits.detach());
+  if (a != 0) return;
+  if (!captured) {
+    std::vector<torch::Tensor> buffers;
+    for (const auto& b : model->buffers()) buffers.push_back(b.clone());
+    model->set_track_head_max(false);
+    model->set_capture(true);
+    model->forward(w.narrow(1, 0, cfg.model.ctx));
+    model->set_capture(false);
+    model->set_track_head_max(cfg.optim.qk_clip > 0);
+    const auto now = model->buffers();
+    for (size_t i = 0; i < now.size(); ++i) now[i].copy_(buffers[i]);
+  }
+  inspect.statistics(*model);
+}
+}  // namespace
+
 Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag, double loss_scale,
-                      int rank, int world_size, GradientReducer* reducer) {
+                      int rank, int world_size, GradientReducer* reducer, StepInspector* inspect) {
   optimizer.zero_grad();
   Pass pass;
   pass.first_micro_batch = micro_batch;
@@ -167,7 +197,8 @@ Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimize
     pass.offsets.push_back(batch_offsets(data.size(), T, B * world_size, micro_batch, cfg.data.shuffle,
                                          static_cast<uint64_t>(cfg.seed)));
     const auto& all = pass.offsets.back();
-    auto w = data.windows(world_size == 1 ? all : std::vector<int64_t>(all.begin() + rank * B, all.begin() + (rank + 1) * B), T);
+    const std::vector<int64_t> mine = world_size == 1 ? all : std::vector<int64_t>(all.begin() + rank * B, all.begin() + (rank + 1) * B);
+    auto w = data.windows(mine, T);
     // A pageable host-to-device copy waits for the GPU; from pinned memory it is queued.
     w = device.is_cuda() ? w.pin_memory().to(device, /*non_blocking=*/true) : w.to(device);
     model->set_capture(diag && a == 0);  // statistics of the first micro-batch
@@ -176,6 +207,7 @@ Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimize
       AutocastGuard autocast(device, precision_dtype(cfg.train.precision));
       auto logits = model->forward(w.narrow(1, 0, T));
       loss = lm_loss(logits, w.narrow(1, 1, T));  // fp32
+      if (inspect) inspect_micro_batch(*inspect, cfg, model, a, micro_batch, mine, w, logits, diag && a == 0);
       total = loss;
       if (cfg.optim.z_loss > 0 || (diag && a == 0)) {
         auto lse = torch::logsumexp(logits.to(torch::kFloat), -1);
@@ -212,6 +244,34 @@ Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimize
   model->set_capture(false);
   pass.loss = loss_sum / static_cast<double>(accum);
   return pass;
+}
+
+double gradient_pass_seconds(const Config& cfg, Transformer& model, const torch::Device& device, Precision precision,
+                             int repeats) {
+  const int64_t B = cfg.train.batch_size, T = cfg.model.ctx;
+  const auto w = (torch::arange(B * (T + 1), torch::kLong) * 7919 % cfg.model.vocab_size).view({B, T + 1}).to(device);
+  std::vector<torch::Tensor> buffers;
+  for (const auto& b : model->buffers()) buffers.push_back(b.clone());
+  auto sync = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
+  };
+  double best = INFINITY;
+  for (int r = 0; r <= repeats; ++r) {  // r = 0: the warm-up
+    sync();
+    const auto t0 = std::chrono::steady_clock::now();
+    torch::Tensor loss;
+    {
+      AutocastGuard autocast(device, precision_dtype(precision));
+      loss = lm_loss(model->forward(w.narrow(1, 0, T)), w.narrow(1, 1, T));
+    }
+    loss.backward();
+    sync();
+    if (r > 0) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  const auto now = model->buffers();
+  for (size_t i = 0; i < now.size(); ++i) now[i].copy_(buffers[i]);
+  return best;
 }
 
 double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, int64_t n) {
@@ -304,7 +364,8 @@ std::vector<double> unscaled(std::vector<double> squared, double scale) {
 }
 }  // namespace
 
-StepOutcome TrainStep::run(int64_t& micro_batch, const StepPlan& plan, const std::atomic<bool>* stop) {
+StepOutcome TrainStep::run(int64_t& micro_batch, const StepPlan& plan, const std::atomic<bool>* stop,
+                           StepInspector* inspect) {
   ++g_training_steps;
   const bool diag = plan.diag, per_param = plan.per_param;
   StepOutcome o;
@@ -316,7 +377,7 @@ StepOutcome TrainStep::run(int64_t& micro_batch, const StepPlan& plan, const std
     apply_qk_clip(t_.model, tau, nullptr, /*apply=*/false);
   }
   o.pass = forward_backward(cfg_, t_.model, *t_.optimizer, data_, device_, micro_batch, diag, o.loss_scale,
-                            rank, world, reducer_.get());
+                            rank, world, reducer_.get(), inspect);
   if (comm_) {
     // Gradients averaged over the ranks (the mean over all W*B rows), loss and stop flag summed.
     const bool stop_requested = stop && stop->load();
@@ -368,11 +429,17 @@ StepOutcome TrainStep::run(int64_t& micro_batch, const StepPlan& plan, const std
   if (o.action != StepAction::kUpdate) return o;
 
   const bool read_diag = diag && rank == 0;  // only the first process records
-  if (read_diag) probe_.before(t_.params);
+  if (read_diag || inspect) probe_.before(t_.params);
   clip_and_step(cfg_, *t_.optimizer, plan.lr, o.grads.total, o.loss_scale);
   t_.model->after_update();  // the layout's action (nGPT's renormalisation), on every rank
   if (tau > 0) o.qk_clipped = apply_qk_clip(t_.model, tau, comm_);
   if (read_diag) o.diag = read_diagnostics(o.pass);
+  if (inspect) {
+    Flat f;
+    const size_t k = f.add(probe_.update_ratio(t_.params, *t_.grad_stats, cfg_.model.n_layers));
+    f.fetch();
+    o.update_ratio = f.get(k);
+  }
   scaler_.update(/*gradients_finite=*/true);
   loss_spikes_.accept(o.loss);
   grad_spikes_.accept(o.grads.total);

@@ -43,6 +43,21 @@ struct Pass {
 double simple_noise_scale(double mean_small_sq, double big_sq, int64_t small, int64_t n);
 
 
+// What `normlab replay` looks at inside a step (src/train/README.md, "Replaying a step"), given to
+// TrainStep::run: the step's own batch and logits, and the model's statistics of its first
+// micro-batch (an extra no-grad capture forward of the same window where the plan captures none,
+// with running buffers put back and QK-Clip's maxima untouched). The step's numbers do not change.
+class StepInspector {
+ public:
+  virtual ~StepInspector() = default;
+  // After micro-batch `index`'s forward, under the step's autocast: this process's window starts,
+  // the windows (rows, ctx + 1) on the device and the logits (detached).
+  virtual void micro_batch(int64_t index, const std::vector<int64_t>& offsets, const torch::Tensor& windows,
+                           const torch::Tensor& logits) = 0;
+  // The model holds the first micro-batch's statistics (stats() and each attention's stats()).
+  virtual void statistics(TransformerImpl& model) = 0;
+};
+
 // The autocast type of train.precision: kFloat (no autocast), kBFloat16 or kHalf.
 torch::ScalarType precision_dtype(Precision precision);
 
@@ -55,10 +70,18 @@ torch::ScalarType precision_dtype(Precision precision);
 // With W ranks, micro-batch k is the one a single process with batch W*B would draw, and rank r
 // takes its rows r*B .. (r+1)*B-1 (src/dist/README.md). A reducer is armed before the last
 // micro-batch's backward, so its all-reduces start while that backward runs.
+// `inspect` (replay) sees every micro-batch (StepInspector).
 Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimizer, const Corpus& data,
                       const torch::Device& device, int64_t& micro_batch, bool diag,
                       double loss_scale = 1.0, int rank = 0, int world_size = 1,
-                      GradientReducer* reducer = nullptr);
+                      GradientReducer* reducer = nullptr, StepInspector* inspect = nullptr);
+
+// Seconds of one gradient pass (forward and backward of one micro-batch of a fixed token pattern,
+// no optimizer step) under `precision`: the best of `repeats` after one warm-up. The parameters'
+// gradients and the running buffers are as before afterwards. The start-up check of bf16 on the
+// CPU compares it across precisions (src/train/README.md, Precision).
+double gradient_pass_seconds(const Config& cfg, Transformer& model, const torch::Device& device, Precision precision,
+                             int repeats = 2);
 
 // Global-norm clipping at cfg.optim.grad_clip (coefficient min(1, clip / (norm + 1e-6)), as
 // torch.nn.utils.clip_grad_norm_) from the total gradient norm of the unscaled gradients (already
@@ -105,6 +128,8 @@ struct StepOutcome {
   int64_t qk_clipped = 0;                  // heads QK-Clip rescaled after this update
   // On a spike: each layer's rolling mean of gradient norms before this step (layer_values' order).
   std::vector<double> layer_baseline;
+  // With a StepInspector, an applied update's per-block update ratio (as layers.update_ratio).
+  std::vector<double> update_ratio;
 };
 
 // What happens around record index s (the batch seen with the weights after s updates), the one
@@ -146,7 +171,9 @@ class TrainStep {
   // update ratio into the outcome's `diag` (rank 0 only). With W > 1 ranks, `stop` (this
   // process's Ctrl-C flag) is read after the backward and all-reduced with the gradients: the
   // outcome's `stop` says whether any rank was asked, so all of them stop together.
-  StepOutcome run(int64_t& micro_batch, const StepPlan& plan, const std::atomic<bool>* stop = nullptr);
+  // `inspect` (replay): see StepInspector; the outcome then carries the update ratio.
+  StepOutcome run(int64_t& micro_batch, const StepPlan& plan, const std::atomic<bool>* stop = nullptr,
+                  StepInspector* inspect = nullptr);
 
   // The state a checkpoint carries (loss scale, spike baselines, layer windows): into `state`,
   // and back from it (a resume makes the same decisions as the run it continues).
@@ -168,6 +195,9 @@ class TrainStep {
   std::vector<int64_t> matrix_block_;  // per parameter: its block when its role is matrix, else -1
   Diagnostics read_diagnostics(const Pass& pass);
 };
+
+// The per-layer gradient-norm series of a record (layers.grad_norm, _attn, _ffn, _norms).
+RecordLayers grad_norm_series(const GradNorms& g);
 
 // Per-layer gradient norms as the spike forensics list them: blocks, then embed and head.
 std::vector<double> layer_values(const GradNorms& g);

@@ -18,7 +18,6 @@
 #include "metrics/records.h"
 #include "model/transformer.h"
 #include "train/adamw.h"
-#include "train/bench.h"
 #include "train/checkpoint.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"
@@ -49,20 +48,21 @@ std::string human_duration(double s) {
 }
 
 // Warnings about the set-up, once the run is checked: a slow BLAS, batchnorm's causal leak.
-void warn_about_setup(const Config& cfg, const Transformer& model, const torch::Device& device) {
+void warn_about_setup(const Config& cfg, Transformer& model, const torch::Device& device) {
   if (reference_blas_loaded()) {
     spdlog::warn("warning: the slow reference BLAS is loaded ({}); install libopenblas0-pthread "
                  "for ~30x faster matmuls", loaded_blas_library());
   }
   // bf16 pays on a CPU only where this LibTorch reaches bf16 matrix units (AVX512-BF16, AMX):
-  // measured, not guessed from the version (src/train/README.md, Precision).
+  // measured on this model's own gradient pass, not guessed from the CPU or a small matmul
+  // (src/train/README.md, Precision).
   if (cfg.train.precision == Precision::kBf16 && !device.is_cuda()) {
-    const double bf16 = gemm_peak_gflops(device, torch::kBFloat16, 256, 3);
-    const double fp32 = gemm_peak_gflops(device, torch::kFloat, 256, 3);
-    if (bf16 < fp32) {
-      spdlog::warn("warning: train.precision bf16 on this CPU: a bf16 matmul runs at {:.0f} GFLOP/s against {:.0f} in "
-                   "fp32, so bf16 is slower here (no bf16 units, or a LibTorch without a path to them); use fp32",
-                   bf16, fp32);
+    const double bf16 = gradient_pass_seconds(cfg, model, device, Precision::kBf16);
+    const double fp32 = gradient_pass_seconds(cfg, model, device, Precision::kFp32);
+    if (bf16 > fp32) {
+      spdlog::warn("warning: train.precision bf16 on this CPU: a forward and backward of one micro-batch takes {:.0f} ms "
+                   "in bf16 against {:.0f} ms in fp32 ({:.1f}x slower; no bf16 units, or a LibTorch without a path to "
+                   "them); use fp32", bf16 * 1e3, fp32 * 1e3, bf16 / fp32);
     }
   }
   if (model->entries().batch_statistics()) {

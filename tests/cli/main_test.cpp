@@ -61,6 +61,24 @@ TEST(CliTest, BadUsageAndBadConfigsExitTwoWithOneLinePerProblem) {
   EXPECT_EQ(run_command(bin() + " eval --run " + dir / "norun").status, 2);
 }
 
+// The bf16 start-up check times the model's own gradient pass in both precisions. With
+// NORMLAB_NO_ONEDNN=1 LibTorch takes the path it takes on a CPU without AVX-512 (bf16 matmuls in
+// its slow native loops), so the warning must appear on any machine.
+TEST(CliTest, Bf16StartupCheckWarnsWhereBf16TrainsSlowerThanFp32) {
+  testing::TempDir dir;
+  const std::string cmd = "cd " + testing::source_dir() + " && NORMLAB_NO_ONEDNN=1 " + bin() +
+                          " train -c configs/default.yaml --out " + (dir / "run") +
+                          " --set train.steps=1 --set model.n_layers=1 --set model.d_model=64 --set model.ctx=64"
+                          " --set train.batch_size=4 --set eval.max_windows=2 --set train.threads=1"
+                          " --set train.precision=bf16";
+  const auto r = run_command(cmd, dir / "err");
+  ASSERT_EQ(r.status, 0) << read_file(dir / "err");
+  const std::string err = read_file(dir / "err");
+  const auto at = err.find("warning: train.precision bf16 on this CPU: a forward and backward of one micro-batch takes");
+  ASSERT_NE(at, std::string::npos) << err;
+  EXPECT_NE(err.find("x slower", at), std::string::npos) << err;
+}
+
 // One tiny training run shared by the eval and sample tests.
 class CliRunTest : public ::testing::Test {
  protected:

@@ -57,7 +57,7 @@ TEST_F(TokenizerTest, TrainsTheRequestedVocabularyAndRecordsItsHash) {
 
 TEST_F(TokenizerTest, DecodeInvertsEncodeAndTokenBytesAddUpToTheText) {
   const Tokenizer t = Tokenizer::load(*dir_ / "bpe.model");
-  for (const std::string s : {std::string("c: hello world|\nr: dlrow|\n"), std::string("  two  spaces\tand a tab\n"),
+  for (const std::string& s : {std::string("c: hello world|\nr: dlrow|\n"), std::string("  two  spaces\tand a tab\n"),
                               std::string("w: café naïve über 東京 ☃ \x01\x7f")}) {
     const auto ids = t.encode(s);
     EXPECT_EQ(t.decode(ids), s);

@@ -96,7 +96,9 @@ void expect_same_run(const std::string& got_run, const std::string& want_run, co
     // all-weights bound and the losses below.
     const std::string& n = ww[i].first;
     const bool adam_noise = n.find(".hc") != std::string::npos || n.find("mhc") != std::string::npos;
-    if (!adam_noise) EXPECT_LE(diff, weight_rtol * scale) << what << ": " << n;
+    if (!adam_noise) {
+      EXPECT_LE(diff, weight_rtol * scale) << what << ": " << n;
+    }
     if (diff > worst * scale) {
       worst = diff / scale;
       worst_name = ww[i].first;

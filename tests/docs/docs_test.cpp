@@ -66,13 +66,15 @@ std::set<std::string> listed(const std::string& readme, const std::string& prefi
   return {};
 }
 
-TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsAndLayouts) {
+TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsAndResidualTypes) {
   const std::string doc = read_doc("src/model/README.md");
-  std::set<std::string> norms, layouts;
+  std::set<std::string> norms, layouts, residuals;
   for (const auto& n : norm_registry()) norms.insert(n.name);
   for (const auto& l : layout_registry()) layouts.insert(l.name);
+  for (const auto& r : residual_registry()) residuals.insert(r.name);
   EXPECT_EQ(table_names(doc, "## Norms"), norms);
   EXPECT_EQ(table_names(doc, "## Layouts"), layouts);
+  EXPECT_EQ(table_names(doc, "## Residual streams"), residuals);
 }
 
 // The front door may name fewer (it links to the tables), never a name that does not exist.
@@ -208,7 +210,7 @@ TEST(DocsRunTest, EveryMetricsKeyOfAFullDiagnosticsRunIsDocumented) {
     }
   }
   for (const char* expected : {"layers.act_kurtosis", "grad_noise_scale", "qk_clipped", "params", "loss_z", "z",
-                               "layers.res_gain_fwd", "layers.vres_lambda", "layers.ngpt_a1", "attnres_weights"}) {
+                               "layers.res_gain_fwd", "layers.vres_lambda", "layers.ngpt_a1", "depth_weights"}) {
     EXPECT_TRUE(keys.count(expected)) << "the run did not write " << expected << ": the test lost its coverage";
   }
   const std::string doc = read_doc("src/metrics/README.md");

@@ -1,6 +1,7 @@
 // The fuzz targets build the config loader without LibTorch, so without the model's registries:
 // this table stands in for model/key_owners.cpp with one owner of each shape the registries use
-// (a norm's boolean and number keys, a layout's auto numbers, an auto integer and a named choice),
+// (a norm's boolean and number keys, a layout's auto numbers, an auto integer and a named choice, a
+// residual key with two owners),
 // so the loader's handling of owned keys is fuzzed all the same.
 #include "config/owned_keys.h"
 
@@ -15,6 +16,9 @@ const std::vector<KeyOwner>& key_owners() {
       {OwnerKind::kLayout, "mix", "mix", {{"post_layers", KeyKind::kInteger, {}, "post blocks"}}},
       {OwnerKind::kLayout, "normformer", "normformer",
        {{"resid_scale", KeyKind::kName, std::string("none"), "skip scales", {"none", "ffn", "all"}}}},
+      {OwnerKind::kResidual, "hc", "residual",
+       {{"streams", KeyKind::kInteger, int64_t{4}, "streams"}, {"dynamic", KeyKind::kBoolean, true, "dynamic"}}},
+      {OwnerKind::kResidual, "mhc", "residual", {{"streams", KeyKind::kInteger, int64_t{4}, "streams"}}},
   };
   return owners;
 }

@@ -50,8 +50,8 @@ fs::path copy_root;  // the private copy: configs/, data/
 
 namespace normlab {
 // Stand-in for train/run_config.cpp's check_and_resolve without LibTorch: the value rules, the
-// registry names (the lists of src/model/norms/registry.cpp and src/model/layouts/registry.cpp,
-// copied), the data files; no device or memory checks, no corpus loading.
+// registry names (the lists of src/model/norms/registry.cpp, src/model/layouts/registry.cpp and
+// src/model/residual/registry.cpp, copied), the data files; no device or memory checks, no corpus loading.
 Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
   static const std::set<std::string> norms = {"layernorm", "rmsnorm",      "rmsnorm_1p", "scalenorm",
                                               "batchnorm", "dyt",          "none",       "rmsnorm_free",
@@ -59,6 +59,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
   static const std::set<std::string> layouts = {"pre",       "post",  "deepnorm", "sandwich",
                                                 "normformer", "reordered", "mix", "subln",
                                                 "hybrid",    "lns",   "ngpt",     "resi_dual"};
+  static const std::set<std::string> residuals = {"add", "hc", "mhc", "attnres"};  // src/model/residual/registry.cpp
   Config& c = loaded.config;
   Problems problems(loaded.source);
   problems.add_earlier(loaded.problems, loaded.problem_keys);
@@ -68,6 +69,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
     problems.add("model.qk_norm_type", "not a registered norm");
   }
   if (!layouts.count(c.model.layout)) problems.add("model.layout", "not a registered layout");
+  if (!residuals.count(c.model.residual.type)) problems.add("model.residual.type", "not a registered residual type");
   if (check_data_files) {
     for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
       for (std::string& path : *paths) {

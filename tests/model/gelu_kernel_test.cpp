@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "model/attention.h"
+#include "model/ffn.h"
 #include "model/gelu_kernel.h"
 
 namespace normlab {

@@ -71,7 +71,9 @@ void check_model(ModelConfig m, Checked& c, const std::string& what) {
     const Role want = expected_role(n);
     EXPECT_EQ(*role, want) << what << ": " << n << " is " << choice_name(*role) << ", the contract says "
                            << choice_name(want);
-    if (want == Role::kGain) EXPECT_TRUE(looks_like_gain(n)) << what << ": " << n << " is no parameter the contract lists";
+    if (want == Role::kGain) {
+      EXPECT_TRUE(looks_like_gain(n)) << what << ": " << n << " is no parameter the contract lists";
+    }
     // The rule before roles: decay on >= 2 dimensions, except the stream methods' tensors.
     const bool decayed_before = kv.value().dim() >= 2 && want != Role::kMixing;
     EXPECT_EQ(role_decays(*role), decayed_before) << what << ": " << n;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace normlab {
 namespace {
@@ -41,6 +44,57 @@ TEST(TransformerTest, PreLayoutHasExactlyTheContractTensorNames) {
   EXPECT_EQ(p["blocks.0.ffn.fc1.weight"].sizes(), (std::vector<int64_t>{64, 32}));
   EXPECT_EQ(p["blocks.0.ffn.fc2.weight"].sizes(), (std::vector<int64_t>{32, 64}));
   EXPECT_EQ(p["pos_emb.weight"].sizes(), (std::vector<int64_t>{16, 32}));
+}
+
+// The checkpoint's order is named_parameters()' (src/model/README.md, Tensor names): a module's
+// own tensors before its submodules', submodules in registration order. Checked on configs that
+// have the tensors whose place the README states.
+void expect_in_order(Transformer& t, const std::vector<std::string>& want, const std::string& what) {
+  std::vector<std::string> all;
+  for (auto& kv : t->named_parameters()) all.push_back(kv.key());
+  int64_t last = -1;
+  for (const auto& n : want) {
+    const auto it = std::find(all.begin(), all.end(), n);
+    ASSERT_NE(it, all.end()) << what << ": no " << n;
+    const int64_t at = it - all.begin();
+    EXPECT_GT(at, last) << what << ": " << n << " comes before the tensor listed ahead of it";
+    last = at;
+  }
+}
+
+TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
+  ModelConfig m = small("normformer");
+  m.keys.set("normformer.resid_scale", std::string("all"));
+  m.layerscale = 0.1;
+  m.embed_norm = true;
+  m.tie_embeddings = false;
+  m.value_residual = ValueResidual::kScalar;
+  resolve_model_config(m);
+  Transformer t(m);
+  expect_in_order(t, {"tok_emb.weight", "pos_emb.weight", "embed_norm.weight",
+                      "blocks.1.resid_scale1", "blocks.1.resid_scale2", "blocks.1.ls1", "blocks.1.ls2",
+                      "blocks.1.norm1.weight", "blocks.1.attn.head_scale", "blocks.1.attn.vres_lambda",
+                      "blocks.1.attn.q_proj.weight", "blocks.1.attn.out_proj.weight", "blocks.1.norm1_out.weight",
+                      "blocks.1.norm2.weight", "blocks.1.ffn.fc1.weight", "blocks.1.ffn.fc2.weight",
+                      "blocks.1.ffn.mid_norm.weight", "blocks.2.resid_scale1", "final_norm.weight", "lm_head.weight"},
+                  "normformer");
+  ModelConfig h = small("pre");
+  h.residual.type = "mhc";
+  resolve_model_config(h);
+  Transformer th(h);
+  expect_in_order(th, {"tok_emb.weight", "blocks.0.norm1.weight", "blocks.0.norm2.weight", "blocks.0.ffn.fc2.weight",
+                       "blocks.0.mhc1.fn", "blocks.0.mhc2.fn", "blocks.1.norm1.weight", "final_norm.weight", "mhc_head.fn"},
+                  "mhc");
+  ModelConfig g = small("ngpt");
+  g.pos = Position::kRope;
+  g.ffn = FfnKind::kSwiglu;
+  g.tie_embeddings = false;
+  resolve_model_config(g);
+  Transformer tg(g);
+  expect_in_order(tg, {"s_z", "tok_emb.weight", "blocks.0.alpha1", "blocks.0.alpha2", "blocks.0.attn.s_qk",
+                       "blocks.0.attn.q_proj.weight", "blocks.0.ffn.s_u", "blocks.0.ffn.s_v", "blocks.0.ffn.fc1.weight",
+                       "lm_head.weight"},
+                  "ngpt");
 }
 
 TEST(TransformerTest, UntiedHeadAndBiasOptionsAddTheirTensors) {

@@ -162,7 +162,9 @@ TEST(MuonTest, OptimizerSplitsByRole) {
       const Role r = *role_of(p);
       EXPECT_EQ(opt.adamw().lr_mult(i), r == Role::kGain ? 0.5 : r == Role::kEmbedding ? 3.0 : 1.0) << name;
       EXPECT_EQ(opt.adamw().decays(i), role_decays(r)) << name;
-      if (type == OptimType::kMuon) EXPECT_NE(r, Role::kMatrix) << name;
+      if (type == OptimType::kMuon) {
+        EXPECT_NE(r, Role::kMatrix) << name;
+      }
     }
     if (opt.muon()) {
       for (const auto& [name, p] : opt.muon()->params()) EXPECT_NE(name, "tok_emb.weight");

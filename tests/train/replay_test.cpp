@@ -54,7 +54,9 @@ TEST(ReplayTest, ALoggedStepReplaysBitForBitAndItsRowsAverageToItsLoss) {
     ASSERT_EQ(r.at.rows.size(), 8u);  // 2 micro-batches of 4 rows
     EXPECT_NEAR(r.at.rows_mean, r.at.loss, 1e-5 * r.at.loss);
     EXPECT_EQ(r.before.has_value(), n > 0);
-    if (n > 0) EXPECT_EQ(r.before->step, n - 1);
+    if (n > 0) {
+      EXPECT_EQ(r.before->step, n - 1);
+    }
     // Per-layer statistics of every block and per-head attention statistics.
     ASSERT_EQ(r.at.head_entropy.size(), 2u);
     EXPECT_EQ(r.at.head_entropy[0].size(), 2u);
@@ -62,7 +64,9 @@ TEST(ReplayTest, ALoggedStepReplaysBitForBitAndItsRowsAverageToItsLoss) {
     bool has_act = false;
     for (const auto& [name, v] : r.at.layers) {
       if (name == "act_rms") has_act = v.size() == 3u;
-      if (name == "grad_norm") EXPECT_EQ(v.size(), 2u);
+      if (name == "grad_norm") {
+        EXPECT_EQ(v.size(), 2u);
+      }
     }
     EXPECT_TRUE(has_act);
     EXPECT_LT(r.at.rows[0].worst[0].position, 32);

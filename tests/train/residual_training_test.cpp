@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -130,6 +131,49 @@ TEST_P(ResidualTrainingTest, TrainsUnderBf16Autocast) {
 
 INSTANTIATE_TEST_SUITE_P(Methods, ResidualTrainingTest, ::testing::ValuesIn(methods()),
                          [](const auto& info) { return info.param.name; });
+
+// Registry-wide: every residual type trains 20 steps under every layout it can wrap (the additive
+// ones; add under every layout), finite losses throughout. A new type or layout is covered by
+// being registered.
+TEST(ResidualGridTest, EveryTypeTrainsUnderEveryLayoutItAccepts) {
+  int trained = 0;
+  for (const auto& r : residual_registry()) {
+    for (const auto& l : layout_registry()) {
+      testing::TempDir dir;
+      Config c = testing::tiny_config(dir / "run");
+      c.model.layout = l.name;
+      c.model.residual.type = r.name;
+      c.model.n_layers = 2;
+      if (l.name == "ngpt") {  // what nGPT needs (its scope rules)
+        c.model.pos = Position::kRope;
+        c.model.ffn = FfnKind::kSwiglu;
+        c.model.tie_embeddings = false;
+        c.optim.weight_decay = 0;
+      }
+      ModelConfig probe = c.model;
+      resolve_model_config(probe);
+      if (r.wraps_terms && !layout_is_additive(probe)) continue;  // a config error (ResidualConfigTest)
+      c.train.steps = 20;
+      c.train.log_every = 1;
+      c.eval.every = 0;
+      c.train.checkpoint_every = 1000;
+      ASSERT_EQ(train(resolved(c), {}), 0) << r.name << " / " << l.name;
+      std::ifstream in(c.out_dir + "/metrics.jsonl");
+      std::string line;
+      int n = 0;
+      while (std::getline(in, line)) {
+        if (line.find("\"kind\": \"train\"") == std::string::npos && line.find("\"kind\":\"train\"") == std::string::npos) continue;
+        const auto at = line.find("\"loss\":");
+        ASSERT_NE(at, std::string::npos) << line;
+        EXPECT_TRUE(std::isfinite(std::stod(line.substr(at + 7)))) << r.name << " / " << l.name << ": " << line;
+        ++n;
+      }
+      EXPECT_EQ(n, 20) << r.name << " / " << l.name;
+      ++trained;
+    }
+  }
+  EXPECT_GE(trained, 12 + 3 * 6);  // add under 12 layouts, three wrapping types under 6 additive ones
+}
 
 }  // namespace
 }  // namespace normlab

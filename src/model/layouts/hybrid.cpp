@@ -21,7 +21,7 @@ BlockPlan hybrid_plan(int64_t layer, const ModelConfig& m) {
     p.norm_slots = {"norm2"};
   }
   p.layout = "hybrid";
-  p.qkv_norm = true;
+  p.sublayers = [](BlockOptions& o) { o.attn.force_qkv_norm = true; };
   return p;
 }
 }  // namespace

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,8 @@ namespace normlab {
 class BlockImpl;
 class TransformerImpl;
 class LayerSeries;
+class ResidualStream;
+struct BlockOptions;
 
 // x -> x after both sublayers. A closure: per-block constants (DeepNorm's alpha, LNS's
 // 1/sqrt(i+1)) are captured by the layout that computes them.
@@ -35,12 +38,10 @@ struct BlockPlan {
   // is x + G(x) on each sublayer in turn (additive_plan).
   BlockTerm term;
   std::vector<std::string> norm_slots; // subset of norm1, norm1_out, norm2, norm2_out
-  // Parts of the sublayers the layout adds.
-  bool head_scale = false;       // attn.head_scale [H] (NormFormer)
-  bool attn_inner_norm = false;  // attn.inner_norm [d] before out_proj (Sub-LN)
-  bool qkv_norm = false;         // attn.q_norm, k_norm, v_norm forced on (HybridNorm)
-  bool ffn_mid_norm = false;     // ffn.mid_norm after the activation (NormFormer, Sub-LN)
-  bool ngpt = false;              // nGPT's sublayers: attn.s_qk and unit-norm q, k; ffn.s_u, ffn.s_v
+  // What the layout changes in the block's sublayers, as their options (NormFormer's head scale
+  // and FFN mid norm, Sub-LN's inner and mid norms, HybridNorm's q/k/v norms, nGPT's q/k map and
+  // hidden activation): called on a copy of the block's options before the sublayers are built.
+  std::function<void(BlockOptions& o)> sublayers;
   // Learnable [d] vectors the layout's forward reads with BlockImpl::scaled(name, x) or
   // BlockImpl::vector(name), and their initial value (NormFormer's resid_scale1/2, nGPT's
   // alpha1/2). Registered as blocks.{i}.{name}.
@@ -66,12 +67,10 @@ struct LayoutType {
   // Config rules of the layout's scope beyond its own keys (nGPT needs rope, swiglu, ...): each
   // problem as add(key, message).
   std::function<void(const Config& c, const std::function<void(const std::string&, const std::string&)>& add)> check;
-  // A layout that carries more than x between blocks packs it into the tensor the block forwards
-  // see (ResiDual: x and the dual stream): start builds it from the embedding output, view is the x
-  // the act_* statistics read, finish gives the head's input (the layout applies final_norm).
-  std::function<torch::Tensor(const torch::Tensor& e)> stream_start;
-  std::function<torch::Tensor(const torch::Tensor& s)> stream_view;
-  std::function<torch::Tensor(TransformerImpl& model, const torch::Tensor& s)> stream_finish;
+  // A layout that carries more than x between blocks (ResiDual: x and its dual stream) supplies its
+  // carrier, through the interface the residual types use (model/residual/residual.h); the others
+  // run on the residual type's carrier.
+  std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make_stream;
   // Top-level parameters of the layout (nGPT's s_z), registered at construction, after lm_head.
   std::function<void(TransformerImpl& model, const ModelConfig& m)> build;
   // The head's logits -> the layout's (nGPT's s_z scaling), before any logit softcap.

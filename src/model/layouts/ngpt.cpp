@@ -11,16 +11,49 @@
 #include <fmt/format.h>
 
 #include "model/block.h"
+#include "model/norms/norm.h"
 #include "model/roles.h"
 #include "model/transformer.h"
 
 namespace normlab {
 namespace {
 
+// x / |x| over the last axis, no eps, computed in fp32 (double stays double): nGPT's N.
+torch::Tensor unit_norm(const torch::Tensor& x) {
+  auto f = compute_dtype(x);
+  return f / f.norm(2, -1, /*keepdim=*/true);
+}
+
+// nGPT's sublayers. Attention: s_qk [d] (init 1/sqrt(d)); after RoPE q_h, k_h = Q_h * N(q_h),
+// Q_h * N(k_h) with Q = sqrt(d) * s_qk viewed [H, dh], scores sqrt(dh) q k^T (the dh factor on q
+// turns the attention's 1/sqrt(dh) into sqrt(dh)). FFN: s_u, s_v [d_ff] (init 1);
+// h = (sqrt(d) s_u) * fc1 x * silu((sqrt(d) s_v) * gate x).
+void ngpt_sublayers(BlockOptions& o) {
+  const int64_t d = o.attn.d_model, d_ff = o.ffn.d_ff;
+  const double sd = std::sqrt(static_cast<double>(d));
+  o.attn.qk_build = [d, sd](torch::nn::Module& a) {
+    a.register_parameter("s_qk", with_role(torch::full({d}, 1.0 / sd), Role::kGain));
+  };
+  o.attn.qk_map = [sd](torch::nn::Module& a, const torch::Tensor& q, const torch::Tensor& k, c10::ScalarType dtype) {
+    const int64_t H = q.size(2), dh = q.size(3);
+    const auto& s_qk = a.named_parameters(/*recurse=*/false)["s_qk"];
+    auto Q = (s_qk * sd).view({1, 1, H, dh});
+    return std::make_pair((unit_norm(q) * Q * static_cast<double>(dh)).to(dtype), (unit_norm(k) * Q).to(dtype));
+  };
+  o.ffn.hidden_build = [d_ff](torch::nn::Module& f) {
+    f.register_parameter("s_u", with_role(torch::ones({d_ff}), Role::kGain));
+    f.register_parameter("s_v", with_role(torch::ones({d_ff}), Role::kGain));
+  };
+  o.ffn.hidden = [sd](FfnImpl& f, const torch::Tensor& x) {
+    const auto params = f.named_parameters(/*recurse=*/false);
+    return (params["s_u"] * sd) * f.fc1(x) * torch::silu((params["s_v"] * sd) * f.gate(x));
+  };
+}
+
 BlockPlan ngpt_plan(int64_t, const ModelConfig& m) {
   BlockPlan p;
   p.layout = "ngpt";
-  p.ngpt = true;
+  p.sublayers = ngpt_sublayers;
   const double sd = std::sqrt(static_cast<double>(m.d_model));
   const double step = m.keys.number("ngpt.alpha_init") * sd;
   p.forward = [step](BlockImpl& b, const torch::Tensor& x) {  // the sublayers read h as it is
@@ -75,9 +108,7 @@ void ngpt_check(const Config& c, const std::function<void(const std::string&, co
   unused("model.embed_norm", m.embed_norm);
   unused("model.layerscale", m.layerscale != 0);
   unused("optim.qk_clip", c.optim.qk_clip != 0);
-  if (m.residual.type != "add")
-    add("model.residual.type", fmt::format("{} needs an additive layout; ngpt carries its own stream (add only)",
-                                           m.residual.type));
+  // model.residual.type other than add: the model check's rule for layouts that are not additive.
 }
 }  // namespace
 

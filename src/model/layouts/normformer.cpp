@@ -24,8 +24,10 @@ BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
     p.forward = normformer_forward;
   }
   p.norm_slots = {"norm1", "norm1_out", "norm2"};
-  p.head_scale = true;
-  p.ffn_mid_norm = true;
+  p.sublayers = [](BlockOptions& o) {
+    o.attn.head_scale = true;
+    add_ffn_mid_norm(o);
+  };
   if (rs == "all") p.vectors.emplace_back("resid_scale1", 1.0);
   if (rs == "all" || rs == "ffn") p.vectors.emplace_back("resid_scale2", 1.0);
   return p;

@@ -3,10 +3,11 @@
 // and Pre-LN's gradient path at once. Per sublayer (attention, then FFN; Na its Post-LN slot):
 //   y = ls * F(x);  dual = dual + y;  x = Na(x + y)
 // both streams start at the embedding output, and the head reads x + final_norm(dual). The pair
-// travels between blocks as one (2, B, T, d) tensor: [x, dual].
+// travels between blocks as one (2, B, T, d) tensor: [x, dual], in the layout's own carrier.
 #include <fmt/format.h>
 
 #include "model/block.h"
+#include "model/residual/residual.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -22,6 +23,26 @@ torch::Tensor resi_dual_forward(BlockImpl& b, const torch::Tensor& s) {
   return torch::stack({x, dual});
 }
 
+// The carrier: [x, dual] through the blocks' forwards; final_norm reads dual, the head x + its output.
+class ResiDualStream : public ResidualStream {
+ public:
+  void start(const torch::Tensor& e) override { s_ = torch::stack({e, e}); }
+  void block(int64_t, BlockImpl& b) override { s_ = b.forward(s_); }
+  void sublayer(int64_t, const SublayerTerm&) override {
+    TORCH_CHECK(false, "resi_dual runs whole blocks; it has no per-sublayer terms");
+  }
+  torch::Tensor finish() override { return s_[1]; }
+  torch::Tensor head_input(const torch::Tensor& normed) override {
+    auto x = s_[0];
+    s_ = torch::Tensor();
+    return x + normed;
+  }
+  torch::Tensor view() override { return s_[0]; }
+
+ private:
+  torch::Tensor s_;
+};
+
 BlockPlan resi_dual_plan(int64_t, const ModelConfig&) {
   BlockPlan p;
   p.layout = "resi_dual";
@@ -34,11 +55,7 @@ BlockPlan resi_dual_plan(int64_t, const ModelConfig&) {
 LayoutType resi_dual_layout() {
   LayoutType t{"resi_dual", "y = F(x); dual = dual + y; x = Na(x + y); head reads x + final_norm(dual)", true,
                resi_dual_plan};
-  t.stream_start = [](const torch::Tensor& e) { return torch::stack({e, e}); };
-  t.stream_view = [](const torch::Tensor& s) { return s[0]; };
-  t.stream_finish = [](TransformerImpl& model, const torch::Tensor& s) {
-    return s[0] + model.final_norm->forward(s[1]);
-  };
+  t.make_stream = [](TransformerImpl&, const ModelConfig&) { return std::unique_ptr<ResidualStream>(new ResiDualStream()); };
   return t;
 }
 }  // namespace normlab

@@ -14,8 +14,11 @@ namespace {
 BlockPlan subln_plan(int64_t layer, const ModelConfig& m) {
   BlockPlan p = pre_plan(layer, m);  // the pre equation; the extra norms sit inside F
   p.layout = "subln";
-  p.attn_inner_norm = true;
-  p.ffn_mid_norm = true;
+  p.sublayers = [](BlockOptions& o) {
+    o.attn.inner_norm_type = o.norm_type;
+    o.attn.inner_norm = o.norm;
+    add_ffn_mid_norm(o);
+  };
   return p;
 }
 }  // namespace

@@ -1,14 +1,31 @@
-// add: the layouts' own stream, x = x + G_s(x) for additive layouts and whatever the layout's
-// forward does otherwise. No parameters, no carrier: the model runs the blocks' forwards.
+// add: the layout's own stream. The carrier holds x and runs each block's forward, whatever the
+// layout computes there (x = x + G_s(x) on each sublayer of an additive layout). No parameters.
+#include "model/block.h"
 #include "model/residual/residual.h"
 
 namespace normlab {
+namespace {
+
+class AddStream : public ResidualStream {
+ public:
+  void start(const torch::Tensor& e) override { x_ = e; }
+  void block(int64_t, BlockImpl& b) override { x_ = b.forward(x_); }
+  void sublayer(int64_t, const SublayerTerm& G) override { x_ = x_ + G(x_); }
+  torch::Tensor finish() override { return std::exchange(x_, torch::Tensor()); }
+  torch::Tensor view() override { return x_; }
+
+ private:
+  torch::Tensor x_;
+};
+
+}  // namespace
 
 ResidualType add_residual() {
   ResidualType t;
   t.name = "add";
   t.equation = "the layout's own stream (x = x + G_s(x))";
-  t.make = [](TransformerImpl&, const ModelConfig&) { return std::unique_ptr<ResidualStream>(); };
+  t.wraps_terms = false;
+  t.make = [](TransformerImpl&, const ModelConfig&) { return std::unique_ptr<ResidualStream>(new AddStream()); };
   return t;
 }
 

@@ -29,6 +29,11 @@ std::string residual_names() {
   return out;
 }
 
+void ResidualStream::block(int64_t i, BlockImpl& b) {
+  sublayer(2 * i, [&](const torch::Tensor& z) { return b.term(1, z); });
+  sublayer(2 * i + 1, [&](const torch::Tensor& z) { return b.term(2, z); });
+}
+
 namespace {
 // w[..., k] of a per-position (B, T, k) or shared (k) weight, shaped to multiply a (B, T, d) stream.
 std::vector<torch::Tensor> factors(const torch::Tensor& w) {

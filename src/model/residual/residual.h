@@ -1,10 +1,12 @@
 // The residual stream as a registry entry (src/model/README.md, "Residual streams"): how the
-// stream is carried between sublayers, `model.residual.type`. `add` is the layouts' own stream
-// (x = x + G_s(x), no carrier object); the others replace that one tensor by their own state and
-// wrap each sublayer's term G_s, which an additive layout provides (BlockPlan::term). An entry owns
-// its config keys (model.residual.<key>), its parameters, their init and names, and its
-// diagnostics. Adding a stream method = one file defining `ResidualType xxx_residual()` + one line
-// in registry.cpp + one row in src/model/README.md.
+// stream is carried between sublayers, `model.residual.type`. Every forward runs through a
+// carrier (ResidualStream): `add`'s carries the layout's own stream x and runs each block's
+// forward; the others replace that one tensor by their own state and wrap each sublayer's term
+// G_s, which an additive layout provides (BlockPlan::term). A layout that carries more than x
+// (ResiDual) supplies its own carrier (LayoutType::make_stream). An entry owns its config keys
+// (model.residual.<key>), its parameters, their init and names, and its diagnostics. Adding a
+// stream method = one file defining `ResidualType xxx_residual()` + one line in registry.cpp +
+// one row in src/model/README.md.
 #pragma once
 
 #include <functional>
@@ -18,22 +20,31 @@
 namespace normlab {
 
 class TransformerImpl;
+class BlockImpl;
 class LayerSeries;
 
 // G_s(z): the whole term sublayer s adds to the stream in its layout, on input z.
 using SublayerTerm = std::function<torch::Tensor(const torch::Tensor& z)>;
 
-// Carries the stream through one forward: start, then each sublayer s = 0 .. 2L-1 in order, then
-// finish. It holds the forward's tensors between the calls and lets go of them in finish().
+// Carries the stream through one forward: start, then block i = 0 .. L-1 in order, then finish,
+// then head_input. It holds the forward's tensors between the calls and lets go of them by the end
+// of head_input.
 class ResidualStream {
  public:
   virtual ~ResidualStream() = default;
   // e: the embedding output (B, T, d).
   virtual void start(const torch::Tensor& e) = 0;
+  // Block i: by default its two sublayers' terms (BlockImpl::term) through sublayer(2i, .) and
+  // sublayer(2i + 1, .); a carrier of the layout's own stream runs the block's forward instead.
+  virtual void block(int64_t i, BlockImpl& b);
   // Sublayer s (2i attention, 2i + 1 FFN of block i) with its term G.
   virtual void sublayer(int64_t s, const SublayerTerm& G) = 0;
-  // What final_norm reads after the last block; the forward's state is released.
+  // What final_norm reads after the last block (the model applies final_norm, when the layout has
+  // one, to it).
   virtual torch::Tensor finish() = 0;
+  // The head's input from the final norm's output (ResiDual adds its x); the forward's state is
+  // released.
+  virtual torch::Tensor head_input(const torch::Tensor& normed) { return normed; }
   // The stream entering the next sublayer as one tensor, for the act_* statistics and block_cos:
   // the n streams as one (B, T, n*d) vector (HC, mHC), what the next sublayer reads (AttnRes).
   virtual torch::Tensor view() = 0;
@@ -42,7 +53,7 @@ class ResidualStream {
   virtual void end_block(int64_t /*i*/, LayerSeries& /*stats*/) {}
   // Diagnostics (capture on): depth-attention weights of the last forward, one row per reader
   // (AttnRes: "blocks.{i}.attnres{k}" ..., "final_attnres"), each the mean weight per source in
-  // reading order; empty for the other types.
+  // reading order; empty for carriers without depth attention. Recorded as `depth_weights`.
   virtual std::vector<std::pair<std::string, torch::Tensor>> depth_weights() const { return {}; }
   void set_capture(bool on) { capture_ = on; }
 
@@ -54,8 +65,11 @@ struct ResidualType {
   std::string name;
   std::string equation;       // one line, for `normlab keys` and the README table
   std::vector<KeySpec> keys;  // model.residual.<key> this type owns
+  // Whether the carrier wraps an additive layout's sublayer terms (then the layout must be
+  // additive); false for add, which runs whatever the layout's blocks do.
+  bool wraps_terms = true;
   // Registers the entry's parameters on the model (blocks.{i}.<name>{k} in each block, heads on
-  // the model) with their init values and returns the carrier; nullptr for `add`.
+  // the model) with their init values and returns the carrier.
   std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make;
 };
 

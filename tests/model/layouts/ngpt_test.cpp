@@ -112,9 +112,15 @@ TEST(NgptTest, InitStoresTheContractValuesAndUnitNormMatrices) {
                       n.find("k_proj") != std::string::npos || n.find("v_proj") != std::string::npos ||
                       n.find("fc1") != std::string::npos || n.find("ffn.gate") != std::string::npos;
     const bool cols = n.find("out_proj") != std::string::npos || n.find("fc2") != std::string::npos;
-    if (rows) EXPECT_LT(unit(kv.value(), 1), 1e-6) << n;
-    if (cols) EXPECT_LT(unit(kv.value(), 0), 1e-6) << n;
-    if (kv.value().dim() == 2) EXPECT_TRUE(rows || cols) << n << " is a matrix the renormalisation misses";
+    if (rows) {
+      EXPECT_LT(unit(kv.value(), 1), 1e-6) << n;
+    }
+    if (cols) {
+      EXPECT_LT(unit(kv.value(), 0), 1e-6) << n;
+    }
+    if (kv.value().dim() == 2) {
+      EXPECT_TRUE(rows || cols) << n << " is a matrix the renormalisation misses";
+    }
   }
   // after_update renormalises whatever an update did.
   {

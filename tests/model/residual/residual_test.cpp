@@ -119,6 +119,68 @@ std::vector<std::vector<Vec>> from_tensor(const torch::Tensor& x) {
 // streams through one sublayer, `finish` reduces them for the final norm.
 torch::Tensor final_norm_of(Transformer& t, const torch::Tensor& x) { return t->final_norm ? t->final_norm->forward(x) : x; }
 
+// The composite-gain statistics, computed here apart from add_residual_gain: P[b][p] is the
+// product M_s ... M_0 of the stream-mixing matrices at one position; after each block the mean
+// over positions of the max row sum of |P| (fwd) and of the max column sum (bwd).
+using Mat = std::vector<Vec>;
+struct Gains {
+  std::vector<double> fwd, bwd;
+};
+Mat mat_mul(const Mat& a, const Mat& b) {
+  const size_t n = a.size();
+  Mat c(n, Vec(n, 0.0));
+  for (size_t i = 0; i < n; ++i)
+    for (size_t k = 0; k < n; ++k)
+      for (size_t j = 0; j < n; ++j) c[i][j] += a[i][k] * b[k][j];
+  return c;
+}
+Mat identity(int64_t n) {
+  Mat m(n, Vec(n, 0.0));
+  for (int64_t i = 0; i < n; ++i) m[i][i] = 1;
+  return m;
+}
+void add_gains(Gains& g, const std::vector<std::vector<Mat>>& P) {
+  double fwd = 0, bwd = 0;
+  int64_t count = 0;
+  for (const auto& row : P) {
+    for (const Mat& m : row) {
+      const size_t n = m.size();
+      double rmax = 0, cmax = 0;
+      for (size_t i = 0; i < n; ++i) {
+        double r = 0, c = 0;
+        for (size_t j = 0; j < n; ++j) {
+          r += std::abs(m[i][j]);
+          c += std::abs(m[j][i]);
+        }
+        rmax = std::max(rmax, r);
+        cmax = std::max(cmax, c);
+      }
+      fwd += rmax;
+      bwd += cmax;
+      ++count;
+    }
+  }
+  g.fwd.push_back(fwd / count);
+  g.bwd.push_back(bwd / count);
+}
+// The model's res_gain_fwd / res_gain_bwd of its last forward (capture on) against g. The
+// statistics are fp32: 1e-5 relative.
+void expect_gains(Transformer& t, const Gains& g, const std::string& what, bool must_move = true) {
+  const auto& fwd = t->stats().get("res_gain_fwd");
+  const auto& bwd = t->stats().get("res_gain_bwd");
+  ASSERT_EQ(fwd.size(), g.fwd.size()) << what;
+  ASSERT_EQ(bwd.size(), g.bwd.size()) << what;
+  bool moved = false;  // the perturbed mixing weights take the product away from gain 1
+  for (size_t i = 0; i < g.fwd.size(); ++i) {
+    EXPECT_NEAR(fwd[i].item<double>(), g.fwd[i], 1e-5 * g.fwd[i]) << what << " block " << i;
+    EXPECT_NEAR(bwd[i].item<double>(), g.bwd[i], 1e-5 * g.bwd[i]) << what << " block " << i;
+    moved = moved || std::abs(g.fwd[i] - 1) > 1e-2 || std::abs(g.bwd[i] - 1) > 1e-2;
+  }
+  if (must_move) {
+    EXPECT_TRUE(moved) << what << ": every gain is 1, the check cannot see a wrong product";
+  }
+}
+
 TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
   for (bool dynamic : {true, false}) {
     ModelConfig m = small("hc");
@@ -130,6 +192,7 @@ TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
     const double eps = 1e-6;
     auto tokens = tokens_for(m);
     torch::NoGradGuard ng;
+    t->set_capture(true);  // the composite gains of this forward, checked below
     auto got = t->hidden(tokens);
 
     auto e = embed(t, tokens);
@@ -137,6 +200,8 @@ TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
     Streams X(B, std::vector<std::vector<Vec>>(T));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t p = 0; p < T; ++p) X[b][p] = std::vector<Vec>(n, at(e, b, p));
+    std::vector<std::vector<Mat>> P(B, std::vector<Mat>(T, identity(n)));
+    Gains gains;
     for (int64_t s = 0; s < 2 * m.n_layers; ++s) {
       const std::string pre = "blocks." + std::to_string(s / 2) + ".hc" + std::to_string(s % 2 + 1) + ".";
       const Vec sa = vec(param(t, pre + "static_alpha")), sb = vec(param(t, pre + "static_beta"));
@@ -179,8 +244,13 @@ TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
               for (int64_t i = 0; i < d; ++i) Y[b][p][c][i] += A[j][c] * X[b][p][j][i];
           Y0[b][p] = Y[b][p][0];
           beta[b][p] = be;
+          Mat M(n, Vec(n));  // X'_k = sum_j A[j, k+1] X_j + beta_k y: M[k][j] = A[j][k+1]
+          for (int64_t k = 0; k < n; ++k)
+            for (int64_t j = 0; j < n; ++j) M[k][j] = A[j][k + 1];
+          P[b][p] = mat_mul(M, P[b][p]);
         }
       }
+      if (s % 2 == 1) add_gains(gains, P);
       auto y = from_tensor(t->block(s / 2)->term(s % 2 + 1, to_tensor(Y0)));
       for (int64_t b = 0; b < B; ++b)
         for (int64_t p = 0; p < T; ++p)
@@ -195,19 +265,24 @@ TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
     auto want = final_norm_of(t, to_tensor(x));
     EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-12)) << "dynamic " << dynamic << ": max diff "
                                                           << (got - want).abs().max().item<double>();
+    expect_gains(t, gains, dynamic ? "hc dynamic" : "hc static");
   }
 }
 
+// With 1 Sinkhorn iteration C is column-normalised only, so the composite product's column sums
+// move away from 1 and the gain check sees the order of the product.
 TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
+  for (const int64_t iters : {int64_t{5}, int64_t{1}}) {
   ModelConfig m = small("mhc");
   m.residual.keys.set("residual.streams", int64_t{3});
-  m.residual.keys.set("residual.sinkhorn_iters", int64_t{5});
+  m.residual.keys.set("residual.sinkhorn_iters", iters);
   auto t = build(m);
   perturb(t, {".mhc", "mhc_head."}, 0.5);
   const int64_t n = 3, d = m.d_model, R = n * n + 2 * n;
   const double eps = 1e-6;
   auto tokens = tokens_for(m);
   torch::NoGradGuard ng;
+  t->set_capture(true);  // the composite gains of this forward, checked below
   auto got = t->hidden(tokens);
 
   auto e = embed(t, tokens);
@@ -215,6 +290,8 @@ TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
   Streams X(B, std::vector<std::vector<Vec>>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t p = 0; p < T; ++p) X[b][p] = std::vector<Vec>(n, at(e, b, p));
+  std::vector<std::vector<Mat>> P(B, std::vector<Mat>(T, identity(n)));
+  Gains gains;
   // z = fn xf / sqrt(mean(xf^2) + eps) at one position.
   auto project = [&](const Vec& fn, int64_t rows, const std::vector<Vec>& Xp) {
     Vec xf;
@@ -258,7 +335,7 @@ TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
           }
         };
         cols();
-        for (int64_t it = 1; it < 5; ++it) {
+        for (int64_t it = 1; it < iters; ++it) {
           for (int64_t i = 0; i < n; ++i) {
             double sum = 0;
             for (int64_t j = 0; j < n; ++j) sum += c[i][j];
@@ -272,8 +349,13 @@ TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
         U[b][p] = u;
         post[b][p] = po;
         C[b][p] = c;
+        Mat M(n, Vec(n));  // X'_j = post_j y + sum_i C[i][j] X_i: M[j][i] = C[i][j]
+        for (int64_t j = 0; j < n; ++j)
+          for (int64_t i = 0; i < n; ++i) M[j][i] = c[i][j];
+        P[b][p] = mat_mul(M, P[b][p]);
       }
     }
+    if (s % 2 == 1) add_gains(gains, P);
     auto y = from_tensor(t->block(s / 2)->term(s % 2 + 1, to_tensor(U)));
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t p = 0; p < T; ++p) {
@@ -299,7 +381,11 @@ TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
     }
   }
   auto want = final_norm_of(t, to_tensor(x));
-  EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-12)) << "max diff " << (got - want).abs().max().item<double>();
+  EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-12)) << "iters " << iters << ": max diff "
+                                                        << (got - want).abs().max().item<double>();
+  // 5 iterations: doubly stochastic to ~1e-3, every gain ~1 (the product's order is not visible).
+  expect_gains(t, gains, "mhc, sinkhorn_iters " + std::to_string(iters), /*must_move=*/iters == 1);
+  }
 }
 
 // AttnRes by its definition: sources [e, B_0 .. B_{m-1}] (+ the partial sum of the open group).
@@ -427,7 +513,7 @@ TEST(MhcTest, MixingMatrixIsPositiveAndDoublyStochastic) {
   }
 }
 
-TEST(ValueResidualTest, TokenAndScalarStartAsFixedAndEveryModeChangesBlocksAfterTheFirst) {
+TEST(ValueResidualTest, TokenAndScalarStartAsFixed) {
   std::map<ValueResidual, torch::Tensor> logits;
   for (ValueResidual v : {ValueResidual::kNone, ValueResidual::kFixed, ValueResidual::kScalar, ValueResidual::kToken}) {
     ModelConfig m = small("add", 3);
@@ -439,6 +525,39 @@ TEST(ValueResidualTest, TokenAndScalarStartAsFixedAndEveryModeChangesBlocksAfter
   EXPECT_TRUE(torch::equal(logits[ValueResidual::kScalar], logits[ValueResidual::kFixed]));
   EXPECT_TRUE(torch::allclose(logits[ValueResidual::kToken], logits[ValueResidual::kFixed], 1e-12, 1e-12));
   EXPECT_FALSE(torch::allclose(logits[ValueResidual::kNone], logits[ValueResidual::kFixed], 1e-6, 1e-6));
+}
+
+// One attention sublayer by hand (no bias, RoPE or QK-norm; H heads): the raw values x Wv^T,
+// mixed with v0 as `mode` says when v0 is defined, then the composed reference attention and
+// out_proj.
+torch::Tensor attention_by_hand(Attention& a, const torch::Tensor& x, const torch::Tensor& v0, ValueResidual mode,
+                                int64_t H) {
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2), dh = d / H;
+  auto raw = torch::matmul(x, a->v_proj->weight.t());
+  auto mixed = raw.clone();
+  if (v0.defined()) {
+    const double lam = mode == ValueResidual::kScalar ? a->vres_lambda.item<double>() : 0.5;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t h = 0; h < H; ++h) {
+          double g = 0;  // token: g = sigmoid(x . Wg[h] + bg[h])
+          if (mode == ValueResidual::kToken) {
+            g = a->vres_gate_bias[h].item<double>();
+            for (int64_t i = 0; i < d; ++i) g += x[b][t][i].item<double>() * a->vres_gate_weight[h][i].item<double>();
+            g = sigm(g);
+          }
+          for (int64_t i = h * dh; i < (h + 1) * dh; ++i) {
+            const double v = raw[b][t][i].item<double>(), s = v0[b][t][i].item<double>();
+            mixed[b][t][i] = mode == ValueResidual::kToken ? g * v + (1 - g) * s : (1 - lam) * v + lam * s;
+          }
+        }
+      }
+    }
+  }
+  auto heads = [&](const torch::Tensor& z) { return z.view({B, T, H, dh}); };
+  auto q = heads(torch::matmul(x, a->q_proj->weight.t())), k = heads(torch::matmul(x, a->k_proj->weight.t()));
+  auto ctx = causal_attention_reference(q, k, heads(mixed), 0, nullptr).reshape({B, T, d});
+  return torch::matmul(ctx, a->out_proj->weight.t());
 }
 
 // The attention sublayer of a mixing block, by hand: raw values mixed with V_0 as the mode says,
@@ -463,32 +582,45 @@ TEST(ValueResidualTest, MixingBlockEqualsItsEquationWrittenAsLoops) {
     a->set_fast_path(false);
     torch::NoGradGuard ng;
     auto got = a->forward(x);
-
-    auto raw = torch::matmul(x, a->v_proj->weight.t());
-    auto mixed = torch::empty_like(raw);
-    const double lam = mode == ValueResidual::kScalar ? a->vres_lambda.item<double>() : 0.5;
-    for (int64_t b = 0; b < 2; ++b) {
-      for (int64_t t = 0; t < 4; ++t) {
-        for (int64_t h = 0; h < 2; ++h) {
-          double g = 0;  // token: g = sigmoid(x . Wg[h] + bg[h])
-          if (mode == ValueResidual::kToken) {
-            g = a->vres_gate_bias[h].item<double>();
-            for (int64_t i = 0; i < 8; ++i) g += x[b][t][i].item<double>() * a->vres_gate_weight[h][i].item<double>();
-            g = sigm(g);
-          }
-          for (int64_t i = h * 4; i < h * 4 + 4; ++i) {
-            const double v = raw[b][t][i].item<double>(), s = v0[b][t][i].item<double>();
-            mixed[b][t][i] = mode == ValueResidual::kToken ? g * v + (1 - g) * s : (1 - lam) * v + lam * s;
-          }
-        }
-      }
-    }
-    auto heads = [](const torch::Tensor& z) { return z.view({2, 4, 2, 4}); };
-    auto q = heads(torch::matmul(x, a->q_proj->weight.t())), k = heads(torch::matmul(x, a->k_proj->weight.t()));
-    auto ctx = causal_attention_reference(q, k, heads(mixed), 0, nullptr).reshape({2, 4, 8});
-    auto want = torch::matmul(ctx, a->out_proj->weight.t());
+    auto want = attention_by_hand(a, x, v0, mode, 2);
     EXPECT_TRUE(torch::allclose(got, want, 1e-12, 1e-12)) << choice_name(mode);
   }
+}
+
+// The whole model, each mode by its formula: Pre-LN blocks written out, block 0's raw values
+// (its norm1 output times its v_proj) mixed into every later block's, with lambda and the token
+// gate moved away from their init. A source taken from the wrong block, a mode that mixes the
+// wrong way round or a block 0 that mixes with itself fails here.
+TEST(ValueResidualTest, EveryModeInTheModelIsItsFormulaOnBlockZerosRawValues) {
+  std::map<ValueResidual, torch::Tensor> hidden;
+  for (ValueResidual mode : {ValueResidual::kNone, ValueResidual::kFixed, ValueResidual::kScalar, ValueResidual::kToken}) {
+    ModelConfig m = small("add", 3);
+    m.value_residual = mode;
+    auto t = build(m);
+    perturb(t, {"vres_"}, 0.5);
+    auto tokens = tokens_for(m);
+    torch::NoGradGuard ng;
+    for (int64_t i = 0; i < m.n_layers; ++i) t->block(i)->attention()->set_fast_path(false);
+    auto got = t->hidden(tokens);
+
+    auto x = embed(t, tokens);
+    torch::Tensor v0;
+    for (int64_t i = 0; i < m.n_layers; ++i) {
+      Block& b = t->block(i);
+      auto a_in = b->norm("norm1", x);
+      x = x + attention_by_hand(b->attention(), a_in, i == 0 ? torch::Tensor() : v0, mode, m.n_heads);
+      if (i == 0 && mode != ValueResidual::kNone) v0 = torch::matmul(a_in, b->attention()->v_proj->weight.t());
+      x = x + b->ffn(b->norm("norm2", x));
+    }
+    auto want = final_norm_of(t, x);
+    EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-12))
+        << choice_name(mode) << ": max diff " << (got - want).abs().max().item<double>();
+    hidden[mode] = got;
+  }
+  // Every mode is a different model from the others at these weights.
+  for (auto a = hidden.begin(); a != hidden.end(); ++a)
+    for (auto b = std::next(a); b != hidden.end(); ++b)
+      EXPECT_FALSE(torch::allclose(a->second, b->second, 1e-6, 1e-6)) << choice_name(a->first) << " vs " << choice_name(b->first);
 }
 
 // d loss / d p of every parameter an entry adds (a few entries each) against central differences.
@@ -653,7 +785,9 @@ TEST(ResidualNamesTest, NoTensorOfAStreamMethodIsWeightDecayed) {
     const auto role = role_of(kv.value());
     ASSERT_TRUE(role.has_value()) << n;
     EXPECT_EQ(*role == Role::kMixing, ours) << n;
-    if (ours) EXPECT_FALSE(role_decays(*role)) << n;
+    if (ours) {
+      EXPECT_FALSE(role_decays(*role)) << n;
+    }
   }
 }
 

@@ -1,0 +1,48 @@
+// The feed-forward sublayer (src/model/README.md): GELU (exact erf) or SwiGLU, an optional norm
+// after the activation, or a layout's own hidden activation (FfnOptions::hidden).
+#pragma once
+
+#include <functional>
+#include <optional>
+
+#include "model/norms/norm.h"
+
+namespace normlab {
+
+class FfnImpl;
+
+// The FFN's exact (erf) GELU, its one dispatch point: contiguous bf16 CPU input (bf16 autocast)
+// runs gelu_kernel.h (fp32 inside, bf16 out; forward and backward one pass each, held to the fp32
+// composed reference at 1e-2 relative); everything else, fp32 included, runs torch::gelu.
+torch::Tensor ffn_gelu(const torch::Tensor& x);
+bool gelu_kernel_applies(const torch::Tensor& x);
+
+struct FfnOptions {
+  int64_t d_model = 128;
+  int64_t d_ff = 512;
+  bool swiglu = false;
+  bool bias = false;
+  std::optional<std::string> mid_norm_type;  // NormFormer: norm after the activation
+  NormOptions mid_norm;                      // size = d_ff
+  // A layout's own hidden activation (nGPT's scaled SwiGLU): hidden_build registers its
+  // parameters on the FFN (after mid_norm), hidden maps x to what fc2 reads (before any mid
+  // norm), in place of GELU / SwiGLU. The code lives in the layout's file.
+  std::function<void(torch::nn::Module& ffn)> hidden_build;
+  std::function<torch::Tensor(FfnImpl& ffn, const torch::Tensor& x)> hidden;
+};
+
+class FfnImpl : public torch::nn::Module {
+ public:
+  explicit FfnImpl(const FfnOptions& o);
+  // x: (B, T, d) -> (B, T, d)
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear fc1{nullptr}, gate{nullptr}, fc2{nullptr};
+  NormPtr mid_norm;
+
+ private:
+  FfnOptions o_;
+};
+TORCH_MODULE(Ffn);
+
+}  // namespace normlab
