@@ -47,8 +47,18 @@ class UpdateProbe {
 };
 
 // The largest singular value of a matrix, in double: the square root of the largest eigenvalue
-// of its smaller Gram matrix (exact to rounding, cheaper than an SVD at these sizes).
+// of its smaller Gram matrix (exact to rounding; the reference of spectral_norms).
 torch::Tensor spectral_norm(const torch::Tensor& W);
+
+// The largest singular value of each matrix, as the diagnostics compute it (src/metrics/README.md,
+// w_spec_max): Lanczos with full reorthogonalisation on each smaller Gram matrix (fp32), all
+// matrices with Grams of one size at once, `steps` steps (all of them where the Gram is no larger)
+// from a fixed start vector, the largest eigenvalue of the resulting tridiagonal matrix in double.
+// Deterministic; held to spectral_norm within 1e-4 relative by the tests. Each a 0-dim double.
+// The one dispatch point: float32 CPU Grams run lanczos_kernel.h; anything else (and allow_fast
+// false) the same iteration in LibTorch ops, the reference the kernel is tested against.
+std::vector<torch::Tensor> spectral_norms(const std::vector<torch::Tensor>& matrices, int64_t steps = 48,
+                                          bool allow_fast = true);
 
 // Appends tensors (scalars or 1-D) into one flat vector and reads them back in the same order
 // after a single host transfer.

@@ -160,6 +160,14 @@ TEST(CodeShapeTest, TheModelHasOneBlockLoopAndNamesNoMethod) {
   }
 }
 
+TEST(CodeShapeTest, NoReferenceIntoATemporaryParameterDictionary) {
+  // named_parameters() returns its dictionary by value: a reference to one of its entries dangles
+  // at the end of the statement (an nGPT run with a value residual crashed on exactly that).
+  for (const auto& hit : grep_src(R"(auto\s*&\s*\w+\s*=.*named_parameters\([^)]*\)\s*\[)")) {
+    ADD_FAILURE() << "a reference into named_parameters()' temporary: " << hit;
+  }
+}
+
 TEST(CodeShapeTest, ProblemsAreCollectedByOneClass) {
   // Config and sweep files report through config/load.h's Problems; no second collector.
   EXPECT_EQ(grep_src(R"(class\s+Collector\b)"), std::vector<std::string>{});

@@ -13,6 +13,8 @@
 #include "core/fs.h"
 #include "metrics/records.h"
 #include "metrics/report.h"
+#include "model/layouts/layout.h"
+#include "model/residual/residual.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 #include "test_util.h"
@@ -117,6 +119,41 @@ TEST(ReplayTest, MuonAndNormuonRunsReplayBitForBit) {
       EXPECT_TRUE(r.reproducible) << n << ": " << r.loss << " vs " << r.logged_loss;
       EXPECT_EQ(r.loss, r.logged_loss) << n;
       EXPECT_EQ(r.grad_norm, r.logged_grad_norm) << n;
+    }
+  }
+}
+
+// Every layout and every residual type (under pre): a run replays bit for bit from a checkpoint,
+// across a step without diagnostics (the inspector's extra capture forward) and one with them.
+TEST(ReplayTest, EveryLayoutAndResidualTypeReplaysBitForBit) {
+  std::vector<std::pair<std::string, std::string>> arms;  // layout, residual type
+  for (const auto& l : layout_registry()) arms.emplace_back(l.name, "add");
+  for (const auto& r : residual_registry()) {
+    if (r.name != "add") arms.emplace_back("pre", r.name);
+  }
+  for (const auto& [layout, residual] : arms) {
+    SCOPED_TRACE(layout + " / " + residual);
+    testing::TempDir dir;
+    Config c = testing::tiny_config(dir / "run");
+    c.model.layout = layout;
+    c.model.residual.type = residual;
+    c.model.n_layers = 2;
+    if (layout == "ngpt") {
+      c.model.pos = Position::kRope;
+      c.model.ffn = FfnKind::kSwiglu;
+      c.model.tie_embeddings = false;
+      c.optim.weight_decay = 0;
+    }
+    c.train.steps = 7;
+    c.train.log_every = 1;
+    c.train.checkpoint_every = 3;
+    c.diag.every = 4;
+    c.eval.every = 0;
+    ASSERT_EQ(train(resolved(c), {}), 0);
+    for (int64_t n : {int64_t{4}, int64_t{5}}) {  // a diagnostics step, and the step after it
+      const ReplayResult r = replay_step(dir / "run", n);
+      EXPECT_TRUE(r.reproducible) << n << ": " << r.loss << " vs " << r.logged_loss;
+      EXPECT_FALSE(r.at.layers.empty()) << n;
     }
   }
 }

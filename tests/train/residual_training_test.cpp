@@ -99,7 +99,7 @@ TEST_P(ResidualTrainingTest, TrainsResumesBitForBitAndRecordsItsSeries) {
   EXPECT_TRUE(found) << m.tensor;
   if (m.layout != "ngpt") return;
   // nGPT: the listed matrices are unit-norm (over d) in every checkpoint, resumed run included.
-  for (const std::string run : {full.out_dir, part.out_dir}) {
+  for (const std::string& run : {full.out_dir, part.out_dir}) {
     for (int64_t step : {int64_t{1}, int64_t{5}, int64_t{10}, int64_t{12}}) {
       const std::string ckpt = run + "/checkpoints/step_" + fmt::format("{:08d}", step);
       if (!std::filesystem::exists(ckpt)) continue;

@@ -129,8 +129,9 @@ TEST(TrainStepTest, DiagnosticsStepsTrainAlikeAndCarryEveryStatistic) {
         }
         ASSERT_GT(mats, 0);
         EXPECT_NEAR(d.layer("w_rms")[0], std::sqrt(sq / n), 1e-6 * std::sqrt(sq / n));
-        EXPECT_NEAR(d.layer("w_spec_max")[0], smax, 1e-6 * smax);
-        EXPECT_NEAR(d.layer("w_stable_rank")[0], srank / mats, 1e-6 * srank / mats);
+        // sigma_max from fp32 Grams by Lanczos: the contract's 1e-3, held here to 1e-4.
+        EXPECT_NEAR(d.layer("w_spec_max")[0], smax, 1e-4 * smax);
+        EXPECT_NEAR(d.layer("w_stable_rank")[0], srank / mats, 2e-4 * srank / mats);
         const double cos = dot / std::sqrt(dsq * bsq);
         EXPECT_NEAR(d.layer("update_cos")[0], cos, 1e-6 + 1e-4 * std::abs(cos));
       }

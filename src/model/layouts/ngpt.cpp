@@ -36,7 +36,7 @@ void ngpt_sublayers(BlockOptions& o) {
   };
   o.attn.qk_map = [sd](torch::nn::Module& a, const torch::Tensor& q, const torch::Tensor& k, c10::ScalarType dtype) {
     const int64_t H = q.size(2), dh = q.size(3);
-    const auto& s_qk = a.named_parameters(/*recurse=*/false)["s_qk"];
+    const torch::Tensor s_qk = a.named_parameters(/*recurse=*/false)["s_qk"];  // a handle, not a reference into the temporary
     auto Q = (s_qk * sd).view({1, 1, H, dh});
     return std::make_pair((unit_norm(q) * Q * static_cast<double>(dh)).to(dtype), (unit_norm(k) * Q).to(dtype));
   };
@@ -121,7 +121,7 @@ LayoutType ngpt_layout() {
     model.register_parameter("s_z", with_role(torch::full({m.vocab_size}, 1.0 / std::sqrt(static_cast<double>(m.d_model))), Role::kGain));
   };
   t.head = [](TransformerImpl& model, const torch::Tensor& logits) {
-    const auto& s_z = model.named_parameters(/*recurse=*/false)["s_z"];
+    const torch::Tensor s_z = model.named_parameters(/*recurse=*/false)["s_z"];  // a handle, not a reference into the temporary
     return logits * (s_z * std::sqrt(static_cast<double>(model.config().d_model))).to(logits.scalar_type());
   };
   t.init = [](TransformerImpl& model, const ModelConfig&) { renormalise(model); };
