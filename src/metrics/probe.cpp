@@ -3,6 +3,7 @@
 #include "metrics/lanczos_kernel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <array>
 #include <map>
 
@@ -103,9 +104,13 @@ std::vector<torch::Tensor> spectral_norms(const std::vector<torch::Tensor>& matr
       const auto off = torch::diag_embed(beta.to(torch::kCPU), 1);
       T = T + off + off.transpose(1, 2);
     }
-    const auto sigma = torch::linalg_eigvalsh(T).select(1, K - 1).clamp_min(0).sqrt().to(G.device());  // (m)
+    // A non-finite Gram (weights that blew up) gives NaN, as the other statistics; LAPACK would
+    // refuse the matrix.
+    const auto bad = torch::logical_not(torch::isfinite(T).flatten(1).all(1));  // (m)
+    T = torch::where(bad.view({m, 1, 1}), torch::zeros_like(T), T);
+    auto sigma = torch::linalg_eigvalsh(T).select(1, K - 1).clamp_min(0).sqrt();
+    sigma = torch::where(bad, torch::full_like(sigma, std::nan("")), sigma).to(G.device());  // (m)
     for (size_t i = 0; i < ks.size(); ++i) out[ks[i]] = sigma[static_cast<int64_t>(i)];
-    (void)m;
   }
   return out;
 }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ TEST(SpectralNormsTest, MatchTheExactLargestSingularValueOnHardSpectra) {
     EXPECT_NEAR(composed[i].item<double>(), want, 1e-4 * want) << cases[i].first << " (composed)";
     EXPECT_NEAR(got[i].item<double>(), composed[i].item<double>(), 1e-5 * want) << cases[i].first;
   }
+  // Weights that blew up give NaN (as the other statistics), not an error, and leave the others alone.
+  const auto blown = spectral_norms({torch::full({8, 8}, INFINITY), matrices[0]});
+  EXPECT_TRUE(std::isnan(blown[0].item<double>()));
+  EXPECT_EQ(blown[1].item<double>(), got[0].item<double>());
   // Deterministic: the same matrices give the same bits, alone or with others.
   const auto again = spectral_norms({matrices[4], matrices[0]});
   EXPECT_EQ(again[0].item<double>(), got[4].item<double>());
