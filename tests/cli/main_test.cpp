@@ -1,6 +1,8 @@
 // The normlab binary as a user runs it: exit codes, stdout carrying results only.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/fs.h"
+#include "core/torch_compat.h"
 #include "test_util.h"
 
 namespace normlab {
@@ -74,9 +77,17 @@ TEST(CliTest, Bf16StartupCheckWarnsWhereBf16TrainsSlowerThanFp32) {
   const auto r = run_command(cmd, dir / "err");
   ASSERT_EQ(r.status, 0) << read_file(dir / "err");
   const std::string err = read_file(dir / "err");
-  const auto at = err.find("warning: train.precision bf16 on this CPU: a forward and backward of one micro-batch takes");
-  ASSERT_NE(at, std::string::npos) << err;
-  EXPECT_NE(err.find("x slower", at), std::string::npos) << err;
+  // The measured times, always logged; the warning appears exactly when bf16 was the slower.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(err, m, std::regex(R"(bf16 check: .*, ([0-9.]+) ms in bf16, ([0-9.]+) ms in fp32)"))) << err;
+  const double bf16 = std::stod(m[1]), fp32 = std::stod(m[2]);
+  const bool warned =
+      err.find("warning: train.precision bf16 on this CPU: a forward and backward of one micro-batch takes") != std::string::npos;
+  EXPECT_EQ(warned, bf16 > fp32) << err;
+#if !NORMLAB_TORCH_AT_LEAST(2, 0)
+  // Debian's LibTorch 1.13 without oneDNN runs a bf16 matmul in its native loops: far slower.
+  EXPECT_TRUE(warned) << err;
+#endif
 }
 
 // One tiny training run shared by the eval and sample tests.
