@@ -147,6 +147,26 @@ SpikeForensics spike_forensics(const Config& cfg, int64_t step, const StepOutcom
 }
 
 namespace {
+// The model's buffers (batchnorm's running statistics) as they were, put back when it goes: for
+// forwards that must leave the model unchanged (replay's extra capture, the bf16 timing).
+class BuffersKept {
+ public:
+  explicit BuffersKept(Transformer& model) : model_(model) {
+    for (const auto& b : model_->buffers()) kept_.push_back(b.clone());
+  }
+  ~BuffersKept() {
+    torch::NoGradGuard ng;
+    const auto now = model_->buffers();
+    for (size_t i = 0; i < now.size(); ++i) now[i].copy_(kept_[i]);
+  }
+  BuffersKept(const BuffersKept&) = delete;
+  BuffersKept& operator=(const BuffersKept&) = delete;
+
+ private:
+  Transformer& model_;
+  std::vector<torch::Tensor> kept_;
+};
+
 // StepInspector's view of micro-batch a (inside the step's autocast): its logits, and for the
 // first the model's statistics, from a no-grad capture forward of the same windows where the step
 // itself does not capture.
@@ -157,15 +177,12 @@ void inspect_micro_batch(StepInspector& inspect, const Config& cfg, Transformer&
   inspect.micro_batch(index, offsets, w, logits.detach());
   if (a != 0) return;
   if (!captured) {
-    std::vector<torch::Tensor> buffers;
-    for (const auto& b : model->buffers()) buffers.push_back(b.clone());
+    BuffersKept kept(model);
     model->set_track_head_max(false);
     model->set_capture(true);
     model->forward(w.narrow(1, 0, cfg.model.ctx));
     model->set_capture(false);
     model->set_track_head_max(cfg.optim.qk_clip > 0);
-    const auto now = model->buffers();
-    for (size_t i = 0; i < now.size(); ++i) now[i].copy_(buffers[i]);
   }
   inspect.statistics(*model);
 }
@@ -250,8 +267,7 @@ double gradient_pass_seconds(const Config& cfg, Transformer& model, const torch:
                              int repeats) {
   const int64_t B = cfg.train.batch_size, T = cfg.model.ctx;
   const auto w = (torch::arange(B * (T + 1), torch::kLong) * 7919 % cfg.model.vocab_size).view({B, T + 1}).to(device);
-  std::vector<torch::Tensor> buffers;
-  for (const auto& b : model->buffers()) buffers.push_back(b.clone());
+  BuffersKept kept(model);
   auto sync = [&] {
     if (device.is_cuda()) torch::cuda::synchronize(device.has_index() ? device.index() : -1);
   };
@@ -269,8 +285,6 @@ double gradient_pass_seconds(const Config& cfg, Transformer& model, const torch:
     if (r > 0) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-  const auto now = model->buffers();
-  for (size_t i = 0; i < now.size(); ++i) now[i].copy_(buffers[i]);
   return best;
 }
 
