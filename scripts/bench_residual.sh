@@ -5,20 +5,25 @@
 # benchmark shapes. nGPT needs RoPE, SwiGLU and an untied head, so it is timed against add on that
 # same base (add_rope_swiglu). Interleaved rounds, so a slow spell of a shared machine hits every
 # method; prints, per shape, each method's fastest step over all rounds and its ratio to add's
-# (step time / add's step time; 1.30 = 30 % slower) as a Markdown table.
-#   scripts/bench_residual.sh [--shapes "tiny small"] [--steps N] [--rounds R]
+# (step time / add's step time; 1.30 = 30 % slower) as a Markdown table. --ab adds, for the
+# methods that use the fused stream loops (src/model/residual/stream_kernels.h), a row `<method>
+# composed` timed in the same rounds with NORMLAB_COMPOSED_STREAMS=1 (the composed LibTorch ops
+# the loops replaced): before and after on one machine in one run.
+#   scripts/bench_residual.sh [--shapes "tiny small"] [--steps N] [--rounds R] [--methods "add hc"] [--ab]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/torch_env.sh"
 "$ROOT/scripts/setup.sh" --target normlab >&2
 cd "$ROOT"
 BIN="$NORMLAB_BUILD/normlab"
-SHAPES="tiny small"; STEPS=10; ROUNDS=3
+SHAPES="tiny small"; STEPS=10; ROUNDS=3; METHODS=""; AB=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --shapes) SHAPES="$2"; shift ;;
     --steps) STEPS="$2"; shift ;;
     --rounds) ROUNDS="$2"; shift ;;
+    --methods) METHODS="$2"; shift ;;
+    --ab) AB=1 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -38,15 +43,22 @@ declare -A METHOD=(
   [add_rope_swiglu]="$NGPT_BASE"
   [ngpt]="$NGPT_BASE --set model.layout=ngpt --set optim.weight_decay=0"
 )
-ORDER="add hc hc_static mhc attnres attnres_block2 vres_fixed vres_scalar vres_token resi_dual add_rope_swiglu ngpt"
+ORDER="${METHODS:-add hc hc_static mhc attnres attnres_block2 vres_fixed vres_scalar vres_token resi_dual add_rope_swiglu ngpt}"
+if [ "$AB" = 1 ]; then
+  for m in $ORDER; do
+    case "$m" in hc|hc_static|mhc|attnres|attnres_block2) ORDER="$ORDER ${m}_composed" ;; esac
+  done
+fi
 echo "$STEPS timed steps x $ROUNDS interleaved rounds, $(nproc) cores, $(date -u +%F), commit $(git rev-parse --short HEAD)" >&2
 out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 for shape in $SHAPES; do
   for r in $(seq "$ROUNDS"); do
     for m in $ORDER; do
+      base="${m%_composed}"
+      composed=0; [ "$base" != "$m" ] && composed=1
       # shellcheck disable=SC2086
-      s="$("$BIN" bench -c "configs/bench/$shape.yaml" --steps "$STEPS" --warmup 3 --json ${METHOD[$m]} 2>/dev/null |
+      s="$(NORMLAB_COMPOSED_STREAMS=$composed "$BIN" bench -c "configs/bench/$shape.yaml" --steps "$STEPS" --warmup 3 --json ${METHOD[$base]} 2>/dev/null |
             python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["min_step_s"])')"
       echo "$shape $m $r $s" >> "$out"
       echo "  $shape round $r $m: fastest step $s s" >&2
@@ -70,5 +82,5 @@ for m in order:
     for s in shapes:
         base = best[(s, "add_rope_swiglu" if m == "ngpt" else "add")]
         cells.append("%.1f | %.2fx" % (1e3 * best[(s, m)], best[(s, m)] / base))
-    print("| %s | %s |" % (m, " | ".join(cells)))
+    print("| %s | %s |" % (m.replace("_composed", " (composed)"), " | ".join(cells)))
 PY

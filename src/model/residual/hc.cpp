@@ -68,8 +68,7 @@ class HcStream : public ResidualStream {
     auto [A, beta] = subs_[s]->weights(X_);
     Streams Y = mix_streams(A, X_);  // n + 1 streams
     auto y = G(Y[0]);
-    auto b = beta.unbind(-1);
-    for (int64_t k = 0; k < n_; ++k) X_[k] = Y[k + 1].addcmul(y, beta.dim() > 1 ? b[k].unsqueeze(-1) : b[k]);
+    X_ = add_scaled(Streams(Y.begin() + 1, Y.end()), beta, y);  // X'_k = Y_{k+1} + beta_k y
     if (capture_) {  // M_s[k, j] = A[j, k+1]; P = M_s P
       torch::NoGradGuard ng;
       auto M = A.detach().narrow(-1, 1, n_).transpose(-1, -2).to(torch::kFloat);

@@ -88,10 +88,11 @@ class MhcStream : public ResidualStream {
   }
   void sublayer(int64_t s, const SublayerTerm& G) override {
     auto w = subs_[s]->weights(X_);
-    auto y = G(weighted_sum(w.pre, X_));  // u = sum_j pre_j X_j
-    Streams mixed = mix_streams(w.C, X_);  // sum_i C[i, j] X_i
-    auto post = w.post.unbind(-1);
-    for (int64_t j = 0; j < n_; ++j) X_[j] = mixed[j].addcmul(y, post[j].unsqueeze(-1));
+    // One read of the streams: column 0 the sublayer input u = sum_j pre_j X_j, columns 1..n the
+    // mixed streams sum_i C[i, j] X_i.
+    Streams Y = mix_streams(torch::cat({w.pre.unsqueeze(-1), w.C}, -1), X_);
+    auto y = G(Y[0]);
+    X_ = add_scaled(Streams(Y.begin() + 1, Y.end()), w.post, y);  // X'_j = mixed_j + post_j y
     if (capture_) {  // M_s[j, i] = C[i, j]; P = M_s P
       torch::NoGradGuard ng;
       auto M = w.C.detach().transpose(-1, -2).to(torch::kFloat);
@@ -114,16 +115,6 @@ class MhcStream : public ResidualStream {
   torch::Tensor P_;
 };
 }  // namespace
-
-torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
-  auto C = torch::softmax(logits, -1) + kEps;
-  C = C / (C.sum(-2, true) + kEps);
-  for (int64_t t = 1; t < iters; ++t) {
-    C = C / (C.sum(-1, true) + kEps);
-    C = C / (C.sum(-2, true) + kEps);
-  }
-  return C;
-}
 
 ResidualType mhc_residual() {
   ResidualType t;

@@ -81,21 +81,40 @@ std::string residual_names();
 // would cost a full-size zero-filled gradient per slice in the backward.
 using Streams = std::vector<torch::Tensor>;
 
+// The shared operations of the stream methods (streams.cpp). Each is one dispatch point: the fused
+// CPU loops of stream_kernels.h (one pass over the streams forward and one backward) where they
+// apply (CPU, float or double, streams of one shape and dtype, weights in that dtype), else the
+// composed LibTorch ops of namespace `composed`, the reference the tests hold the loops to.
+//
 // Y_c = sum_j W[..., j, c] * X_j (c = 0 .. m-1): W (B, T, n, m) weights per position, or (n, m)
 // shared by all. Multiply-adds in X's precision, so the streams stay fp32 under autocast.
 Streams mix_streams(const torch::Tensor& W, const Streams& X);
 // sum_j w[..., j] * X_j: w (B, T, n) or (n).
 torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
+// Out_k = R_k + b[..., k] * y: b (B, T, n) or (n); y (B, T, d), widened to the streams' precision.
+Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor& y);
+// mHC's mixing matrix from its logits (..., n, n): softmax over each row + eps, then columns
+// normalised, then iters - 1 times rows and columns (eps 1e-6 in every division).
+torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
 // The n streams as one (B, T, n*d) vector, stream-major.
 torch::Tensor concat_streams(const Streams& X);
+
+// Whether the fused loops may run: on by default; off for the whole process when the environment
+// sets NORMLAB_COMPOSED_STREAMS=1 (for before/after timing, scripts/bench_residual.sh), or through
+// set_fused_stream_kernels(false) (tests).
+bool fused_stream_kernels();
+void set_fused_stream_kernels(bool on);
+
+namespace composed {  // the reference: the same operations in LibTorch ops, any dtype or device
+Streams mix_streams(const torch::Tensor& W, const Streams& X);
+torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
+Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor& y);
+torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
+}  // namespace composed
 
 // The composite-gain statistics of HC and mHC (src/metrics/README.md): P (B, T, n, n) the product
 // of the stream-mixing matrices so far; adds res_gain_fwd (max row sum of |P|) and res_gain_bwd
 // (max column sum), each averaged over positions.
 void add_residual_gain(LayerSeries& stats, const torch::Tensor& P);
-
-// mHC's mixing matrix from its logits (..., n, n): softmax over each row + eps, then columns
-// normalised, then iters - 1 times rows and columns (eps 1e-6 in every division).
-torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
 
 }  // namespace normlab
