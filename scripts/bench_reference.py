@@ -16,7 +16,8 @@ timed the same way. It is the baseline of the performance issue: NormLab must be
     --verbose        per-step loss and phase times on stderr
 
 A training step = draw the batch, set the lr, forward + cross-entropy, backward, global-norm clip,
-AdamW step, zero_grad(set_to_none=True); each step is timed with time.perf_counter (on the CPU every
+AdamW step (with optim.type muon: torch.optim.Muon for the hidden matrices, AdamW for the rest),
+zero_grad(set_to_none=True); each step is timed with time.perf_counter (on the CPU every
 op is synchronous). FLOPs/token = 6 x non-embedding params + 12 x L x d x ctx (non-embedding params:
 all parameters but tok_emb and pos_emb; the tied head counts with tok_emb). The GEMM peak is the best
 of 10 1024^3 fp32 torch.mm before and 10 after the timed steps, in this process, at the chosen thread setting; MFU = achieved / peak.
@@ -294,6 +295,26 @@ class Cfg:
         if self.schedule not in ("cosine", "linear", "constant"):
             raise UsageError("optim.schedule %r: expected cosine, linear or constant" % self.schedule)
         self.grad_clip = _num(o.get("grad_clip", 1.0), "optim.grad_clip")
+        # optim.type muon: torch.optim.Muon (PyTorch >= 2.9) for the hidden matrices (every 2-D
+        # parameter but the embeddings, so the tied head too stays AdamW's), AdamW for the rest, as
+        # NormLab's roles split them (src/train/README.md, Optimizers). Only what torch.optim.Muon
+        # computes: Keller's Newton-Schulz in bf16, no cautious weight decay.
+        self.optim_type = str(o.get("type", "adamw"))
+        if self.optim_type not in ("adamw", "muon"):
+            raise UsageError("optim.type %r: this reference implements adamw and muon (torch.optim.Muon)" % self.optim_type)
+        mu = o.get("muon") or {}
+        self.muon_lr = _num(mu.get("lr", 0.02), "optim.muon.lr")
+        self.muon_momentum = _num(mu.get("momentum", 0.95), "optim.muon.momentum")
+        self.muon_nesterov = _bool(mu.get("nesterov", True), "optim.muon.nesterov")
+        self.muon_ns_steps = _int(mu.get("ns_steps", 5), "optim.muon.ns_steps")
+        self.muon_adjust_lr = str(mu.get("adjust_lr", "original"))
+        for key, value, ok in (("ns", str(mu.get("ns", "keller")), "keller"),
+                               ("ns_dtype", str(mu.get("ns_dtype", "bf16")), "bf16"),
+                               ("cautious_wd", _bool(mu.get("cautious_wd", False), "optim.muon.cautious_wd"), False)):
+            if value != ok:
+                raise UsageError("optim.muon.%s: %r is not what torch.optim.Muon computes (only %r)" % (key, value, ok))
+        if self.muon_adjust_lr not in ("original", "match_rms_adamw"):
+            raise UsageError("optim.muon.adjust_lr %r: expected original or match_rms_adamw" % self.muon_adjust_lr)
         if _num(o.get("z_loss", 0) or 0, "optim.z_loss") != 0:
             raise UsageError("optim.z_loss is not implemented by this reference")
         self.steps = _int(t.get("steps", 2000), "train.steps")
@@ -575,8 +596,21 @@ class Trainer:
         # torch.compile'd forward (and so backward); the first warm-up steps pay the compilation
         self.forward = torch.compile(self.model) if compile_model else self.model
         self.params = [p for p in self.model.parameters()]
-        decay = [p for p in self.params if p.dim() >= 2]
-        no_decay = [p for p in self.params if p.dim() < 2]
+        embeddings = {id(self.model.tok_emb.weight), id(self.model.pos_emb.weight)}
+        matrices = [p for p in self.params if p.dim() == 2 and id(p) not in embeddings]
+        self.muon = None
+        if c.optim_type == "muon":
+            if not hasattr(torch.optim, "Muon"):
+                raise UsageError("optim.type muon needs torch.optim.Muon (PyTorch >= 2.9); this is %s" % torch.__version__)
+            self.muon = torch.optim.Muon(matrices, lr=c.muon_lr, weight_decay=c.weight_decay,
+                                         momentum=c.muon_momentum, nesterov=c.muon_nesterov,
+                                         ns_steps=c.muon_ns_steps, adjust_lr_fn=c.muon_adjust_lr)
+            muon_ids = {id(p) for p in matrices}
+            self.params_adamw = [p for p in self.params if id(p) not in muon_ids]
+        else:
+            self.params_adamw = self.params
+        decay = [p for p in self.params_adamw if p.dim() >= 2]
+        no_decay = [p for p in self.params_adamw if p.dim() < 2]
         # Update rule identical to src/train/README.md / NormLab's AdamW. foreach=False (1.13's
         # default, per-tensor in-place ops): on the CPU 1.13's multi-tensor path measured slower
         # (tiny: 7.6 ms vs 5.0 ms per step); 1.13 has no fused AdamW.
@@ -600,6 +634,9 @@ class Trainer:
         lr = lr_at(c, self.s, c.steps)
         for g in self.opt.param_groups:
             g["lr"] = lr
+        if self.muon is not None:  # the same schedule: peak muon.lr times lr(s) / optim.lr
+            for g in self.muon.param_groups:
+                g["lr"] = c.muon_lr * lr / c.lr
         t1 = perf_counter()
         if self.bf16:
             with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -616,6 +653,9 @@ class Trainer:
         t4 = perf_counter()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        if self.muon is not None:
+            self.muon.step()
+            self.muon.zero_grad(set_to_none=True)
         t5 = perf_counter()
         lv = loss.item()
         self.losses.append(lv)
@@ -726,6 +766,7 @@ def run_bench(args):
 
     res = {
         "impl": "pytorch",
+        "optim": c.optim_type,
         "variant": args.variant,
         "precision": args.precision,
         "config": args.config,

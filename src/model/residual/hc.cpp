@@ -19,7 +19,7 @@ namespace {
 
 class HcImpl : public torch::nn::Module {
  public:
-  HcImpl(int64_t n, int64_t d, int64_t s, bool dynamic, const NormOptions& no) : n_(n), dynamic_(dynamic) {
+  HcImpl(int64_t n, int64_t d, int64_t s, bool dynamic, const NormOptions& no) : n_(n), dynamic_(dynamic), eps_(no.eps) {
     auto a = torch::zeros({n, n + 1});
     a.index_put_({s % n, 0}, 1.0);
     a.narrow(1, 1, n).copy_(torch::eye(n));
@@ -37,13 +37,28 @@ class HcImpl : public torch::nn::Module {
 
   // The streams -> A (B, T, n, n+1) and beta (B, T, n), or the static (n, n+1) and (n), in the
   // streams' precision (fp32 or double).
+  // Dynamic: Hb_j = rmsnorm(X_j) = g * X_j / sqrt(mean(X_j^2) + eps) (g the norm's weight), so
+  // alpha_fn Hb_j = r_j (alpha_fn * g) X_j with r_j = 1 / sqrt(mean(X_j^2) + eps), and the same
+  // for beta_fn: one matmul per stream on the stream itself, alpha_fn's n+1 rows and beta_fn as one
+  // (n+2, d) matrix, and no stacked or normalised copy of the n streams (which cost ~10 passes
+  // over n (B, T, d) per sublayer forward and backward).
   std::pair<torch::Tensor, torch::Tensor> weights(const Streams& X) {
     NoAutocastGuard fp32;
-    auto A = static_alpha.to(X[0].scalar_type()), beta = static_beta.to(X[0].scalar_type());
+    const auto dt = X[0].scalar_type();
+    auto A = static_alpha.to(dt), beta = static_beta.to(dt);
     if (!dynamic_) return {A, beta};
-    auto Hb = norm->forward(torch::stack(X, -2));  // (B, T, n, d)
-    A = A + alpha_scale * torch::tanh(torch::matmul(Hb, alpha_fn.t()));
-    beta = beta + beta_scale * torch::tanh(torch::matmul(Hb, beta_fn));
+    const auto g = norm->named_parameters(/*recurse=*/false)["weight"];
+    auto F = (torch::cat({alpha_fn, beta_fn.unsqueeze(0)}) * g).to(dt);  // (n+2, d)
+    const double d = static_cast<double>(X[0].size(-1));
+    std::vector<torch::Tensor> z;
+    for (const auto& x : X) {
+      // sum of squares as the squared 2-norm: one reduction, no x^2 tensor
+      auto r = torch::rsqrt(x.norm(2, {-1}, /*keepdim=*/true).square() / d + eps_);
+      z.push_back(torch::matmul(x, F.t()) * r);
+    }
+    auto Z = torch::stack(z, -2);  // (B, T, n, n+2)
+    A = A + alpha_scale * torch::tanh(Z.narrow(-1, 0, n_ + 1));
+    beta = beta + beta_scale * torch::tanh(Z.select(-1, n_ + 1));
     return {A, beta};
   }
 
@@ -53,6 +68,7 @@ class HcImpl : public torch::nn::Module {
  private:
   int64_t n_;
   bool dynamic_;
+  double eps_;
 };
 TORCH_MODULE(Hc);
 

@@ -22,10 +22,20 @@ KeySpec streams_key();  // hc.cpp: hc and mhc share model.residual.streams
 namespace {
 constexpr double kEps = 1e-6;  // the method's own eps, not model.norm.eps
 
-// z = fn xf / sqrt(mean(xf^2) + eps): the streams -> (B, T, rows of fn).
+// z = fn xf / sqrt(mean(xf^2) + eps): the streams -> (B, T, rows of fn). xf is never built: fn's
+// column block j multiplies stream j (one matmul each, summed), and mean(xf^2) is the streams'
+// summed squared 2-norms over n*d (one reduction each, no x^2 tensor).
 torch::Tensor projected(const Streams& X, const torch::Tensor& fn) {
-  auto xf = concat_streams(X);  // (B, T, n*d)
-  return torch::matmul(xf, fn.to(xf.scalar_type()).t()) * torch::rsqrt(xf.pow(2).mean(-1, true) + kEps);
+  const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1);
+  const auto f = fn.to(X[0].scalar_type());
+  torch::Tensor z, ss;
+  for (int64_t j = 0; j < n; ++j) {
+    auto part = torch::matmul(X[j], f.narrow(1, j * d, d).t());
+    auto sq = X[j].norm(2, {-1}, /*keepdim=*/true).square();
+    z = z.defined() ? z + part : part;
+    ss = ss.defined() ? ss + sq : sq;
+  }
+  return z * torch::rsqrt(ss / static_cast<double>(n * d) + kEps);
 }
 
 class MhcImpl : public torch::nn::Module {
