@@ -52,8 +52,7 @@ class HcImpl : public torch::nn::Module {
     const double d = static_cast<double>(X[0].size(-1));
     std::vector<torch::Tensor> z;
     for (const auto& x : X) {
-      // sum of squares as the squared 2-norm: one reduction, no x^2 tensor
-      auto r = torch::rsqrt(x.norm(2, {-1}, /*keepdim=*/true).square() / d + eps_);
+      auto r = torch::rsqrt(sum_squares(x) / d + eps_);
       z.push_back(torch::matmul(x, F.t()) * r);
     }
     auto Z = torch::stack(z, -2);  // (B, T, n, n+2)

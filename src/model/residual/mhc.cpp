@@ -24,14 +24,14 @@ constexpr double kEps = 1e-6;  // the method's own eps, not model.norm.eps
 
 // z = fn xf / sqrt(mean(xf^2) + eps): the streams -> (B, T, rows of fn). xf is never built: fn's
 // column block j multiplies stream j (one matmul each, summed), and mean(xf^2) is the streams'
-// summed squared 2-norms over n*d (one reduction each, no x^2 tensor).
+// summed sums of squares over n*d (one pass each, no x^2 tensor).
 torch::Tensor projected(const Streams& X, const torch::Tensor& fn) {
   const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1);
   const auto f = fn.to(X[0].scalar_type());
   torch::Tensor z, ss;
   for (int64_t j = 0; j < n; ++j) {
     auto part = torch::matmul(X[j], f.narrow(1, j * d, d).t());
-    auto sq = X[j].norm(2, {-1}, /*keepdim=*/true).square();
+    auto sq = sum_squares(X[j]);
     z = z.defined() ? z + part : part;
     ss = ss.defined() ? ss + sq : sq;
   }

@@ -93,6 +93,8 @@ Streams mix_streams(const torch::Tensor& W, const Streams& X);
 torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
 // Out_k = R_k + b[..., k] * y: b (B, T, n) or (n); y (B, T, d), widened to the streams' precision.
 Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor& y);
+// sum_i x[..., i]^2 (keepdim: (..., 1)), for the rms of a stream.
+torch::Tensor sum_squares(const torch::Tensor& x);
 // mHC's mixing matrix from its logits (..., n, n): softmax over each row + eps, then columns
 // normalised, then iters - 1 times rows and columns (eps 1e-6 in every division).
 torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
@@ -109,6 +111,7 @@ namespace composed {  // the reference: the same operations in LibTorch ops, any
 Streams mix_streams(const torch::Tensor& W, const Streams& X);
 torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
 Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor& y);
+torch::Tensor sum_squares(const torch::Tensor& x);
 torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
 }  // namespace composed
 

@@ -48,6 +48,13 @@ void add_scaled_forward(const Scaled& s, const T* const* R, const T* b, const T*
 template <class T>
 void add_scaled_backward(const Scaled& s, const T* b, const T* y, const T* const* dOut, T* dy, T* db);
 
+// out[p] = sum_i x[p, i]^2 over rows of d (P rows), summed in 8 lanes of T and the lanes in double.
+template <class T>
+void sum_squares_forward(int64_t P, int64_t d, const T* x, T* out);
+// dx[p, i] = 2 g[p] x[p, i].
+template <class T>
+void sum_squares_backward(int64_t P, int64_t d, const T* x, const T* g, T* dx);
+
 // mHC's Sinkhorn per position (P matrices of n x n, row-major): C = softmax over each row + eps,
 // columns normalised, then iters - 1 times rows and columns, each division by (sum + eps).
 template <class T>

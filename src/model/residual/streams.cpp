@@ -1,5 +1,5 @@
 // The stream methods' shared operations (residual.h): mixing n streams with per-position weights,
-// adding a scaled sublayer output to n streams, Sinkhorn. The one dispatch point of each: the fused
+// adding a scaled sublayer output to n streams, a stream's sum of squares per position, Sinkhorn. The one dispatch point of each: the fused
 // CPU loops of stream_kernels.h behind autograd functions where they apply, else the composed
 // LibTorch ops of namespace `composed`, which are the reference the tests hold the loops to.
 #include <atomic>
@@ -239,6 +239,35 @@ struct SinkhornFunction : public torch::autograd::Function<SinkhornFunction> {
   }
 };
 
+struct SumSquaresFunction : public torch::autograd::Function<SumSquaresFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
+    auto xc = x.contiguous();
+    const int64_t d = xc.size(-1);
+    auto sizes = xc.sizes().vec();
+    sizes.back() = 1;
+    auto out = torch::empty(sizes, xc.options());
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "sum_squares", [&] {
+      stream_kernels::sum_squares_forward<scalar_t>(xc.numel() / std::max<int64_t>(d, 1), d, xc.data_ptr<scalar_t>(),
+                                                    out.data_ptr<scalar_t>());
+    });
+    ctx->save_for_backward({x});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto x = ctx->get_saved_variables()[0];
+    if (torch::GradMode::is_enabled()) return {2 * x * grads[0]};  // create_graph
+    const auto xc = x.contiguous();
+    const auto g = grads[0].contiguous();
+    const int64_t d = xc.size(-1);
+    auto dx = torch::empty_like(xc);
+    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "sum_squares_backward", [&] {
+      stream_kernels::sum_squares_backward<scalar_t>(xc.numel() / std::max<int64_t>(d, 1), d, xc.data_ptr<scalar_t>(),
+                                                     g.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>());
+    });
+    return {dx};
+  }
+};
+
 // w[..., k] of a per-position (B, T, k) or shared (k) weight, shaped to multiply a (B, T, d) stream.
 std::vector<torch::Tensor> factors(const torch::Tensor& w) {
   auto parts = w.unbind(-1);  // unbind's backward is one stack, not a zero-filled tensor per part
@@ -280,6 +309,8 @@ Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor
   for (size_t k = 0; k < R.size(); ++k) out[k] = R[k].addcmul(y, f[k]);
   return out;
 }
+
+torch::Tensor sum_squares(const torch::Tensor& x) { return x.pow(2).sum(-1, /*keepdim=*/true); }
 
 torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
   auto C = torch::softmax(logits, -1) + kSinkhornEps;
@@ -323,6 +354,11 @@ torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
       logits.size(-1) > 0 && iters >= 1)
     return SinkhornFunction::apply(logits, iters);
   return composed::sinkhorn(logits, iters);
+}
+
+torch::Tensor sum_squares(const torch::Tensor& x) {
+  if (fused_stream_kernels() && cpu_real(x) && x.dim() >= 1 && x.size(-1) > 0) return SumSquaresFunction::apply(x);
+  return composed::sum_squares(x);
 }
 
 torch::Tensor concat_streams(const Streams& X) { return torch::cat(X, -1); }
