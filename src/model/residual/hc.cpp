@@ -39,9 +39,9 @@ class HcImpl : public torch::nn::Module {
   // streams' precision (fp32 or double).
   // Dynamic: Hb_j = rmsnorm(X_j) = g * X_j / sqrt(mean(X_j^2) + eps) (g the norm's weight), so
   // alpha_fn Hb_j = r_j (alpha_fn * g) X_j with r_j = 1 / sqrt(mean(X_j^2) + eps), and the same
-  // for beta_fn: one matmul per stream on the stream itself, alpha_fn's n+1 rows and beta_fn as one
-  // (n+2, d) matrix, and no stacked or normalised copy of the n streams (which cost ~10 passes
-  // over n (B, T, d) per sublayer forward and backward).
+  // for beta_fn: one rms_project per stream on the stream itself (a fused pass forward and one
+  // backward), alpha_fn's n+1 rows and beta_fn as one (n+2, d) matrix, and no stacked or
+  // normalised copy of the n streams (which cost ~10 passes over n (B, T, d) per sublayer).
   std::pair<torch::Tensor, torch::Tensor> weights(const Streams& X) {
     NoAutocastGuard fp32;
     const auto dt = X[0].scalar_type();
@@ -49,12 +49,8 @@ class HcImpl : public torch::nn::Module {
     if (!dynamic_) return {A, beta};
     const auto g = norm->named_parameters(/*recurse=*/false)["weight"];
     auto F = (torch::cat({alpha_fn, beta_fn.unsqueeze(0)}) * g).to(dt);  // (n+2, d)
-    const double d = static_cast<double>(X[0].size(-1));
     std::vector<torch::Tensor> z;
-    for (const auto& x : X) {
-      auto r = torch::rsqrt(sum_squares(x) / d + eps_);
-      z.push_back(torch::matmul(x, F.t()) * r);
-    }
+    for (const auto& x : X) z.push_back(rms_project({x}, F, eps_));  // r_j (alpha_fn * g | beta_fn * g) X_j
     auto Z = torch::stack(z, -2);  // (B, T, n, n+2)
     A = A + alpha_scale * torch::tanh(Z.narrow(-1, 0, n_ + 1));
     beta = beta + beta_scale * torch::tanh(Z.select(-1, n_ + 1));

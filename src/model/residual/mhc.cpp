@@ -22,21 +22,8 @@ KeySpec streams_key();  // hc.cpp: hc and mhc share model.residual.streams
 namespace {
 constexpr double kEps = 1e-6;  // the method's own eps, not model.norm.eps
 
-// z = fn xf / sqrt(mean(xf^2) + eps): the streams -> (B, T, rows of fn). xf is never built: fn's
-// column block j multiplies stream j (one matmul each, summed), and mean(xf^2) is the streams'
-// summed sums of squares over n*d (one pass each, no x^2 tensor).
-torch::Tensor projected(const Streams& X, const torch::Tensor& fn) {
-  const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1);
-  const auto f = fn.to(X[0].scalar_type());
-  torch::Tensor z, ss;
-  for (int64_t j = 0; j < n; ++j) {
-    auto part = torch::matmul(X[j], f.narrow(1, j * d, d).t());
-    auto sq = sum_squares(X[j]);
-    z = z.defined() ? z + part : part;
-    ss = ss.defined() ? ss + sq : sq;
-  }
-  return z * torch::rsqrt(ss / static_cast<double>(n * d) + kEps);
-}
+// z = fn xf / sqrt(mean(xf^2) + eps): the streams -> (B, T, rows of fn), xf never built.
+torch::Tensor projected(const Streams& X, const torch::Tensor& fn) { return rms_project(X, fn.to(X[0].scalar_type()), kEps); }
 
 class MhcImpl : public torch::nn::Module {
  public:

@@ -259,7 +259,120 @@ void sum_squares_backward_loop(int64_t d, const double* x, const double* g, doub
   sum_squares_backward_f64(d, x, g, dx, p0, p1);
 }
 
+template <class T>
+NORMLAB_ALWAYS_INLINE void rms_project_rows(int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, double eps, T* z,
+                                            T* r, int64_t p0, int64_t p1) {
+  const int64_t nd = n * d;
+  for (int64_t p = p0; p < p1; ++p) {
+    double ss = 0;
+    for (int64_t j = 0; j < n; ++j) ss += dot(X[j] + p * d, X[j] + p * d, d);
+    const T rp = static_cast<T>(1.0 / std::sqrt(ss / static_cast<double>(nd) + eps));
+    r[p] = rp;
+    for (int64_t c = 0; c < k; ++c) {
+      double a = 0;
+      for (int64_t j = 0; j < n; ++j) a += dot(F + c * nd + j * d, X[j] + p * d, d);
+      z[p * k + c] = static_cast<T>(a) * rp;
+    }
+  }
+}
+
+// dF_chunk (k x n*d) += sum over [p0, p1) of r dz_c x; dX written per position.
+template <class T>
+NORMLAB_ALWAYS_INLINE void rms_project_backward_rows(int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, const T* z,
+                                                     const T* r, const T* dz, T* const* dX, T* dF, int64_t p0, int64_t p1) {
+  const int64_t nd = n * d;
+  for (int64_t p = p0; p < p1; ++p) {
+    const T rp = r[p];
+    T s = 0;  // sum_c dz_c z_c
+    for (int64_t c = 0; c < k; ++c) s += dz[p * k + c] * z[p * k + c];
+    const T shrink = s * rp * rp / static_cast<T>(nd);
+    for (int64_t j = 0; j < n; ++j) {
+      const T* __restrict x = X[j] + p * d;
+      if (dX && dX[j]) {
+        T* __restrict o = dX[j] + p * d;
+        for (int64_t i = 0; i < d; ++i) o[i] = -shrink * x[i];
+        for (int64_t c = 0; c < k; ++c) {
+          const T w = rp * dz[p * k + c];
+          const T* __restrict f = F + c * nd + j * d;
+          for (int64_t i = 0; i < d; ++i) o[i] += w * f[i];
+        }
+      }
+      if (dF) {
+        for (int64_t c = 0; c < k; ++c) {
+          const T w = rp * dz[p * k + c];
+          T* __restrict g = dF + c * nd + j * d;
+          for (int64_t i = 0; i < d; ++i) g[i] += w * x[i];
+        }
+      }
+    }
+  }
+}
+
+NORMLAB_CPU_CLONES void rms_project_f32(int64_t d, int64_t n, int64_t k, const float* const* X, const float* F, double eps,
+                                        float* z, float* r, int64_t p0, int64_t p1) {
+  rms_project_rows(d, n, k, X, F, eps, z, r, p0, p1);
+}
+NORMLAB_CPU_CLONES void rms_project_f64(int64_t d, int64_t n, int64_t k, const double* const* X, const double* F, double eps,
+                                        double* z, double* r, int64_t p0, int64_t p1) {
+  rms_project_rows(d, n, k, X, F, eps, z, r, p0, p1);
+}
+NORMLAB_CPU_CLONES void rms_project_backward_f32(int64_t d, int64_t n, int64_t k, const float* const* X, const float* F,
+                                                 const float* z, const float* r, const float* dz, float* const* dX,
+                                                 float* dF, int64_t p0, int64_t p1) {
+  rms_project_backward_rows(d, n, k, X, F, z, r, dz, dX, dF, p0, p1);
+}
+NORMLAB_CPU_CLONES void rms_project_backward_f64(int64_t d, int64_t n, int64_t k, const double* const* X, const double* F,
+                                                 const double* z, const double* r, const double* dz, double* const* dX,
+                                                 double* dF, int64_t p0, int64_t p1) {
+  rms_project_backward_rows(d, n, k, X, F, z, r, dz, dX, dF, p0, p1);
+}
+void rms_project_loop(int64_t d, int64_t n, int64_t k, const float* const* X, const float* F, double eps, float* z, float* r,
+                      int64_t p0, int64_t p1) {
+  rms_project_f32(d, n, k, X, F, eps, z, r, p0, p1);
+}
+void rms_project_loop(int64_t d, int64_t n, int64_t k, const double* const* X, const double* F, double eps, double* z,
+                      double* r, int64_t p0, int64_t p1) {
+  rms_project_f64(d, n, k, X, F, eps, z, r, p0, p1);
+}
+void rms_project_backward_loop(int64_t d, int64_t n, int64_t k, const float* const* X, const float* F, const float* z,
+                               const float* r, const float* dz, float* const* dX, float* dF, int64_t p0, int64_t p1) {
+  rms_project_backward_f32(d, n, k, X, F, z, r, dz, dX, dF, p0, p1);
+}
+void rms_project_backward_loop(int64_t d, int64_t n, int64_t k, const double* const* X, const double* F, const double* z,
+                               const double* r, const double* dz, double* const* dX, double* dF, int64_t p0, int64_t p1) {
+  rms_project_backward_f64(d, n, k, X, F, z, r, dz, dX, dF, p0, p1);
+}
+
+// The weight gradient's position chunks: fixed, so its sum does not depend on the thread count.
+constexpr int64_t kWeightChunks = 16;
+
 }  // namespace
+
+template <class T>
+void rms_project_forward(int64_t P, int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, double eps, T* z, T* r) {
+  at::parallel_for(0, P, grain(n * d * (k + 1)),
+                   [&](int64_t p0, int64_t p1) { rms_project_loop(d, n, k, X, F, eps, z, r, p0, p1); });
+}
+
+template <class T>
+void rms_project_backward(int64_t P, int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, const T* z, const T* r,
+                          const T* dz, T* const* dX, T* dF) {
+  const int64_t chunks = std::min<int64_t>(kWeightChunks, std::max<int64_t>(P, 1)), fk = k * n * d;
+  const int64_t per = (P + chunks - 1) / chunks;
+  std::vector<T> partial(dF ? static_cast<size_t>(chunks * fk) : 0, T(0));
+  at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t p0 = c * per, p1 = std::min(P, p0 + per);
+      if (p0 < p1)
+        rms_project_backward_loop(d, n, k, X, F, z, r, dz, dX, dF ? partial.data() + c * fk : nullptr, p0, p1);
+    }
+  });
+  if (dF) {
+    std::fill(dF, dF + fk, T(0));
+    for (int64_t c = 0; c < chunks; ++c)
+      for (int64_t i = 0; i < fk; ++i) dF[i] += partial[c * fk + i];
+  }
+}
 
 template <class T>
 void sum_squares_forward(int64_t P, int64_t d, const T* x, T* out) {
@@ -337,6 +450,9 @@ void sinkhorn_backward(int64_t P, int64_t n, int64_t iters, double eps, const T*
   template void add_scaled_forward<T>(const Scaled&, const T* const*, const T*, const T*, T* const*);            \
   template void add_scaled_backward<T>(const Scaled&, const T*, const T*, const T* const*, T*, T*);              \
   template void sum_squares_forward<T>(int64_t, int64_t, const T*, T*);                                          \
+  template void rms_project_forward<T>(int64_t, int64_t, int64_t, int64_t, const T* const*, const T*, double, T*, T*); \
+  template void rms_project_backward<T>(int64_t, int64_t, int64_t, int64_t, const T* const*, const T*, const T*,     \
+                                        const T*, const T*, T* const*, T*);                                          \
   template void sum_squares_backward<T>(int64_t, int64_t, const T*, const T*, T*);                               \
   template void sinkhorn_forward<T>(int64_t, int64_t, int64_t, double, const T*, T*);                            \
   template void sinkhorn_backward<T>(int64_t, int64_t, int64_t, double, const T*, const T*, T*);

@@ -55,6 +55,20 @@ void sum_squares_forward(int64_t P, int64_t d, const T* x, T* out);
 template <class T>
 void sum_squares_backward(int64_t P, int64_t d, const T* x, const T* g, T* dx);
 
+// The projection of the streams' rms-normalised concatenation (HC's dynamic weights with n = 1 per
+// stream, mHC's z): per position, with xf = [X_0 .. X_{n-1}] (n*d values) and F (k x n*d):
+//   r = 1 / sqrt(sum(xf^2) / (n*d) + eps),  z[p, c] = r <F_c, xf>;  r to rinv (P) for the backward.
+// One read of the streams; F stays in cache.
+template <class T>
+void rms_project_forward(int64_t P, int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, double eps, T* z,
+                         T* r);
+// dX_j = r sum_c dz_c F_c,j - (sum_c dz_c z_c) r^2 / (n*d) X_j (dX null: not wanted); dF = sum_p r dz x
+// (null: not wanted), accumulated in a fixed number of position chunks and summed in order, so the
+// result does not depend on the thread count.
+template <class T>
+void rms_project_backward(int64_t P, int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, const T* z,
+                          const T* r, const T* dz, T* const* dX, T* dF);
+
 // mHC's Sinkhorn per position (P matrices of n x n, row-major): C = softmax over each row + eps,
 // columns normalised, then iters - 1 times rows and columns, each division by (sum + eps).
 template <class T>

@@ -268,6 +268,85 @@ struct SumSquaresFunction : public torch::autograd::Function<SumSquaresFunction>
   }
 };
 
+// z = rms_project(X, F, eps): inputs F, eps, then X_0 .. X_{n-1}.
+struct RmsProjectFunction : public torch::autograd::Function<RmsProjectFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& F, double eps, at::TensorList streams) {
+    const auto Fc = F.contiguous();
+    const variable_list X = contiguous(streams.vec());
+    const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1), k = Fc.size(0);
+    const int64_t P = X[0].numel() / std::max<int64_t>(d, 1);
+    auto sizes = X[0].sizes().vec();
+    sizes.back() = k;
+    auto z = torch::empty(sizes, X[0].options());
+    auto r = torch::empty({P}, X[0].options());
+    AT_DISPATCH_FLOATING_TYPES(Fc.scalar_type(), "rms_project", [&] {
+      stream_kernels::rms_project_forward<scalar_t>(P, d, n, k, cptrs<scalar_t>(X).data(), Fc.data_ptr<scalar_t>(), eps,
+                                                    z.data_ptr<scalar_t>(), r.data_ptr<scalar_t>());
+    });
+    variable_list saved{F, z, r};
+    saved.insert(saved.end(), streams.begin(), streams.end());
+    ctx->save_for_backward(saved);
+    ctx->saved_data["eps"] = eps;
+    return z;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &F = saved[0], &z = saved[1], &r = saved[2];
+    variable_list X(saved.begin() + 3, saved.end());
+    const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1), k = F.size(0);
+    const double eps = ctx->saved_data["eps"].toDouble(), N = static_cast<double>(n * d);
+    // Gradients: F, eps (none), then the streams; needs_input_grad counts tensor inputs only (F is
+    // 0, stream j is 1 + j).
+    variable_list out(2 + n);
+    if (!grads[0].defined()) return out;
+    if (torch::GradMode::is_enabled()) {  // create_graph: the same formulas in differentiable ops
+      torch::Tensor ss, a;
+      for (int64_t j = 0; j < n; ++j) {
+        auto part = torch::matmul(X[j], F.narrow(1, j * d, d).t());
+        auto sq = X[j].pow(2).sum(-1, true);
+        a = a.defined() ? a + part : part;
+        ss = ss.defined() ? ss + sq : sq;
+      }
+      auto rr = torch::rsqrt(ss / N + eps);
+      auto dz = grads[0];
+      auto s = (dz * a * rr).sum(-1, true);
+      std::vector<torch::Tensor> dF;
+      for (int64_t j = 0; j < n; ++j) {
+        if (ctx->needs_input_grad(1 + j))
+          out[2 + j] = rr * torch::matmul(dz, F.narrow(1, j * d, d)) - s * rr * rr / N * X[j];
+        dF.push_back(torch::matmul((dz * rr).reshape({-1, k}).t(), X[j].reshape({-1, d})));
+      }
+      if (ctx->needs_input_grad(0)) out[0] = torch::cat(dF, 1);
+      return out;
+    }
+    X = contiguous(X);
+    const auto Fc = F.contiguous();
+    const auto dz = grads[0].contiguous();
+    const int64_t P = X[0].numel() / std::max<int64_t>(d, 1);
+    variable_list dX(n);
+    bool any_x = false;
+    for (int64_t j = 0; j < n; ++j) {
+      if (ctx->needs_input_grad(1 + j)) {
+        dX[j] = torch::empty_like(X[0]);
+        any_x = true;
+      }
+    }
+    torch::Tensor dF;
+    if (ctx->needs_input_grad(0)) dF = torch::empty_like(Fc);
+    AT_DISPATCH_FLOATING_TYPES(Fc.scalar_type(), "rms_project_backward", [&] {
+      auto dx = ptrs<scalar_t>(dX);
+      stream_kernels::rms_project_backward<scalar_t>(P, d, n, k, cptrs<scalar_t>(X).data(), Fc.data_ptr<scalar_t>(),
+                                                     z.data_ptr<scalar_t>(), r.data_ptr<scalar_t>(), dz.data_ptr<scalar_t>(),
+                                                     any_x ? dx.data() : nullptr,
+                                                     dF.defined() ? dF.data_ptr<scalar_t>() : nullptr);
+    });
+    out[0] = dF;
+    for (int64_t j = 0; j < n; ++j) out[2 + j] = dX[j];
+    return out;
+  }
+};
+
 // w[..., k] of a per-position (B, T, k) or shared (k) weight, shaped to multiply a (B, T, d) stream.
 std::vector<torch::Tensor> factors(const torch::Tensor& w) {
   auto parts = w.unbind(-1);  // unbind's backward is one stack, not a zero-filled tensor per part
@@ -311,6 +390,18 @@ Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor
 }
 
 torch::Tensor sum_squares(const torch::Tensor& x) { return x.pow(2).sum(-1, /*keepdim=*/true); }
+
+torch::Tensor rms_project(const Streams& X, const torch::Tensor& F, double eps) {
+  const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1);
+  torch::Tensor z, ss;
+  for (int64_t j = 0; j < n; ++j) {
+    auto part = torch::matmul(X[j], F.narrow(1, j * d, d).t());
+    auto sq = sum_squares(X[j]);
+    z = z.defined() ? z + part : part;
+    ss = ss.defined() ? ss + sq : sq;
+  }
+  return z * torch::rsqrt(ss / static_cast<double>(n * d) + eps);
+}
 
 torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
   auto C = torch::softmax(logits, -1) + kSinkhornEps;
@@ -359,6 +450,13 @@ torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
 torch::Tensor sum_squares(const torch::Tensor& x) {
   if (fused_stream_kernels() && cpu_real(x) && x.dim() >= 1 && x.size(-1) > 0) return SumSquaresFunction::apply(x);
   return composed::sum_squares(x);
+}
+
+torch::Tensor rms_project(const Streams& X, const torch::Tensor& F, double eps) {
+  if (streams_apply(X) && F.dim() == 2 && F.device() == X[0].device() && F.scalar_type() == X[0].scalar_type() &&
+      F.size(1) == static_cast<int64_t>(X.size()) * X[0].size(-1) && F.size(0) > 0)
+    return RmsProjectFunction::apply(F, eps, at::TensorList(X));
+  return composed::rms_project(X, F, eps);
 }
 
 torch::Tensor concat_streams(const Streams& X) { return torch::cat(X, -1); }

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "model/residual/residual.h"
@@ -185,6 +186,50 @@ TEST(StreamKernelsTest, SumSquaresMatchesTheComposedOps) {
   }
 }
 
+// rms_project (HC's dynamic weights per stream, mHC's z over all streams): values and gradients of
+// F and every stream against the composed matmuls (1e-5 of the largest entry in fp32, 1e-12 in
+// double), a stream without a gradient, the same tensor as several streams (the start of a
+// forward), and a create_graph backward.
+TEST(StreamKernelsTest, RmsProjectMatchesTheComposedOps) {
+  torch::manual_seed(9);
+  for (auto dt : {torch::kFloat, torch::kDouble}) {
+    const double tol = dt == torch::kFloat ? 1e-5 : 1e-12;
+    for (auto [n, k, d] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 6, 37}, {4, 24, 16}, {3, 2, 9}}) {
+      auto X = random_streams(n, {2, 5, d}, dt);
+      if (n > 2) X[1] = X[1].detach();
+      if (n == 4) X[3] = X[0];  // one tensor as two streams
+      auto F = torch::randn({k, n * d}, torch::TensorOptions().dtype(dt)).requires_grad_(true);
+      auto X2 = detached_copy(X);
+      if (n == 4) X2[3] = X2[0];
+      auto F2 = leaf(F);
+      auto z = rms_project(X, F, 1e-6), z2 = composed::rms_project(X2, F2, 1e-6);
+      const std::string what = std::string(c10::toString(dt)) + " n " + std::to_string(n) + " k " + std::to_string(k);
+      EXPECT_NE(z.grad_fn()->name().find("RmsProject"), std::string::npos) << what;
+      EXPECT_LT(max_rel(z, z2), tol) << what;
+      auto G = torch::randn_like(z);
+      (z * G).sum().backward();
+      (z2 * G).sum().backward();
+      EXPECT_LT(max_rel(F.grad(), F2.grad()), tol) << what;
+      for (int64_t j = 0; j < n; ++j) {
+        if (!X[j].requires_grad()) continue;
+        EXPECT_LT(max_rel(X[j].grad(), X2[j].grad()), tol) << what << " stream " << j;
+      }
+    }
+  }
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  auto X = random_streams(2, {2, 3, 4}, torch::kDouble);
+  auto F = torch::randn({3, 8}, opts).requires_grad_(true);
+  auto second = [&](bool fused) {
+    set_fused_stream_kernels(fused);
+    auto g = torch::autograd::grad({rms_project(X, F, 1e-6).pow(3).sum()}, {F, X[0]}, {}, true, true);
+    auto r = torch::autograd::grad({g[0].pow(2).sum() + g[1].pow(2).sum()}, {F, X[0], X[1]});
+    set_fused_stream_kernels(true);
+    return r;
+  };
+  auto f = second(true), c = second(false);
+  for (size_t i = 0; i < f.size(); ++i) EXPECT_LT(max_rel(f[i], c[i]), 1e-10) << "second derivative, input " << i;
+}
+
 // Sinkhorn: forward within 2e-6 relative in fp32 and 1e-13 in double (LibTorch's vectorised exp
 // and its summation order differ from std::exp and a loop), the logits' gradient against the
 // composed iterations' autograd, for n = 1 .. 6 and 1, 2 and 20 iterations.
@@ -251,6 +296,9 @@ TEST(StreamKernelsTest, GradientsMatchFiniteDifferences) {
   check([&] { return (sinkhorn(l, 5) * Gc).sum(); }, {l}, "sinkhorn");
   auto gs = torch::randn({2, 3, 1}, opts);
   check([&] { return (sum_squares(X[1]) * gs).sum(); }, {X[1]}, "sum_squares");
+  auto F = torch::randn({4, 15}, opts).requires_grad_(true);
+  auto gz = torch::randn({2, 3, 4}, opts);
+  check([&] { return (rms_project(X, F, 1e-6) * gz).sum(); }, {F, X[0], X[2]}, "rms_project");
 }
 
 // create_graph: the backward of each fused op is itself differentiable (second derivatives equal
