@@ -1,7 +1,8 @@
 // The stream methods' shared operations (residual.h): mixing n streams with per-position weights,
-// adding a scaled sublayer output to n streams, a stream's sum of squares per position, Sinkhorn. The one dispatch point of each: the fused
-// CPU loops of stream_kernels.h behind autograd functions where they apply, else the composed
-// LibTorch ops of namespace `composed`, which are the reference the tests hold the loops to.
+// adding a scaled sublayer output to n streams, the projection of the rms-normalised streams, a
+// stream's sum of squares, Sinkhorn. The one dispatch point of each: the fused CPU loops of
+// stream_kernels.h behind autograd functions where they apply, else the composed LibTorch ops of
+// namespace `composed`, which are the reference the tests hold the loops to.
 #include <atomic>
 #include <cstdlib>
 #include <string>
