@@ -93,8 +93,6 @@ Streams mix_streams(const torch::Tensor& W, const Streams& X);
 torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
 // Out_k = R_k + b[..., k] * y: b (B, T, n) or (n); y (B, T, d), widened to the streams' precision.
 Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor& y);
-// sum_i x[..., i]^2 (keepdim: (..., 1)), for the rms of a stream.
-torch::Tensor sum_squares(const torch::Tensor& x);
 // z = F xf / sqrt(mean(xf^2) + eps), xf the n streams' concatenation at each position (never
 // built): F (k, n*d) -> z (B, T, k). HC's dynamic weights (n = 1, per stream) and mHC's z.
 torch::Tensor rms_project(const Streams& X, const torch::Tensor& F, double eps);
@@ -114,7 +112,6 @@ namespace composed {  // the reference: the same operations in LibTorch ops, any
 Streams mix_streams(const torch::Tensor& W, const Streams& X);
 torch::Tensor weighted_sum(const torch::Tensor& w, const Streams& X);
 Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor& y);
-torch::Tensor sum_squares(const torch::Tensor& x);
 torch::Tensor rms_project(const Streams& X, const torch::Tensor& F, double eps);
 torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters);
 }  // namespace composed

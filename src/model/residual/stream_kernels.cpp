@@ -225,41 +225,6 @@ void normalise_backward(const T* in, T* g, int64_t n, T eps, bool rows) {
 }
 
 template <class T>
-NORMLAB_ALWAYS_INLINE void sum_squares_rows(int64_t d, const T* x, T* out, int64_t p0, int64_t p1) {
-  for (int64_t p = p0; p < p1; ++p) out[p] = dot(x + p * d, x + p * d, d);
-}
-template <class T>
-NORMLAB_ALWAYS_INLINE void sum_squares_backward_rows(int64_t d, const T* x, const T* g, T* dx, int64_t p0, int64_t p1) {
-  for (int64_t p = p0; p < p1; ++p) {
-    const T c = 2 * g[p];
-    const T* __restrict xr = x + p * d;
-    T* __restrict o = dx + p * d;
-    for (int64_t i = 0; i < d; ++i) o[i] = c * xr[i];
-  }
-}
-NORMLAB_CPU_CLONES void sum_squares_f32(int64_t d, const float* x, float* out, int64_t p0, int64_t p1) {
-  sum_squares_rows(d, x, out, p0, p1);
-}
-NORMLAB_CPU_CLONES void sum_squares_f64(int64_t d, const double* x, double* out, int64_t p0, int64_t p1) {
-  sum_squares_rows(d, x, out, p0, p1);
-}
-NORMLAB_CPU_CLONES void sum_squares_backward_f32(int64_t d, const float* x, const float* g, float* dx, int64_t p0, int64_t p1) {
-  sum_squares_backward_rows(d, x, g, dx, p0, p1);
-}
-NORMLAB_CPU_CLONES void sum_squares_backward_f64(int64_t d, const double* x, const double* g, double* dx, int64_t p0,
-                                                 int64_t p1) {
-  sum_squares_backward_rows(d, x, g, dx, p0, p1);
-}
-void sum_squares_loop(int64_t d, const float* x, float* out, int64_t p0, int64_t p1) { sum_squares_f32(d, x, out, p0, p1); }
-void sum_squares_loop(int64_t d, const double* x, double* out, int64_t p0, int64_t p1) { sum_squares_f64(d, x, out, p0, p1); }
-void sum_squares_backward_loop(int64_t d, const float* x, const float* g, float* dx, int64_t p0, int64_t p1) {
-  sum_squares_backward_f32(d, x, g, dx, p0, p1);
-}
-void sum_squares_backward_loop(int64_t d, const double* x, const double* g, double* dx, int64_t p0, int64_t p1) {
-  sum_squares_backward_f64(d, x, g, dx, p0, p1);
-}
-
-template <class T>
 NORMLAB_ALWAYS_INLINE void rms_project_rows(int64_t d, int64_t n, int64_t k, const T* const* X, const T* F, double eps, T* z,
                                             T* r, int64_t p0, int64_t p1) {
   const int64_t nd = n * d;
@@ -375,16 +340,6 @@ void rms_project_backward(int64_t P, int64_t d, int64_t n, int64_t k, const T* c
 }
 
 template <class T>
-void sum_squares_forward(int64_t P, int64_t d, const T* x, T* out) {
-  at::parallel_for(0, P, grain(d), [&](int64_t p0, int64_t p1) { sum_squares_loop(d, x, out, p0, p1); });
-}
-
-template <class T>
-void sum_squares_backward(int64_t P, int64_t d, const T* x, const T* g, T* dx) {
-  at::parallel_for(0, P, grain(2 * d), [&](int64_t p0, int64_t p1) { sum_squares_backward_loop(d, x, g, dx, p0, p1); });
-}
-
-template <class T>
 void mix_forward(const Mix& s, const T* const* X, const T* W, T* const* Y) {
   at::parallel_for(0, s.P, grain(s.d * (s.n + s.m)), [&](int64_t p0, int64_t p1) { mix_forward_loop(s, X, W, Y, p0, p1); });
 }
@@ -449,11 +404,9 @@ void sinkhorn_backward(int64_t P, int64_t n, int64_t iters, double eps, const T*
   template void mix_backward<T>(const Mix&, const T* const*, const T*, const T* const*, T* const*, T*);          \
   template void add_scaled_forward<T>(const Scaled&, const T* const*, const T*, const T*, T* const*);            \
   template void add_scaled_backward<T>(const Scaled&, const T*, const T*, const T* const*, T*, T*);              \
-  template void sum_squares_forward<T>(int64_t, int64_t, const T*, T*);                                          \
   template void rms_project_forward<T>(int64_t, int64_t, int64_t, int64_t, const T* const*, const T*, double, T*, T*); \
   template void rms_project_backward<T>(int64_t, int64_t, int64_t, int64_t, const T* const*, const T*, const T*,     \
                                         const T*, const T*, T* const*, T*);                                          \
-  template void sum_squares_backward<T>(int64_t, int64_t, const T*, const T*, T*);                               \
   template void sinkhorn_forward<T>(int64_t, int64_t, int64_t, double, const T*, T*);                            \
   template void sinkhorn_backward<T>(int64_t, int64_t, int64_t, double, const T*, const T*, T*);
 NORMLAB_INSTANTIATE(float)

@@ -48,13 +48,6 @@ void add_scaled_forward(const Scaled& s, const T* const* R, const T* b, const T*
 template <class T>
 void add_scaled_backward(const Scaled& s, const T* b, const T* y, const T* const* dOut, T* dy, T* db);
 
-// out[p] = sum_i x[p, i]^2 over rows of d (P rows), summed in 8 lanes of T and the lanes in double.
-template <class T>
-void sum_squares_forward(int64_t P, int64_t d, const T* x, T* out);
-// dx[p, i] = 2 g[p] x[p, i].
-template <class T>
-void sum_squares_backward(int64_t P, int64_t d, const T* x, const T* g, T* dx);
-
 // The projection of the streams' rms-normalised concatenation (HC's dynamic weights with n = 1 per
 // stream, mHC's z): per position, with xf = [X_0 .. X_{n-1}] (n*d values) and F (k x n*d):
 //   r = 1 / sqrt(sum(xf^2) / (n*d) + eps),  z[p, c] = r <F_c, xf>;  r to rinv (P) for the backward.

@@ -1,6 +1,6 @@
 // The stream methods' shared operations (residual.h): mixing n streams with per-position weights,
-// adding a scaled sublayer output to n streams, the projection of the rms-normalised streams, a
-// stream's sum of squares, Sinkhorn. The one dispatch point of each: the fused CPU loops of
+// adding a scaled sublayer output to n streams, the projection of the rms-normalised streams,
+// Sinkhorn. The one dispatch point of each: the fused CPU loops of
 // stream_kernels.h behind autograd functions where they apply, else the composed LibTorch ops of
 // namespace `composed`, which are the reference the tests hold the loops to.
 #include <atomic>
@@ -240,35 +240,6 @@ struct SinkhornFunction : public torch::autograd::Function<SinkhornFunction> {
   }
 };
 
-struct SumSquaresFunction : public torch::autograd::Function<SumSquaresFunction> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
-    auto xc = x.contiguous();
-    const int64_t d = xc.size(-1);
-    auto sizes = xc.sizes().vec();
-    sizes.back() = 1;
-    auto out = torch::empty(sizes, xc.options());
-    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "sum_squares", [&] {
-      stream_kernels::sum_squares_forward<scalar_t>(xc.numel() / std::max<int64_t>(d, 1), d, xc.data_ptr<scalar_t>(),
-                                                    out.data_ptr<scalar_t>());
-    });
-    ctx->save_for_backward({x});
-    return out;
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto x = ctx->get_saved_variables()[0];
-    if (torch::GradMode::is_enabled()) return {2 * x * grads[0]};  // create_graph
-    const auto xc = x.contiguous();
-    const auto g = grads[0].contiguous();
-    const int64_t d = xc.size(-1);
-    auto dx = torch::empty_like(xc);
-    AT_DISPATCH_FLOATING_TYPES(xc.scalar_type(), "sum_squares_backward", [&] {
-      stream_kernels::sum_squares_backward<scalar_t>(xc.numel() / std::max<int64_t>(d, 1), d, xc.data_ptr<scalar_t>(),
-                                                     g.data_ptr<scalar_t>(), dx.data_ptr<scalar_t>());
-    });
-    return {dx};
-  }
-};
-
 // z = rms_project(X, F, eps): inputs F, eps, then X_0 .. X_{n-1}.
 struct RmsProjectFunction : public torch::autograd::Function<RmsProjectFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& F, double eps, at::TensorList streams) {
@@ -390,14 +361,12 @@ Streams add_scaled(const Streams& R, const torch::Tensor& b, const torch::Tensor
   return out;
 }
 
-torch::Tensor sum_squares(const torch::Tensor& x) { return x.pow(2).sum(-1, /*keepdim=*/true); }
-
 torch::Tensor rms_project(const Streams& X, const torch::Tensor& F, double eps) {
   const int64_t n = static_cast<int64_t>(X.size()), d = X[0].size(-1);
   torch::Tensor z, ss;
   for (int64_t j = 0; j < n; ++j) {
     auto part = torch::matmul(X[j], F.narrow(1, j * d, d).t());
-    auto sq = sum_squares(X[j]);
+    auto sq = X[j].pow(2).sum(-1, /*keepdim=*/true);
     z = z.defined() ? z + part : part;
     ss = ss.defined() ? ss + sq : sq;
   }
@@ -446,11 +415,6 @@ torch::Tensor sinkhorn(const torch::Tensor& logits, int64_t iters) {
       logits.size(-1) > 0 && iters >= 1)
     return SinkhornFunction::apply(logits, iters);
   return composed::sinkhorn(logits, iters);
-}
-
-torch::Tensor sum_squares(const torch::Tensor& x) {
-  if (fused_stream_kernels() && cpu_real(x) && x.dim() >= 1 && x.size(-1) > 0) return SumSquaresFunction::apply(x);
-  return composed::sum_squares(x);
 }
 
 torch::Tensor rms_project(const Streams& X, const torch::Tensor& F, double eps) {

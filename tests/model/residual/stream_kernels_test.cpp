@@ -165,27 +165,6 @@ TEST(StreamKernelsTest, AddScaledGradientsMatchTheComposedOps) {
   }
 }
 
-// The rms's sum of squares: values and gradient against x.pow(2).sum(-1) (1e-6 fp32, 1e-13 double),
-// and odd widths (the lanes' tail).
-TEST(StreamKernelsTest, SumSquaresMatchesTheComposedOps) {
-  torch::manual_seed(8);
-  for (auto dt : {torch::kFloat, torch::kDouble}) {
-    const double tol = dt == torch::kFloat ? 1e-6 : 1e-13;
-    for (int64_t d : {1, 7, 8, 37, 256}) {
-      auto x = torch::randn({3, 5, d}, torch::TensorOptions().dtype(dt)).requires_grad_(true);
-      auto x2 = leaf(x);
-      auto s = sum_squares(x), s2 = composed::sum_squares(x2);
-      ASSERT_EQ(s.sizes(), s2.sizes());
-      EXPECT_NE(s.grad_fn()->name().find("SumSquares"), std::string::npos);
-      EXPECT_LT(max_rel(s, s2), tol) << d;
-      auto g = torch::randn_like(s);
-      (s * g).sum().backward();
-      (s2 * g).sum().backward();
-      EXPECT_LT(max_rel(x.grad(), x2.grad()), tol) << d;
-    }
-  }
-}
-
 // rms_project (HC's dynamic weights per stream, mHC's z over all streams): values and gradients of
 // F and every stream against the composed matmuls (1e-5 of the largest entry in fp32, 1e-12 in
 // double), a stream without a gradient, the same tensor as several streams (the start of a
@@ -294,8 +273,6 @@ TEST(StreamKernelsTest, GradientsMatchFiniteDifferences) {
   auto l = torch::randn({2, 3, 4, 4}, opts).requires_grad_(true);
   auto Gc = torch::randn({2, 3, 4, 4}, opts);
   check([&] { return (sinkhorn(l, 5) * Gc).sum(); }, {l}, "sinkhorn");
-  auto gs = torch::randn({2, 3, 1}, opts);
-  check([&] { return (sum_squares(X[1]) * gs).sum(); }, {X[1]}, "sum_squares");
   auto F = torch::randn({4, 15}, opts).requires_grad_(true);
   auto gz = torch::randn({2, 3, 4}, opts);
   check([&] { return (rms_project(X, F, 1e-6) * gz).sum(); }, {F, X[0], X[2]}, "rms_project");
