@@ -10,11 +10,11 @@
 //
 // Layout: P positions; stream j's row at position p is X[j] + p * d (d contiguous values). Weights
 // are per position (W + p * n * m, row-major n x m) or one n x m matrix for all (`shared`).
-// Order of operations (so the forward equals the composed ops bit for bit): Y_c = X_0 w_0c, then
-// Y_c = Y_c + X_j w_jc for j = 1 .. n-1, and Out_k = R_k + y b_k, where the compiler contracts each
-// multiply-add into one fma on a CPU with FMA, exactly as it contracts LibTorch's addcmul kernels
-// (mul then addcmul: the composed ops). Reductions (weight gradients) sum 8 lanes in T and the
-// lanes in double.
+// Order of operations: Y_c = X_0 w_0c, then Y_c = Y_c + X_j w_jc for j = 1 .. n-1, and
+// Out_k = R_k + y b_k, the compiler contracting each multiply-add into one fma on a CPU with FMA.
+// Where LibTorch's addcmul kernels are contracted the same way (the development machine), the
+// forward equals the composed ops (mul then addcmul) bit for bit; elsewhere it differs by rounding.
+// Reductions (weight gradients) sum 8 lanes in T and the lanes in double.
 #pragma once
 
 #include <cstdint>

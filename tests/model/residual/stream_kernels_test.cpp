@@ -1,6 +1,7 @@
 // The fused stream loops (src/model/residual/stream_kernels.h) against the composed LibTorch ops
 // they replace (namespace composed in residual.h): the forwards of mix_streams, weighted_sum and
-// add_scaled bit for bit (same order of operations, products rounded before each add), their
+// add_scaled bit for bit where LibTorch's addcmul is fma-contracted as the loops are (else within
+// rounding; the order of operations is the same), their
 // gradients and Sinkhorn's forward and gradient to stated tolerances (summation order and exp
 // differ), finite-difference gradients in double, double backward, the dispatch, and whole HC /
 // mHC / AttnRes models with the loops on and off.
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "model/residual/residual.h"
@@ -49,6 +51,46 @@ double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return ((da - db).abs().max() / db.abs().max().clamp_min(1e-30)).item<double>();
 }
 
+// Whether LibTorch's CPU addcmul rounds each multiply-add once (contracted to an fma, as the loops
+// are) at every length and in both dtypes. Where it does, the loops' mixing and add forwards are
+// the composed ops bit for bit (seen on the development machine); where it does not (another CPU,
+// another LibTorch build: seen in CI for some lengths), they differ by rounding only.
+template <class T>
+bool addcmul_contracts_as() {
+  const auto dt = std::is_same_v<T, float> ? torch::kFloat : torch::kDouble;
+  torch::manual_seed(97);
+  for (int64_t len = 1; len <= 80; ++len) {
+    auto a = torch::randn({len}, dt), x = torch::randn({len}, dt), w = torch::randn({len}, dt);
+    auto got = a.addcmul(x, w);
+    const T *pa = a.template data_ptr<T>(), *px = x.template data_ptr<T>(), *pw = w.template data_ptr<T>(),
+            *pg = got.template data_ptr<T>();
+    for (int64_t i = 0; i < len; ++i)
+      if (pg[i] != std::fma(px[i], pw[i], pa[i])) return false;
+  }
+  return true;
+}
+
+bool addcmul_contracts(torch::ScalarType dt) {
+  static const bool f = addcmul_contracts_as<float>(), d = addcmul_contracts_as<double>();
+  return dt == torch::kFloat ? f : d;
+}
+
+// The loops' forward against the composed ops: bit for bit where LibTorch's addcmul is contracted
+// (above), else every entry within 4 n eps of the sum of the magnitudes of its terms (`scale`, the
+// textbook bound on the rounding of an n-term sum; a wrong weight or a missed term is far outside).
+::testing::AssertionResult forward_equal(const torch::Tensor& fused, const torch::Tensor& ref, const torch::Tensor& scale,
+                                         int64_t n_terms) {
+  if (addcmul_contracts(ref.scalar_type())) {
+    if (torch::equal(fused, ref)) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "not bit-identical (LibTorch's addcmul is fma-contracted here), max diff "
+                                         << (fused - ref).abs().max().item<double>();
+  }
+  const double eps = ref.scalar_type() == torch::kFloat ? 0x1p-23 : 0x1p-52;
+  auto excess = (fused - ref).abs().to(torch::kDouble) - scale.to(torch::kDouble) * (4.0 * n_terms * eps);
+  if (fused.sizes() == ref.sizes() && excess.max().item<double>() <= 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "beyond rounding: max excess " << excess.max().item<double>();
+}
+
 // Weight shapes a method uses: per position (B, T, n, m) and shared (n, m).
 std::vector<std::vector<int64_t>> weight_shapes(int64_t B, int64_t T, int64_t n, int64_t m) {
   return {{B, T, n, m}, {n, m}};
@@ -65,13 +107,20 @@ TEST(StreamKernelsTest, MixForwardIsTheComposedOpsBitForBit) {
           ASSERT_TRUE(fused_stream_kernels());
           auto fused = mix_streams(W, X);
           auto ref = composed::mix_streams(W, X);
+          Streams absX;
+          for (const auto& x : X) absX.push_back(x.abs());
+          auto scale = composed::mix_streams(W.abs(), absX);
           ASSERT_EQ(fused.size(), static_cast<size_t>(m));
           for (int64_t c = 0; c < m; ++c)
-            EXPECT_TRUE(torch::equal(fused[c], ref[c])) << "d " << d << " n " << n << " m " << m << " W " << ws.size()
-                                                        << "-d, output " << c << ", " << c10::toString(dt);
+            EXPECT_TRUE(forward_equal(fused[c], ref[c], scale[c], n))
+                << "d " << d << " n " << n << " m " << m << " W " << ws.size() << "-d, output " << c << ", "
+                << c10::toString(dt);
         }
         auto w = torch::randn({2, 3, n}, torch::TensorOptions().dtype(dt));
-        EXPECT_TRUE(torch::equal(weighted_sum(w, X), composed::weighted_sum(w, X))) << "weighted_sum d " << d;
+        Streams absX;
+        for (const auto& x : X) absX.push_back(x.abs());
+        EXPECT_TRUE(forward_equal(weighted_sum(w, X), composed::weighted_sum(w, X), composed::weighted_sum(w.abs(), absX), n))
+            << "weighted_sum d " << d;
       }
     }
   }
@@ -86,7 +135,11 @@ TEST(StreamKernelsTest, AddScaledForwardIsTheComposedOpsBitForBit) {
       for (auto b : {torch::randn({2, 5, 4}, torch::TensorOptions().dtype(dt)), torch::randn({4}, torch::TensorOptions().dtype(dt))}) {
         auto fused = add_scaled(R, b, y);
         auto ref = composed::add_scaled(R, b, y);
-        for (int k = 0; k < 4; ++k) EXPECT_TRUE(torch::equal(fused[k], ref[k])) << "d " << d << " b " << b.dim() << "-d";
+        Streams absR;
+        for (const auto& r : R) absR.push_back(r.abs());
+        auto scale = composed::add_scaled(absR, b.abs(), y.abs());
+        for (int k = 0; k < 4; ++k)
+          EXPECT_TRUE(forward_equal(fused[k], ref[k], scale[k], 2)) << "d " << d << " b " << b.dim() << "-d";
       }
     }
   }
@@ -96,9 +149,12 @@ TEST(StreamKernelsTest, AddScaledForwardIsTheComposedOpsBitForBit) {
   auto b = torch::randn({2, 4, 3});
   auto fused = add_scaled(R, b, y);
   auto ref = composed::add_scaled(R, b, y);
+  Streams absR;
+  for (const auto& r : R) absR.push_back(r.abs());
+  auto scale = composed::add_scaled(absR, b.abs(), y.abs());
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(fused[k].scalar_type(), torch::kFloat);
-    EXPECT_TRUE(torch::equal(fused[k], ref[k]));
+    EXPECT_TRUE(forward_equal(fused[k], ref[k], scale[k], 2));
   }
 }
 
@@ -324,7 +380,8 @@ TEST(StreamKernelsTest, DispatchRunsTheLoopsOnlyWhereTheyApply) {
   auto base = torch::randn({2, 4, 3});
   Streams T{base.transpose(1, 2), base.transpose(1, 2) * 2};
   auto w = torch::randn({2, 3, 2});
-  EXPECT_TRUE(torch::equal(weighted_sum(w, T), composed::weighted_sum(w, T)));
+  Streams absT{T[0].abs(), T[1].abs()};
+  EXPECT_TRUE(forward_equal(weighted_sum(w, T), composed::weighted_sum(w, T), composed::weighted_sum(w.abs(), absT), 2));
   EXPECT_NE(sinkhorn(torch::randn({2, 2, 2}).requires_grad_(true), 3).grad_fn()->name().find("Sinkhorn"), std::string::npos);
 }
 
@@ -342,7 +399,7 @@ ModelConfig model_config(const std::string& residual) {
 }
 
 // Whole models with the loops on and off, perturbed mixing weights: HC's loss is bit-identical
-// (its mixing and adds are the composed ops' arithmetic; its weights are computed as before), mHC's
+// where addcmul is contracted (its mixing and adds are the composed ops' arithmetic), else like mHC's
 // and AttnRes's within 1e-6 relative in fp32 (Sinkhorn's exp; AttnRes is bit-identical where its
 // sources share a dtype), every gradient within 1e-4 of the largest entry of its tensor.
 TEST(StreamKernelsTest, ModelsWithTheLoopsEqualTheComposedOps) {
@@ -374,7 +431,7 @@ TEST(StreamKernelsTest, ModelsWithTheLoopsEqualTheComposedOps) {
     };
     auto [lf, gf] = run(true);
     auto [lc, gc] = run(false);
-    if (residual.rfind("hc", 0) == 0)
+    if (residual.rfind("hc", 0) == 0 && addcmul_contracts(torch::kFloat))
       EXPECT_TRUE(torch::equal(lf, lc)) << residual << ": " << lf.item<double>() << " vs " << lc.item<double>();
     else
       EXPECT_LT(max_rel(lf, lc), 1e-6) << residual;
