@@ -71,20 +71,30 @@ attention_kernels::Strides strides_of(const torch::Tensor& t) {  // t: (B, T, H,
   return {t.stride(0), t.stride(1), t.stride(2)};
 }
 
+// The raw bits of a bf16 tensor, as the bf16 kernels take them.
+const uint16_t* bits(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
+uint16_t* bits(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
+
 // The fused kernels behind an autograd function: forward keeps q, k, v, o and the per-row
 // log-sum-exp; backward recomputes the probabilities (see attention_kernels.h).
 struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
-  // q, k, v: (B, T, H, dh), head dimension contiguous; stats: empty, or (B*H, 2) double to fill.
+  // q, k, v: (B, T, H, dh), head dimension contiguous, all float32 (the fp32 kernel) or all bf16
+  // (the AVX512-BF16 kernel; o and the gradients bf16, lse fp32); stats: empty, or (B*H, 3) double.
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& v, const torch::Tensor& stats) {
     const int64_t B = q.size(0), T = q.size(1), H = q.size(2), dh = q.size(3);
     const attention_kernels::Shape shape{B, T, H, dh, 1.0 / std::sqrt(static_cast<double>(dh))};
     auto o = torch::empty({B, T, H, dh}, q.options());
-    auto lse = torch::empty({B, H, T}, q.options());
-    attention_kernels::causal_attention_forward(
-        shape, q.data_ptr<float>(), strides_of(q), k.data_ptr<float>(), strides_of(k),
-        v.data_ptr<float>(), strides_of(v), o.data_ptr<float>(), lse.data_ptr<float>(),
-        stats.numel() ? stats.data_ptr<double>() : nullptr);
+    auto lse = torch::empty({B, H, T}, q.options().dtype(torch::kFloat));
+    double* st = stats.numel() ? stats.data_ptr<double>() : nullptr;
+    if (q.scalar_type() == torch::kBFloat16) {
+      attention_kernels::causal_attention_forward_bf16(shape, bits(q), strides_of(q), bits(k), strides_of(k), bits(v),
+                                                       strides_of(v), bits(o), lse.data_ptr<float>(), st);
+    } else {
+      attention_kernels::causal_attention_forward(shape, q.data_ptr<float>(), strides_of(q), k.data_ptr<float>(),
+                                                  strides_of(k), v.data_ptr<float>(), strides_of(v),
+                                                  o.data_ptr<float>(), lse.data_ptr<float>(), st);
+    }
     ctx->save_for_backward({q, k, v, o, lse});
     return o;
   }
@@ -96,20 +106,28 @@ struct CausalAttentionFunction : public torch::autograd::Function<CausalAttentio
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     auto d_o = grads[0].contiguous();
     if (torch::GradMode::is_enabled()) {
-      // create_graph=true (higher-order gradients): the same formulas with differentiable ops.
-      auto t = [](const torch::Tensor& x) { return x.transpose(1, 2); };  // <-> (B, H, T, dh)
+      // create_graph=true (higher-order gradients): the same formulas with differentiable ops
+      // (in fp32 for bf16 inputs, the gradients cast back).
+      auto t = [](const torch::Tensor& x) { return x.transpose(1, 2).to(torch::kFloat); };  // <-> (B, H, T, dh)
       auto s = torch::matmul(t(q), t(k).transpose(-2, -1)) * scale;
       auto p = torch::softmax(s.masked_fill(causal_mask(T, q.device()), -INFINITY), -1);
       auto g = t(d_o);
       auto dp = torch::matmul(g, t(v).transpose(-2, -1));
       auto ds = p * (dp - (dp * p).sum(-1, /*keepdim=*/true));
-      return {t(torch::matmul(ds, t(k)) * scale),
-              t(torch::matmul(ds.transpose(-2, -1), t(q)) * scale),
-              t(torch::matmul(p.transpose(-2, -1), g)), torch::Tensor()};
+      auto back = [&](const torch::Tensor& x) { return x.transpose(1, 2).to(q.scalar_type()); };
+      return {back(torch::matmul(ds, t(k)) * scale), back(torch::matmul(ds.transpose(-2, -1), t(q)) * scale),
+              back(torch::matmul(p.transpose(-2, -1), g)), torch::Tensor()};
     }
     const attention_kernels::Shape shape{B, T, H, dh, scale};
     auto dq = torch::empty({B, T, H, dh}, q.options());
     auto dk = torch::empty_like(dq), dv = torch::empty_like(dq);
+    if (q.scalar_type() == torch::kBFloat16) {
+      d_o = d_o.to(torch::kBFloat16);
+      attention_kernels::causal_attention_backward_bf16(shape, bits(q), strides_of(q), bits(k), strides_of(k), bits(v),
+                                                        strides_of(v), bits(o), lse.data_ptr<float>(), bits(d_o),
+                                                        bits(dq), bits(dk), bits(dv));
+      return {dq, dk, dv, torch::Tensor()};
+    }
     attention_kernels::causal_attention_backward(
         shape, q.data_ptr<float>(), strides_of(q), k.data_ptr<float>(), strides_of(k),
         v.data_ptr<float>(), strides_of(v), o.data_ptr<float>(), lse.data_ptr<float>(),
@@ -133,9 +151,16 @@ bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap) 
   return kernel_shape_applies(q, softcap) && q.scalar_type() == torch::kFloat && q.stride(3) == 1;
 }
 
+bool causal_attention_bf16_kernel_applies(const torch::Tensor& q, double softcap) {
+  return kernel_shape_applies(q, softcap) && q.scalar_type() == torch::kBFloat16 && q.stride(3) == 1 &&
+         q.size(3) % 16 == 0 && q.size(3) <= attention_kernels::kBf16MaxHeadDim &&
+         attention_kernels::bf16_kernel_available();
+}
+
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast) {
   if (!allow_fast) return AttentionPath::reference;
   if (causal_attention_fast_path_applies(q, softcap)) return AttentionPath::cpu_kernel;
+  if (causal_attention_bf16_kernel_applies(q, softcap)) return AttentionPath::cpu_kernel_bf16_native;
   // bf16 on the CPU (autocast): the fp32 kernel on upcast inputs, computing in fp32 inside, up to
   // kBf16KernelMaxHeadDim; wider heads go to SDPA when it can serve (its bf16 matmuls win there).
   if (q.scalar_type() == torch::kBFloat16 && kernel_shape_applies(q, softcap) &&
@@ -177,9 +202,11 @@ torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Te
 
 torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor& k,
                                     const torch::Tensor& v, AttentionStats* stats) {
-  TORCH_CHECK(causal_attention_fast_path_applies(q, 0) && k.sizes() == q.sizes() &&
-                  v.sizes() == q.sizes() && k.stride(3) == 1 && v.stride(3) == 1,
-              "fused attention needs float32 CPU (B, T, H, dh) views with dh a multiple of 8");
+  TORCH_CHECK((causal_attention_fast_path_applies(q, 0) || causal_attention_bf16_kernel_applies(q, 0)) &&
+                  k.sizes() == q.sizes() && v.sizes() == q.sizes() && k.scalar_type() == q.scalar_type() &&
+                  v.scalar_type() == q.scalar_type() && k.stride(3) == 1 && v.stride(3) == 1,
+              "fused attention needs float32 CPU (B, T, H, dh) views with dh a multiple of 8, or bf16 ones with dh a "
+              "multiple of 16 on an AVX512-BF16 CPU");
   const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
   torch::Tensor st = stats ? torch::empty({B * H, 3}, q.options().dtype(torch::kDouble))
                            : torch::empty({0}, q.options().dtype(torch::kDouble));
@@ -295,7 +322,8 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   }
   if (o_.qk_map) std::tie(q, k) = o_.qk_map(*this, q, k, v.scalar_type());
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
-  auto o = last_path_ == AttentionPath::cpu_kernel ? causal_attention_fast(q, k, v, st)
+  auto o = last_path_ == AttentionPath::cpu_kernel || last_path_ == AttentionPath::cpu_kernel_bf16_native
+               ? causal_attention_fast(q, k, v.to(q.scalar_type()), st)
            : last_path_ == AttentionPath::cpu_kernel_bf16
                ? causal_attention_fast(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), st).to(q.scalar_type())
            : last_path_ == AttentionPath::sdpa     ? causal_sdpa(q, k, v)

@@ -71,16 +71,22 @@ torch::Tensor causal_attention_fast(const torch::Tensor& q, const torch::Tensor&
                                     const torch::Tensor& v, AttentionStats* stats);
 // float32 CPU, no softcap, dh a multiple of 8, head dimension contiguous.
 bool causal_attention_fast_path_applies(const torch::Tensor& q, double softcap);
+// bf16 CPU with AVX512-BF16 (at run time), no softcap, dh a multiple of 16 up to 256, head
+// dimension contiguous: the bf16 kernel (causal_attention_fast takes these too).
+bool causal_attention_bf16_kernel_applies(const torch::Tensor& q, double softcap);
 
 // The one dispatch point of attention. In order: the fused CPU kernel (float32 CPU; it also fills
-// the statistics), the same kernel for bf16 on the CPU (autocast: q, k, v upcast, computed in
-// fp32, the output cast back; held to the fp32 reference at 1e-2 relative), then LibTorch 2.x's fused scaled_dot_product_attention (flash / memory-
+// the statistics), the bf16 kernel for bf16 on a CPU with AVX512-BF16, the fp32 kernel for bf16 on
+// other CPUs (autocast: q, k, v upcast, computed in fp32, the output cast back; both held to the
+// fp32 reference at bf16 tolerances), then LibTorch 2.x's fused scaled_dot_product_attention (flash / memory-
 // efficient on CUDA, any dtype, causal) when no statistics are wanted and there is no softcap
 // (SDPA cannot express c*tanh(s/c)), else the composed reference. `allow_fast` false: reference.
 // cpu_kernel_bf16: bf16 inputs on the CPU (autocast) through the fp32 kernel: upcast, computed in
 // fp32, the output cast back to bf16; for heads up to 32 wide, or wider ones SDPA cannot take
 // (statistics wanted, LibTorch 1.x). Wider heads without statistics take SDPA (faster there).
-enum class AttentionPath { reference, cpu_kernel, cpu_kernel_bf16, sdpa };
+// cpu_kernel_bf16_native: bf16 inputs through the bf16 kernel (AVX512-BF16 dot products, fp32
+// softmax and sums; attention_kernels.h), first choice for bf16 wherever it applies.
+enum class AttentionPath { reference, cpu_kernel, cpu_kernel_bf16, cpu_kernel_bf16_native, sdpa };
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast);
 
 class AttentionImpl : public torch::nn::Module {

@@ -45,4 +45,27 @@ void causal_attention_backward(const Shape& shape, const float* q, Strides qs, c
                                Strides ks, const float* v, Strides vs, const float* o,
                                const float* lse, const float* d_o, float* dq, float* dk, float* dv);
 
+// ---- bf16 ----------------------------------------------------------------------------------
+// The same attention on bf16 q, k, v (raw bf16 bits), for CPUs with AVX512-BF16: every product
+// q.k, do.v, p v, dS k, dS^T q and P^T do is a bf16 x bf16 product accumulated in fp32 by
+// vdpbf16ps, 32 multiply-adds per instruction where the fp32 kernel does 8. The softmax, the
+// log-sum-exp, D_i = do_i . o_i and dS are fp32; the probabilities and dS are rounded to bf16
+// before they multiply v, k and q (relative error 2^-9 per entry, as GPU flash attention does),
+// and o, dq, dk, dv are rounded to bf16 once, at the end (dq is summed over key blocks in fp32).
+// Layout as above; o, d_o, dq, dk, dv are contiguous (B, T, H, dh) bf16. dh a multiple of 16, at
+// most kBf16MaxHeadDim. Call only where bf16_kernel_available().
+constexpr int64_t kBf16MaxHeadDim = 256;
+
+// Whether this CPU has AVX512-BF16 (with AVX512F / BW / VL), read once at run time.
+bool bf16_kernel_available();
+
+void causal_attention_forward_bf16(const Shape& shape, const uint16_t* q, Strides qs, const uint16_t* k,
+                                   Strides ks, const uint16_t* v, Strides vs, uint16_t* o, float* lse,
+                                   double* stats);
+
+void causal_attention_backward_bf16(const Shape& shape, const uint16_t* q, Strides qs, const uint16_t* k,
+                                    Strides ks, const uint16_t* v, Strides vs, const uint16_t* o,
+                                    const float* lse, const uint16_t* d_o, uint16_t* dq, uint16_t* dk,
+                                    uint16_t* dv);
+
 }  // namespace normlab::attention_kernels

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "model/attention.h"
+#include "model/attention_kernels.h"
 
 namespace normlab {
 namespace {
@@ -126,7 +127,8 @@ TEST(FusedAttention, IsCausalLaterTokensDoNotChangeEarlierOutputs) {
   EXPECT_FALSE(torch::equal(o1.narrow(1, 10, 1), o2.narrow(1, 10, 1)));
 }
 
-// bf16 on the CPU goes through the fp32 kernel (upcast, fp32 inside, output cast to bf16): the
+// bf16 on a CPU without AVX512-BF16 goes through the fp32 kernel (upcast, fp32 inside, output
+// cast to bf16; the route is tested here on any CPU): the
 // module's output and its input gradients against the composed reference computed in fp32 on the
 // same bf16-rounded inputs. Tolerance: bf16 rounding of the output (2^-8 relative, 4e-3) with
 // margin, 1e-2 relative; the gradients pass through bf16 casts the same way.
@@ -135,7 +137,9 @@ TEST(FusedAttention, Bf16InputsUseTheFp32KernelAndMatchTheFp32Reference) {
   auto q32 = torch::randn({2, 24, 2, 16}), k32 = torch::randn({2, 24, 2, 16}), v32 = torch::randn({2, 24, 2, 16});
   auto qb = q32.to(torch::kBFloat16).requires_grad_(true), kb = k32.to(torch::kBFloat16).requires_grad_(true),
        vb = v32.to(torch::kBFloat16).requires_grad_(true);
-  ASSERT_EQ(choose_attention_path(qb, 0, false, true), AttentionPath::cpu_kernel_bf16);
+  ASSERT_EQ(choose_attention_path(qb, 0, false, true), attention_kernels::bf16_kernel_available()
+                                                          ? AttentionPath::cpu_kernel_bf16_native
+                                                          : AttentionPath::cpu_kernel_bf16);
   auto o = causal_attention_fast(qb.to(torch::kFloat), kb.to(torch::kFloat), vb.to(torch::kFloat), nullptr)
                .to(torch::kBFloat16);
   EXPECT_EQ(o.scalar_type(), torch::kBFloat16);
@@ -203,6 +207,144 @@ TEST(FusedAttention, ModuleGivesTheSameLossAndGradientsWithEitherPath) {
     return torch::cat(out);
   };
   EXPECT_LT(rel_err(run(true), run(false)), 1e-5);
+}
+
+// ---- The bf16 kernel (AVX512-BF16; skipped on CPUs without it) ----------------------------
+//
+// Held to the composed reference computed in fp32 on the same bf16-rounded inputs. Where the bf16
+// kernel differs from exact arithmetic on those inputs: the products are exact (bf16 x bf16 fits
+// fp32) and summed in fp32; the probabilities and dS are rounded to bf16 (relative 2^-9 each)
+// before they multiply v, k and q, D uses the bf16-rounded o, and o, dq, dk, dv are rounded to
+// bf16 at the end (2^-9 relative). So the output is within a few 2^-9 of the largest entry: 1e-2
+// relative to the largest reference entry; gradients also carry the rounding of dS and D into
+// cancelling sums: 2e-2. Largest seen over the shapes below: o 3.2e-3, dq 6.5e-3, dk 8.9e-3, dv
+// 3.2e-3. Scores and the statistics come from fp32 sums of exact products: 1e-5.
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bf16_qkv(const Case& c, double scale) {
+  auto qkv = (torch::randn({c.B, c.T, 3 * c.H * c.dh}) * scale).to(torch::kBFloat16).requires_grad_(true);
+  auto parts = qkv.split(c.H * c.dh, -1);
+  auto view = [&](const torch::Tensor& t) { return t.view({c.B, c.T, c.H, c.dh}); };
+  return {qkv, view(parts[0]), view(parts[1]), view(parts[2])};
+}
+
+class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Bf16AttentionTest, ForwardAndGradientsMatchTheFp32ReferenceOnTheSameInputs) {
+  if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const Case c = GetParam();
+  torch::manual_seed(c.T * 31 + c.dh);
+  auto [qkv, q, k, v] = bf16_qkv(c, 1.5);
+  ASSERT_TRUE(causal_attention_bf16_kernel_applies(q, 0));
+  ASSERT_EQ(choose_attention_path(q, 0, false, true), AttentionPath::cpu_kernel_bf16_native);
+  auto g = torch::randn({c.B, c.T, c.H, c.dh}).to(torch::kBFloat16);
+  auto fast = causal_attention_fast(q, k, v, nullptr);
+  ASSERT_EQ(fast.scalar_type(), torch::kBFloat16);
+  auto fast_grads = torch::autograd::grad({fast}, {q, k, v}, {g});
+
+  auto up = [](const torch::Tensor& t) { return t.detach().to(torch::kFloat).requires_grad_(true); };
+  auto q32 = up(q), k32 = up(k), v32 = up(v);
+  auto ref = causal_attention_reference(q32, k32, v32, 0, nullptr);
+  auto ref_grads = torch::autograd::grad({ref}, {q32, k32, v32}, {g.to(torch::kFloat)});
+  EXPECT_LT(rel_err(fast.to(torch::kFloat), ref, 1.0), 1e-2);
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(fast_grads[i].scalar_type(), torch::kBFloat16);
+    EXPECT_LT(rel_err(fast_grads[i].to(torch::kFloat), ref_grads[i], 1.0), 2e-2) << names[i];
+  }
+}
+
+TEST_P(Bf16AttentionTest, DiagnosticsMatchTheFp32Reference) {
+  if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const Case c = GetParam();
+  torch::manual_seed(7);
+  auto [qkv, q, k, v] = bf16_qkv(c, 1.0);
+  AttentionStats fast_stats, ref_stats;
+  torch::NoGradGuard ng;
+  causal_attention_fast(q, k, v, &fast_stats);
+  causal_attention_reference(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), 0, &ref_stats);
+  EXPECT_NEAR(fast_stats.entropy.item<double>(), ref_stats.entropy.item<double>(), 1e-5);
+  EXPECT_NEAR(fast_stats.logit_max.item<double>(), ref_stats.logit_max.item<double>(), 1e-5);
+  EXPECT_NEAR(fast_stats.sink.item<double>(), ref_stats.sink.item<double>(), 1e-5);
+  EXPECT_TRUE(torch::allclose(fast_stats.head_max, ref_stats.head_max, 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(fast_stats.head_entropy, ref_stats.head_entropy, 1e-5, 1e-5));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,
+                         ::testing::Values(Case{2, 1, 2, 16}, Case{2, 5, 3, 16}, Case{2, 16, 2, 32},
+                                           Case{1, 37, 2, 32}, Case{2, 64, 4, 64}, Case{1, 70, 2, 48},
+                                           Case{1, 33, 1, 128}, Case{1, 19, 2, 256},
+                                           // key blocks of 128: exactly two, a last block of one
+                                           // key, three with a partial one
+                                           Case{1, 256, 1, 16}, Case{1, 257, 1, 32}, Case{1, 301, 2, 64}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" +
+                                  std::to_string(c.H) + "dh" + std::to_string(c.dh);
+                         });
+
+TEST(Bf16Attention, AnyThreadCountGivesTheSameBitsAndLaterTokensDoNotReachBack) {
+  if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  torch::manual_seed(3);
+  const int64_t B = 2, T = 40, H = 3, dh = 32;
+  auto mk = [&] { return torch::randn({B, T, H, dh}).to(torch::kBFloat16).requires_grad_(true); };
+  auto q = mk(), k = mk(), v = mk();
+  auto g = torch::randn({B, T, H, dh}).to(torch::kBFloat16);
+  const int threads = torch::get_num_threads();
+  std::vector<torch::Tensor> runs;
+  for (int n : {1, 2, 3}) {
+    torch::set_num_threads(n);
+    auto o = causal_attention_fast(q, k, v, nullptr);
+    auto grads = torch::autograd::grad({o}, {q, k, v}, {g});
+    runs.push_back(torch::cat({o.flatten(), grads[0].flatten(), grads[1].flatten(), grads[2].flatten()}));
+  }
+  torch::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(runs[0], runs[1]));
+  EXPECT_TRUE(torch::equal(runs[0], runs[2]));
+  // Causal: changing keys and values from position 10 on leaves outputs 0..9 bit for bit.
+  torch::NoGradGuard ng;
+  auto o1 = causal_attention_fast(q, k, v, nullptr);
+  auto k2 = k.detach().clone(), v2 = v.detach().clone();
+  k2.narrow(1, 10, T - 10).normal_();
+  v2.narrow(1, 10, T - 10).normal_();
+  auto o2 = causal_attention_fast(q, k2, v2, nullptr);
+  EXPECT_TRUE(torch::equal(o1.narrow(1, 0, 10), o2.narrow(1, 0, 10)));
+  EXPECT_FALSE(torch::equal(o1.narrow(1, 10, 1), o2.narrow(1, 10, 1)));
+}
+
+TEST(Bf16Attention, ExtremeScoresAndSecondOrderGradients) {
+  if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  torch::manual_seed(11);
+  // Scores in the hundreds: the row maximum is subtracted before exp.
+  auto q = (torch::randn({1, 16, 1, 16}) * 30).to(torch::kBFloat16), k = (torch::randn({1, 16, 1, 16}) * 30).to(torch::kBFloat16);
+  auto v = torch::randn({1, 16, 1, 16}).to(torch::kBFloat16);
+  auto fast = causal_attention_fast(q, k, v, nullptr);
+  EXPECT_TRUE(torch::isfinite(fast).all().item<bool>());
+  EXPECT_LT(rel_err(fast.to(torch::kFloat),
+                    causal_attention_reference(q.to(torch::kFloat), k.to(torch::kFloat), v.to(torch::kFloat), 0, nullptr), 1.0),
+            1e-2);
+  // create_graph: the differentiable formulas in fp32, the gradients cast to bf16.
+  auto mk = [] { return torch::randn({1, 9, 2, 16}).to(torch::kBFloat16).requires_grad_(true); };
+  auto qb = mk(), kb = mk(), vb = mk();
+  auto second = [&](bool fast_path) {
+    auto qq = fast_path ? qb : qb.to(torch::kFloat), kk = fast_path ? kb : kb.to(torch::kFloat),
+         vv = fast_path ? vb : vb.to(torch::kFloat);
+    auto o = fast_path ? causal_attention_fast(qq, kk, vv, nullptr) : causal_attention_reference(qq, kk, vv, 0, nullptr);
+    auto gq = torch::autograd::grad({o.to(torch::kFloat).pow(2).sum()}, {qb}, {}, true, true)[0];
+    return torch::autograd::grad({gq.to(torch::kFloat).sum()}, {kb})[0].to(torch::kFloat);
+  };
+  EXPECT_LT(rel_err(second(true), second(false)), 3e-2);
+}
+
+TEST(Bf16Attention, AppliesOnlyWhereTheKernelDoes) {
+  auto q = torch::randn({1, 4, 2, 16}).to(torch::kBFloat16);
+  EXPECT_EQ(causal_attention_bf16_kernel_applies(q, 0), attention_kernels::bf16_kernel_available());
+  EXPECT_FALSE(causal_attention_bf16_kernel_applies(q, 30.0));                                          // softcap
+  EXPECT_FALSE(causal_attention_bf16_kernel_applies(q.to(torch::kFloat), 0));                           // fp32
+  EXPECT_FALSE(causal_attention_bf16_kernel_applies(torch::randn({1, 4, 2, 24}).to(torch::kBFloat16), 0));   // dh % 16
+  EXPECT_FALSE(causal_attention_bf16_kernel_applies(torch::randn({1, 4, 1, 512}).to(torch::kBFloat16), 0));  // too wide
+  // dh 24 (a multiple of 8, not of 16) still takes the fp32 kernel on upcast inputs
+  EXPECT_EQ(choose_attention_path(torch::randn({1, 4, 2, 24}).to(torch::kBFloat16), 0, true, true),
+            AttentionPath::cpu_kernel_bf16);
 }
 
 }  // namespace

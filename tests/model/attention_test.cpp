@@ -1,4 +1,5 @@
 #include "model/attention.h"
+#include "model/attention_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -177,8 +178,8 @@ TEST(AttentionTest, RopeRotatesHalfPairsByTheContractAngle) {
   EXPECT_NEAR(a->stats().logit_max.item<double>(), s, 1e-5);
 }
 
-// The dispatch point: the fused CPU kernel for float32 CPU, and for bf16 CPU (upcast, computed in
-// fp32, cast back) up to dh 32; SDPA (LibTorch 2.x) for anything else when neither statistics nor a softcap are
+// The dispatch point: the fused CPU kernel for float32 CPU, for bf16 CPU the bf16 kernel (AVX512-BF16)
+// or else the fp32 kernel (upcast, computed in fp32, cast back) up to dh 32; SDPA (LibTorch 2.x) for anything else when neither statistics nor a softcap are
 // asked for, the reference otherwise.
 TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   auto f32 = torch::randn({2, 8, 2, 16});
@@ -187,16 +188,23 @@ TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   EXPECT_EQ(choose_attention_path(f32, 0, false, true), AttentionPath::cpu_kernel);
   EXPECT_EQ(choose_attention_path(f32, 0, true, true), AttentionPath::cpu_kernel);  // fills the stats itself
   EXPECT_EQ(choose_attention_path(f32, 0, false, false), AttentionPath::reference);
-  EXPECT_EQ(choose_attention_path(bf, 0, false, true), AttentionPath::cpu_kernel_bf16);
-  EXPECT_EQ(choose_attention_path(bf, 0, true, true), AttentionPath::cpu_kernel_bf16) << "fills the stats itself";
+  // bf16: the bf16 kernel where the CPU has AVX512-BF16 (dh a multiple of 16), else the fp32 one
+  const auto bf_kernel = attention_kernels::bf16_kernel_available() ? AttentionPath::cpu_kernel_bf16_native
+                                                                    : AttentionPath::cpu_kernel_bf16;
+  EXPECT_EQ(choose_attention_path(bf, 0, false, true), bf_kernel);
+  EXPECT_EQ(choose_attention_path(bf, 0, true, true), bf_kernel) << "fills the stats itself";
   EXPECT_EQ(choose_attention_path(f64, 0, false, true), fused);
   EXPECT_EQ(choose_attention_path(f64, 0, true, true), AttentionPath::reference) << "statistics: explicit";
   EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: neither kernel";
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 12}).to(torch::kBFloat16), 0, false, true), fused) << "dh % 8";
   // bf16 heads wider than 32: SDPA where it can serve, else the kernel.
   const auto wide = torch::randn({2, 8, 2, 64}).to(torch::kBFloat16);
-  EXPECT_EQ(choose_attention_path(wide, 0, false, true), have_sdpa() ? AttentionPath::sdpa : AttentionPath::cpu_kernel_bf16);
-  EXPECT_EQ(choose_attention_path(wide, 0, true, true), AttentionPath::cpu_kernel_bf16) << "statistics";
+  if (!attention_kernels::bf16_kernel_available()) {
+    EXPECT_EQ(choose_attention_path(wide, 0, false, true), have_sdpa() ? AttentionPath::sdpa : AttentionPath::cpu_kernel_bf16);
+    EXPECT_EQ(choose_attention_path(wide, 0, true, true), AttentionPath::cpu_kernel_bf16) << "statistics";
+  } else {
+    EXPECT_EQ(choose_attention_path(wide, 0, false, true), AttentionPath::cpu_kernel_bf16_native);
+  }
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 64}), 0, false, true), AttentionPath::cpu_kernel) << "fp32: any dh";
 }
 
@@ -225,26 +233,31 @@ TEST(AttentionDispatch, SdpaMatchesTheReferenceForwardAndBackward) {
   }
 }
 
-// A module in bf16 on the CPU takes the fp32 kernel (upcast), on diagnostics forwards too (it fills
-// the statistics); the output agrees with the module's composed reference path to bf16 precision.
-TEST(AttentionDispatch, ModuleInBf16OnTheCpuUsesTheFp32KernelWithAndWithoutStatistics) {
-  torch::manual_seed(2);
-  Attention a(opts());
-  a->to(torch::kBFloat16);
-  auto x = torch::randn({2, 16, 32}).to(torch::kBFloat16);
-  auto y = a->forward(x);
-  EXPECT_EQ(a->last_path(), AttentionPath::cpu_kernel_bf16);
-  EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
-  a->set_capture(true);
-  auto y2 = a->forward(x);
-  EXPECT_EQ(a->last_path(), AttentionPath::cpu_kernel_bf16);
-  EXPECT_TRUE(a->stats().entropy.defined());
-  a->set_capture(false);
-  a->set_fast_path(false);
-  auto ref = a->forward(x);
-  EXPECT_EQ(a->last_path(), AttentionPath::reference);
-  EXPECT_TRUE(torch::allclose(y.to(torch::kFloat), ref.to(torch::kFloat), 2e-2, 2e-2));
-  EXPECT_TRUE(torch::equal(y, y2));
+// A module in bf16 on the CPU takes the bf16 kernel (AVX512-BF16, dh a multiple of 16) or the fp32
+// kernel (upcast), on diagnostics forwards too (either fills the statistics); the output agrees
+// with the module's composed reference path to bf16 precision. dh 8 and dh 32.
+TEST(AttentionDispatch, ModuleInBf16OnTheCpuUsesAKernelWithAndWithoutStatistics) {
+  for (int64_t d : {32, 64}) {
+    torch::manual_seed(2);
+    Attention a(opts(d, d == 32 ? 4 : 2));
+    a->to(torch::kBFloat16);
+    auto x = torch::randn({2, 16, d}).to(torch::kBFloat16);
+    auto y = a->forward(x);
+    const auto bf_kernel = attention_kernels::bf16_kernel_available() && d == 64 ? AttentionPath::cpu_kernel_bf16_native
+                                                                                 : AttentionPath::cpu_kernel_bf16;
+    EXPECT_EQ(a->last_path(), bf_kernel) << "d " << d;
+    EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+    a->set_capture(true);
+    auto y2 = a->forward(x);
+    EXPECT_EQ(a->last_path(), bf_kernel);
+    EXPECT_TRUE(a->stats().entropy.defined());
+    a->set_capture(false);
+    a->set_fast_path(false);
+    auto ref = a->forward(x);
+    EXPECT_EQ(a->last_path(), AttentionPath::reference);
+    EXPECT_TRUE(torch::allclose(y.to(torch::kFloat), ref.to(torch::kFloat), 2e-2, 2e-2)) << "d " << d;
+    EXPECT_TRUE(torch::equal(y, y2));
+  }
 }
 
 // ---- Issue 15's attention options.
