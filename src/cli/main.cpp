@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "bench/attention_bench.h"
 #include "bench/norm_bench.h"
 #include "config/load.h"
 #include "core/errors.h"
@@ -334,15 +335,18 @@ struct TokenizeCommand {
 struct BenchCommand {
   CLI::App* cmd = nullptr;
   CLI::App* norms_cmd = nullptr;
+  CLI::App* attention_cmd = nullptr;
   std::string config_path, profile;
   std::vector<std::string> overrides;
   int64_t steps = 20, warmup = 5, threads = -1;
   bool as_json = false, diag = false;
   NormBenchOptions norms;
+  AttentionBenchOptions attention;
 
   void add(CLI::App& app) {
     cmd = app.add_subcommand(
-        "bench", "time the training step of a config (speed, MFU, memory); `bench norms` for the norm kernels");
+        "bench",
+        "time the training step of a config (speed, MFU, memory); `bench norms` / `bench attention` for the kernels");
     cmd->add_option("-c,--config", config_path, "YAML config file");
     cmd->add_option("--set", overrides, "override a key, as for train");
     cmd->add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
@@ -360,6 +364,12 @@ struct BenchCommand {
     norms_cmd->add_option("--threads", norms.threads, "intra-op threads; 0 = all cores")->capture_default_str();
     norms_cmd->add_option("--device", norms.device, "cpu, cuda or cuda:N")->capture_default_str();
     norms_cmd->add_option("--dtype", norms.dtype, "input dtype: fp32 or bf16 (parameters stay fp32)")->capture_default_str();
+    attention_cmd = cmd->add_subcommand(
+        "attention", "causal attention forward+backward on the CPU: the fp32 kernel, and for bf16 every path");
+    attention_cmd->add_option("--shapes", attention.shapes, "BxTxHxdh, comma-separated")->delimiter(',')->capture_default_str();
+    attention_cmd->add_option("--warmup", attention.warmup, "untimed rounds")->capture_default_str();
+    attention_cmd->add_option("--repeats", attention.repeats, "timed rounds (median reported)")->capture_default_str();
+    attention_cmd->add_option("--threads", attention.threads, "intra-op threads; 0 = all cores")->capture_default_str();
   }
 
   int run() {
@@ -367,7 +377,12 @@ struct BenchCommand {
       std::cout << format_norm_bench(run_norm_bench(norms)) << std::flush;
       return 0;
     }
-    if (config_path.empty()) throw UsageError("bench: -c CONFIG is required (or use `normlab bench norms`)");
+    if (*attention_cmd) {
+      std::cout << format_attention_bench(run_attention_bench(attention)) << std::flush;
+      return 0;
+    }
+    if (config_path.empty())
+      throw UsageError("bench: -c CONFIG is required (or use `normlab bench norms` / `normlab bench attention`)");
     if (threads >= 0) overrides.push_back("train.threads=" + std::to_string(threads));
     Config cfg = load_run_config(config_path, overrides);
     auto r = bench_training(cfg, config_path, warmup, steps, profile, diag);

@@ -85,7 +85,8 @@ bool causal_attention_bf16_kernel_applies(const torch::Tensor& q, double softcap
 // fp32, the output cast back to bf16; for heads up to 32 wide, or wider ones SDPA cannot take
 // (statistics wanted, LibTorch 1.x). Wider heads without statistics take SDPA (faster there).
 // cpu_kernel_bf16_native: bf16 inputs through the bf16 kernel (AVX512-BF16 dot products, fp32
-// softmax and sums; attention_kernels.h), first choice for bf16 wherever it applies.
+// softmax and sums; attention_kernels.h), which takes the place of cpu_kernel_bf16 wherever the
+// CPU has AVX512-BF16 and dh is a multiple of 16.
 enum class AttentionPath { reference, cpu_kernel, cpu_kernel_bf16, cpu_kernel_bf16_native, sdpa };
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast);
 

@@ -336,6 +336,9 @@ void causal_attention_backward(const Shape& sh, const float* q, Strides qs, cons
 namespace {
 
 constexpr int64_t kL = 16;  // fp32 lanes of one zmm register
+// Rows per tile: 16 accumulator registers (two vectors per row), enough independent vdpbf16ps
+// chains to cover the instruction's latency. Even, as the panels' row pairs need.
+constexpr int64_t kRowsB = 8;
 
 uint32_t word(const uint16_t* p) {
   uint32_t w;
@@ -389,7 +392,7 @@ void pack_rpairs(const uint16_t* src, int64_t stride, int64_t T, int64_t dh, int
   }
 }
 
-// s_r[j] = scale * sum_c a_r[c] x_j[c] for r < kRows, j in [0, n16): a_r bf16 rows, bt c-pairs
+// s_r[j] = scale * sum_c a_r[c] x_j[c] for r < kRowsB, j in [0, n16): a_r bf16 rows, bt c-pairs
 // (leading dimension ld). 8 accumulators of 16 lanes.
 NORMLAB_BF16_TARGET
 void dot_tile_bf16(const uint16_t* const* a, const uint32_t* bt, int64_t ld, int64_t dh, int64_t n16, float scale,
@@ -398,51 +401,51 @@ void dot_tile_bf16(const uint16_t* const* a, const uint32_t* bt, int64_t ld, int
   const __m512 sc = _mm512_set1_ps(scale);
   int64_t j = 0;
   for (; j + 2 * kL <= n16; j += 2 * kL) {
-    __m512 acc[kRows][2];
-    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    __m512 acc[kRowsB][2];
+    for (int r = 0; r < kRowsB; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t c2 = 0; c2 < c2n; ++c2) {
       const __m512i b0 = _mm512_loadu_si512(bt + c2 * ld + j), b1 = _mm512_loadu_si512(bt + c2 * ld + j + kL);
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kRowsB; ++r) {
         const __m512i ar = _mm512_set1_epi32(static_cast<int>(word(a[r] + 2 * c2)));
         acc[r][0] = dp(acc[r][0], ar, b0);
         acc[r][1] = dp(acc[r][1], ar, b1);
       }
     }
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kRowsB; ++r) {
       _mm512_storeu_ps(s[r] + j, _mm512_mul_ps(acc[r][0], sc));
       _mm512_storeu_ps(s[r] + j + kL, _mm512_mul_ps(acc[r][1], sc));
     }
   }
   if (j < n16) {
-    __m512 acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+    __m512 acc[kRowsB];
+    for (int r = 0; r < kRowsB; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t c2 = 0; c2 < c2n; ++c2) {
       const __m512i b0 = _mm512_loadu_si512(bt + c2 * ld + j);
-      for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < kRowsB; ++r)
         acc[r] = dp(acc[r], _mm512_set1_epi32(static_cast<int>(word(a[r] + 2 * c2))), b0);
     }
-    for (int r = 0; r < kRows; ++r) _mm512_storeu_ps(s[r] + j, _mm512_mul_ps(acc[r], sc));
+    for (int r = 0; r < kRowsB; ++r) _mm512_storeu_ps(s[r] + j, _mm512_mul_ps(acc[r], sc));
   }
 }
 
-// out_r[c] (+)= scale_r * sum_{i2 in [lo2, hi2)} w_r(i2) . x_{i2}[c] for r < kRows, c < dh: the
+// out_r[c] (+)= scale_r * sum_{i2 in [lo2, hi2)} w_r(i2) . x_{i2}[c] for r < kRowsB, c < dh: the
 // weight pair w_r(i2) is the word at w + 2 * (r * w_row + i2 * w_idx) (bf16 units), x r-pairs.
 NORMLAB_BF16_TARGET
 void weighted_tile_bf16(const uint16_t* w, int64_t w_row, int64_t w_idx, const uint32_t* x, int64_t dh, int64_t lo2,
                         int64_t hi2, const float* scale, float* const* out, bool accumulate) {
   int64_t c = 0;
   for (; c + 2 * kL <= dh; c += 2 * kL) {
-    __m512 acc[kRows][2];
-    for (int r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    __m512 acc[kRowsB][2];
+    for (int r = 0; r < kRowsB; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t i2 = lo2; i2 < hi2; ++i2) {
       const __m512i b0 = _mm512_loadu_si512(x + i2 * dh + c), b1 = _mm512_loadu_si512(x + i2 * dh + c + kL);
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kRowsB; ++r) {
         const __m512i ar = _mm512_set1_epi32(static_cast<int>(word(w + 2 * (r * w_row + i2 * w_idx))));
         acc[r][0] = dp(acc[r][0], ar, b0);
         acc[r][1] = dp(acc[r][1], ar, b1);
       }
     }
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kRowsB; ++r) {
       const __m512 sr = _mm512_set1_ps(scale[r]);
       __m512 r0 = _mm512_mul_ps(acc[r][0], sr), r1 = _mm512_mul_ps(acc[r][1], sr);
       if (accumulate) {
@@ -454,14 +457,14 @@ void weighted_tile_bf16(const uint16_t* w, int64_t w_row, int64_t w_idx, const u
     }
   }
   if (c < dh) {
-    __m512 acc[kRows];
-    for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
+    __m512 acc[kRowsB];
+    for (int r = 0; r < kRowsB; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t i2 = lo2; i2 < hi2; ++i2) {
       const __m512i b0 = _mm512_loadu_si512(x + i2 * dh + c);
-      for (int r = 0; r < kRows; ++r)
+      for (int r = 0; r < kRowsB; ++r)
         acc[r] = dp(acc[r], _mm512_set1_epi32(static_cast<int>(word(w + 2 * (r * w_row + i2 * w_idx)))), b0);
     }
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kRowsB; ++r) {
       __m512 res = _mm512_mul_ps(acc[r], _mm512_set1_ps(scale[r]));
       if (accumulate) res = _mm512_add_ps(res, _mm512_loadu_ps(out[r] + c));
       _mm512_storeu_ps(out[r] + c, res);
@@ -496,8 +499,8 @@ void causal_attention_forward_bf16(const Shape& sh, const uint16_t* q, Strides q
   const float scale = static_cast<float>(sh.scale);
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
     std::vector<uint32_t> kt(dh / 2 * T16), vr(T2 * dh);
-    std::vector<float> s(kRows * T16), p(kRows * T16), of(kRows * dh);
-    std::vector<uint16_t> p16(kRows * T16);
+    std::vector<float> s(kRowsB * T16), p(kRowsB * T16), of(kRowsB * dh);
+    std::vector<uint16_t> p16(kRowsB * T16);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / H, h = task % H;
       const uint16_t* qb = q + b * qs.b + h * qs.h;
@@ -505,19 +508,19 @@ void causal_attention_forward_bf16(const Shape& sh, const uint16_t* q, Strides q
       pack_rpairs(v + b * vs.b + h * vs.h, vs.t, T, dh, T2, vr.data());
       double entropy = 0, sink = 0;
       float smax = -INFINITY;
-      for (int64_t i0 = 0; i0 < T; i0 += kRows) {
-        const int64_t rows = std::min(kRows, T - i0), N = i0 + rows, N16 = round_up(N, kL);
-        const uint16_t* a[kRows];
-        float *srow[kRows], *prow[kRows], *orow[kRows];
-        float inv_sum[kRows];
-        for (int r = 0; r < kRows; ++r) {
+      for (int64_t i0 = 0; i0 < T; i0 += kRowsB) {
+        const int64_t rows = std::min(kRowsB, T - i0), N = i0 + rows, N16 = round_up(N, kL);
+        const uint16_t* a[kRowsB];
+        float *srow[kRowsB], *prow[kRowsB], *orow[kRowsB];
+        float inv_sum[kRowsB];
+        for (int r = 0; r < kRowsB; ++r) {
           a[r] = qb + (i0 + std::min<int64_t>(r, rows - 1)) * qs.t;
           srow[r] = s.data() + r * T16;
           prow[r] = p.data() + r * T16;
           orow[r] = of.data() + r * dh;
         }
         dot_tile_bf16(a, kt.data(), T16, dh, N16, scale, srow);
-        for (int r = 0; r < kRows; ++r) {
+        for (int r = 0; r < kRowsB; ++r) {
           const int64_t n = std::min(i0 + r, N - 1) + 1;  // keys 0 .. i visible to row i
           float sum = 0, plogit = 0;
           const float m = softmax_row(srow[r], n, N16, prow[r], &sum, stats ? &plogit : nullptr);
@@ -547,11 +550,11 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
                                     const uint16_t* v, Strides vs, const uint16_t* o, const float* lse,
                                     const uint16_t* d_o, uint16_t* dq, uint16_t* dk, uint16_t* dv) {
   const int64_t B = sh.B, T = sh.T, H = sh.H, dh = sh.dh, T16 = round_up(T, kL), T2 = T16 / 2;
-  const int64_t T4 = round_up(T, kRows);  // even: kRows is
+  const int64_t T4 = round_up(T, kRowsB);  // even: kRowsB is
   const float scale = static_cast<float>(sh.scale);
-  float scales[kRows], ones[kRows];
-  std::fill(scales, scales + kRows, scale);
-  std::fill(ones, ones + kRows, 1.0f);
+  float scales[kRowsB], ones[kRowsB];
+  std::fill(scales, scales + kRowsB, scale);
+  std::fill(ones, ones + kRowsB, 1.0f);
   const int64_t row = H * dh;  // time stride of the contiguous (B, T, H, dh) tensors
   at::parallel_for(0, B * H, 1, [&](int64_t begin, int64_t end) {
     // kt, vt: c-pairs of k and v (scores, dP); kr, qr, gr: r-pairs of k, q, do (dq, dk, dv).
@@ -559,10 +562,10 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
     // and the block's P and dS panels as column pairs (rows i, i+1 of one column: the A side of
     // dk and dv), panel row (i - j0) / 2, zero past the causal edge and past T.
     std::vector<uint32_t> kt(dh / 2 * T16), vt(dh / 2 * T16), kr(T2 * dh), qr(T2 * dh), gr(T2 * dh);
-    std::vector<float> s(kRows * kKeys), dpv(kRows * kKeys), P(kRows * kKeys, 0.0f), dS(kRows * kKeys, 0.0f);
-    std::vector<uint16_t> dS16(kRows * kKeys);
+    std::vector<float> s(kRowsB * kKeys), dpv(kRowsB * kKeys), P(kRowsB * kKeys, 0.0f), dS(kRowsB * kKeys, 0.0f);
+    std::vector<uint16_t> dS16(kRowsB * kKeys);
     std::vector<uint32_t> Pc(T4 / 2 * kKeys), dSc(T4 / 2 * kKeys);
-    std::vector<float> dqf(T * dh), D(T), tmp(kRows * dh), dummy(dh);
+    std::vector<float> dqf(T * dh), D(T), tmp(kRowsB * dh), dummy(dh);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t b = task / H, h = task % H;
       const uint16_t* qb = q + b * qs.b + h * qs.h;
@@ -583,12 +586,12 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
       std::fill(dqf.begin(), dqf.end(), 0.0f);
       for (int64_t j0 = 0; j0 < T; j0 += kKeys) {
         const int64_t j1 = std::min(T, j0 + kKeys);
-        for (int64_t i0 = j0; i0 < T; i0 += kRows) {
-          const int64_t rows = std::min(kRows, T - i0), N = i0 + rows;
+        for (int64_t i0 = j0; i0 < T; i0 += kRowsB) {
+          const int64_t rows = std::min(kRowsB, T - i0), N = i0 + rows;
           const int64_t n16 = round_up(std::min(N, j1) - j0, kL);
-          const uint16_t *a[kRows], *g[kRows];
-          float *srow[kRows], *dprow[kRows], *dqrow[kRows];
-          for (int r = 0; r < kRows; ++r) {
+          const uint16_t *a[kRowsB], *g[kRowsB];
+          float *srow[kRowsB], *dprow[kRowsB], *dqrow[kRowsB];
+          for (int r = 0; r < kRowsB; ++r) {
             const int64_t i = i0 + std::min<int64_t>(r, rows - 1);
             a[r] = qb + i * qs.t;
             g[r] = d_o + base + i * row;
@@ -598,7 +601,7 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
           }
           dot_tile_bf16(a, kt.data() + j0, T16, dh, n16, scale, srow);
           dot_tile_bf16(g, vt.data() + j0, T16, dh, n16, 1.0f, dprow);
-          for (int r = 0; r < kRows; ++r) {
+          for (int r = 0; r < kRowsB; ++r) {
             float* Pi = P.data() + r * kKeys;
             float* dSi = dS.data() + r * kKeys;
             if (r >= rows) {  // rows past T: zero in the panels, so column sums over them add nothing
@@ -611,7 +614,7 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
             }
             store_bf16(dSi, n16, dS16.data() + r * kKeys);
           }
-          for (int r = 0; r < kRows; r += 2) {
+          for (int r = 0; r < kRowsB; r += 2) {
             const int64_t pr = (i0 - j0 + r) / 2;
             store_column_pairs(P.data() + r * kKeys, P.data() + (r + 1) * kKeys, n16, kKeys, Pc.data() + pr * kKeys);
             store_column_pairs(dS.data() + r * kKeys, dS.data() + (r + 1) * kKeys, n16, kKeys,
@@ -622,12 +625,12 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
                              /*accumulate=*/true);
         }
         const int64_t hi2 = (T4 - j0) / 2;  // panel row pairs of this block
-        for (int64_t jj = j0; jj < j1; jj += kRows) {
+        for (int64_t jj = j0; jj < j1; jj += kRowsB) {
           // dv_j = sum_{i >= j} P_ij do_i, dk_j = scale * sum_{i >= j} dS_ij q_i for the columns
           // jj .. jj+3; rows before jj contribute zeros, so the sums start at the pair of jj.
-          const int64_t cols = std::min(kRows, j1 - jj), lo2 = (jj - j0) / 2;
-          float* trow[kRows];
-          for (int r = 0; r < kRows; ++r) trow[r] = tmp.data() + r * dh;
+          const int64_t cols = std::min(kRowsB, j1 - jj), lo2 = (jj - j0) / 2;
+          float* trow[kRowsB];
+          for (int r = 0; r < kRowsB; ++r) trow[r] = tmp.data() + r * dh;
           const auto* pw = reinterpret_cast<const uint16_t*>(Pc.data() + (jj - j0));
           weighted_tile_bf16(pw, 1, kKeys, gr.data() + j0 / 2 * dh, dh, lo2, hi2, ones, trow, false);
           for (int r = 0; r < cols; ++r) store_bf16(trow[r], dh, dv + base + (jj + r) * row);

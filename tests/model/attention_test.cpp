@@ -197,14 +197,10 @@ TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   EXPECT_EQ(choose_attention_path(f64, 0, true, true), AttentionPath::reference) << "statistics: explicit";
   EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: neither kernel";
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 12}).to(torch::kBFloat16), 0, false, true), fused) << "dh % 8";
-  // bf16 heads wider than 32: SDPA where it can serve, else the kernel.
+  // bf16 heads wider than 32: SDPA where it can serve, else the kernel (dh 64: either kernel).
   const auto wide = torch::randn({2, 8, 2, 64}).to(torch::kBFloat16);
-  if (!attention_kernels::bf16_kernel_available()) {
-    EXPECT_EQ(choose_attention_path(wide, 0, false, true), have_sdpa() ? AttentionPath::sdpa : AttentionPath::cpu_kernel_bf16);
-    EXPECT_EQ(choose_attention_path(wide, 0, true, true), AttentionPath::cpu_kernel_bf16) << "statistics";
-  } else {
-    EXPECT_EQ(choose_attention_path(wide, 0, false, true), AttentionPath::cpu_kernel_bf16_native);
-  }
+  EXPECT_EQ(choose_attention_path(wide, 0, false, true), have_sdpa() ? AttentionPath::sdpa : bf_kernel);
+  EXPECT_EQ(choose_attention_path(wide, 0, true, true), bf_kernel) << "statistics";
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 64}), 0, false, true), AttentionPath::cpu_kernel) << "fp32: any dh";
 }
 
