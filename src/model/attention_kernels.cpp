@@ -108,28 +108,31 @@ void weighted_tile(const float* __restrict w, int64_t w_row, int64_t w_idx,
 }
 
 // Softmax of one causal row in place: s[0, n) holds scores, s[n, n8) is set to the pad (which
-// may span whole vectors: the bf16 kernels round n up to 16).
+// may span whole vectors: the bf16 kernels round n up to 16). n8 is a multiple of the lanes of V.
 // p[j] = exp(s[j] - m) for j < n, 0 after; returns m (the row max) and sets *sum = sum_j p[j].
-// With want_entropy, *plogit = sum_j p[j] * (s[j] - m).
-NORMLAB_CPU_CLONES
-float softmax_row(float* __restrict s, int64_t n, int64_t n8, float* __restrict p, float* sum,
-                  float* plogit) {
+// With want_entropy, *plogit = sum_j p[j] * (s[j] - m). The row helpers are templates over the
+// vector width: 8 lanes in the fp32 kernel's multi-versioned functions, 16 inlined into the
+// AVX-512 bf16 loops (the same operations per lane).
+template <class V>
+NORMLAB_ALWAYS_INLINE float softmax_row_v(float* __restrict s, int64_t n, int64_t n8, float* __restrict p, float* sum,
+                                          float* plogit) {
+  constexpr int64_t kV = sizeof(V) / sizeof(float);
   for (int64_t j = n; j < n8; ++j) s[j] = kPad;
-  F8 mv = splat(kPad);
-  for (int64_t j = 0; j < n8; j += kW) {
-    const F8 x = load8(s + j);
+  V mv = kPad - V{};
+  for (int64_t j = 0; j < n8; j += kV) {
+    const V x = loadv<V>(s + j);
     mv = x > mv ? x : mv;
   }
   const float m = hmax(mv);
-  const F8 ms = splat(m);
-  F8 acc = {}, pl = {};
-  for (int64_t j = 0; j < n8; j += kW) {
-    const F8 z = load8(s + j) - ms;
-    F8 e = exp8(z);
-    if (j + kW > n) {
-      for (int64_t t = std::max<int64_t>(n - j, 0); t < kW; ++t) e[t] = 0.0f;
+  const V ms = m - V{};
+  V acc = {}, pl = {};
+  for (int64_t j = 0; j < n8; j += kV) {
+    const V z = loadv<V>(s + j) - ms;
+    V e = expv(z);
+    if (j + kV > n) {
+      for (int64_t t = std::max<int64_t>(n - j, 0); t < kV; ++t) e[t] = 0.0f;
     }
-    store8(p + j, e);
+    storev(p + j, e);
     acc += e;
     pl += e * z;
   }
@@ -138,25 +141,42 @@ float softmax_row(float* __restrict s, int64_t n, int64_t n8, float* __restrict 
   return m;
 }
 
-// p[j] = exp(s[j] - lse) for j < n, 0 in [n, n8) (whole vectors of it in the bf16 kernels).
 NORMLAB_CPU_CLONES
-void probs_row(const float* __restrict s, int64_t n, int64_t n8, float lse, float* __restrict p) {
-  const F8 l = splat(lse);
-  for (int64_t j = 0; j < n8; j += kW) {
-    F8 e = exp8(load8(s + j) - l);
-    if (j + kW > n) {
-      for (int64_t t = std::max<int64_t>(n - j, 0); t < kW; ++t) e[t] = 0.0f;
+float softmax_row(float* __restrict s, int64_t n, int64_t n8, float* __restrict p, float* sum, float* plogit) {
+  return softmax_row_v<F8>(s, n, n8, p, sum, plogit);
+}
+
+// p[j] = exp(s[j] - lse) for j < n, 0 in [n, n8) (whole vectors of it in the bf16 kernels).
+template <class V>
+NORMLAB_ALWAYS_INLINE void probs_row_v(const float* __restrict s, int64_t n, int64_t n8, float lse, float* __restrict p) {
+  constexpr int64_t kV = sizeof(V) / sizeof(float);
+  const V l = lse - V{};
+  for (int64_t j = 0; j < n8; j += kV) {
+    V e = expv(loadv<V>(s + j) - l);
+    if (j + kV > n) {
+      for (int64_t t = std::max<int64_t>(n - j, 0); t < kV; ++t) e[t] = 0.0f;
     }
-    store8(p + j, e);
+    storev(p + j, e);
   }
 }
 
-// ds[j] = p[j] * (dp[j] - D) over [0, n8) (p is 0 in the pad, so ds is too).
 NORMLAB_CPU_CLONES
-void dscores_row(const float* __restrict p, const float* __restrict dp, float D, int64_t n8,
-                 float* __restrict ds) {
-  const F8 d = splat(D);
-  for (int64_t j = 0; j < n8; j += kW) store8(ds + j, load8(p + j) * (load8(dp + j) - d));
+void probs_row(const float* __restrict s, int64_t n, int64_t n8, float lse, float* __restrict p) {
+  probs_row_v<F8>(s, n, n8, lse, p);
+}
+
+// ds[j] = p[j] * (dp[j] - D) over [0, n8) (p is 0 in the pad, so ds is too).
+template <class V>
+NORMLAB_ALWAYS_INLINE void dscores_row_v(const float* __restrict p, const float* __restrict dp, float D, int64_t n8,
+                                         float* __restrict ds) {
+  constexpr int64_t kV = sizeof(V) / sizeof(float);
+  const V d = D - V{};
+  for (int64_t j = 0; j < n8; j += kV) storev(ds + j, loadv<V>(p + j) * (loadv<V>(dp + j) - d));
+}
+
+NORMLAB_CPU_CLONES
+void dscores_row(const float* __restrict p, const float* __restrict dp, float D, int64_t n8, float* __restrict ds) {
+  dscores_row_v<F8>(p, dp, D, n8, ds);
 }
 
 // Transposes T rows of dh contiguous floats (row stride `stride`) into bt[c * ld + j], zeroing
@@ -371,6 +391,19 @@ NORMLAB_BF16_TARGET void store_bf16(const float* src, int64_t n, uint16_t* dst) 
                         reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_loadu_ps(src + i))));
 }
 
+// The fp32 row helpers in 16 lanes (the kernels' driver loops are not compiled for AVX-512).
+NORMLAB_BF16_TARGET float softmax_row16(float* __restrict s, int64_t n, int64_t n16, float* __restrict p, float* sum,
+                                        float* plogit) {
+  return softmax_row_v<F16>(s, n, n16, p, sum, plogit);
+}
+NORMLAB_BF16_TARGET void probs_row16(const float* __restrict s, int64_t n, int64_t n16, float lse, float* __restrict p) {
+  probs_row_v<F16>(s, n, n16, lse, p);
+}
+NORMLAB_BF16_TARGET void dscores_row16(const float* __restrict p, const float* __restrict dp, float D, int64_t n16,
+                                       float* __restrict ds) {
+  dscores_row_v<F16>(p, dp, D, n16, ds);
+}
+
 // c-pairs of T rows of dh bf16 values (row stride `stride`), zero for j in [T, ld).
 void pack_cpairs(const uint16_t* src, int64_t stride, int64_t T, int64_t dh, int64_t ld, uint32_t* dst) {
   const int64_t c2n = dh / 2;
@@ -523,7 +556,7 @@ void causal_attention_forward_bf16(const Shape& sh, const uint16_t* q, Strides q
         for (int r = 0; r < kRowsB; ++r) {
           const int64_t n = std::min(i0 + r, N - 1) + 1;  // keys 0 .. i visible to row i
           float sum = 0, plogit = 0;
-          const float m = softmax_row(srow[r], n, N16, prow[r], &sum, stats ? &plogit : nullptr);
+          const float m = softmax_row16(srow[r], n, N16, prow[r], &sum, stats ? &plogit : nullptr);
           inv_sum[r] = 1.0f / sum;
           store_bf16(prow[r], N16, p16.data() + r * T16);
           if (r >= rows) continue;
@@ -609,8 +642,8 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
               std::fill(dSi, dSi + n16, 0.0f);
             } else {
               const int64_t i = i0 + r;
-              probs_row(srow[r], std::min(i + 1, j1) - j0, n16, lseb[i], Pi);
-              dscores_row(Pi, dprow[r], D[i], n16, dSi);
+              probs_row16(srow[r], std::min(i + 1, j1) - j0, n16, lseb[i], Pi);
+              dscores_row16(Pi, dprow[r], D[i], n16, dSi);
             }
             store_bf16(dSi, n16, dS16.data() + r * kKeys);
           }

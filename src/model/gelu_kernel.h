@@ -5,7 +5,8 @@
 //
 // Why it exists: under bf16 autocast the FFN's GELU runs on bf16 tensors, and LibTorch's bf16
 // GELU and its backward took about a fifth of the `medium` benchmark step on a 2-core CPU (more
-// than every norm of the model together). This is one pass over 8 lanes at a time.
+// than every norm of the model together). This is one pass over 16 lanes at a time on CPUs with
+// AVX-512, 8 elsewhere (AVX2 or the baseline; the same operations per lane).
 //
 // erf: Abramowitz & Stegun 7.1.26, erf(z) = 1 - t (a1 + t (a2 + ... + t a5)) exp(-z^2),
 // t = 1 / (1 + p z) for z >= 0, odd in z; absolute error at most 1.5e-7 in exact arithmetic, so
