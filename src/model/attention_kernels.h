@@ -58,6 +58,11 @@ constexpr int64_t kBf16MaxHeadDim = 256;
 
 // Whether this CPU has AVX512-BF16 (with AVX512F / BW / VL), read once at run time.
 bool bf16_kernel_available();
+// Whether the products run on the AMX tile unit instead (AMX-BF16 present and granted by the OS;
+// head sizes a multiple of 32): the same arithmetic per product (bf16 x bf16 summed in fp32), in
+// 16 x 16 tiles. set_amx_allowed(false) keeps the vdpbf16ps loops (tests hold both paths).
+bool amx_available();
+void set_amx_allowed(bool allowed);
 
 void causal_attention_forward_bf16(const Shape& shape, const uint16_t* q, Strides qs, const uint16_t* k,
                                    Strides ks, const uint16_t* v, Strides vs, uint16_t* o, float* lse,

@@ -230,9 +230,19 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bf16_qkv(
 
 class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Bf16AttentionTest, ForwardAndGradientsMatchTheFp32ReferenceOnTheSameInputs) {
-  if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  const Case c = GetParam();
+// Runs `body` once with the AMX tile path allowed (where the CPU has it and dh % 32 == 0) and once
+// on the vdpbf16ps loops, naming the path in failures.
+template <class F>
+void on_both_paths(F body) {
+  for (bool amx : {true, false}) {
+    attention_kernels::set_amx_allowed(amx);
+    SCOPED_TRACE(amx && attention_kernels::amx_available() ? "AMX allowed" : "vdpbf16ps loops");
+    body();
+  }
+  attention_kernels::set_amx_allowed(true);
+}
+
+void check_forward_and_gradients(const Case& c) {
   torch::manual_seed(c.T * 31 + c.dh);
   auto [qkv, q, k, v] = bf16_qkv(c, 1.5);
   ASSERT_TRUE(causal_attention_bf16_kernel_applies(q, 0));
@@ -256,9 +266,12 @@ TEST_P(Bf16AttentionTest, ForwardAndGradientsMatchTheFp32ReferenceOnTheSameInput
   }
 }
 
-TEST_P(Bf16AttentionTest, DiagnosticsMatchTheFp32Reference) {
+TEST_P(Bf16AttentionTest, ForwardAndGradientsMatchTheFp32ReferenceOnTheSameInputs) {
   if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  const Case c = GetParam();
+  on_both_paths([&] { check_forward_and_gradients(GetParam()); });
+}
+
+void check_diagnostics(const Case& c) {
   torch::manual_seed(7);
   auto [qkv, q, k, v] = bf16_qkv(c, 1.0);
   AttentionStats fast_stats, ref_stats;
@@ -270,6 +283,11 @@ TEST_P(Bf16AttentionTest, DiagnosticsMatchTheFp32Reference) {
   EXPECT_NEAR(fast_stats.sink.item<double>(), ref_stats.sink.item<double>(), 1e-5);
   EXPECT_TRUE(torch::allclose(fast_stats.head_max, ref_stats.head_max, 1e-5, 1e-5));
   EXPECT_TRUE(torch::allclose(fast_stats.head_entropy, ref_stats.head_entropy, 1e-5, 1e-5));
+}
+
+TEST_P(Bf16AttentionTest, DiagnosticsMatchTheFp32Reference) {
+  if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  on_both_paths([&] { check_diagnostics(GetParam()); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,
@@ -287,31 +305,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,
 
 TEST(Bf16Attention, AnyThreadCountGivesTheSameBitsAndLaterTokensDoNotReachBack) {
   if (!attention_kernels::bf16_kernel_available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
-  torch::manual_seed(3);
-  const int64_t B = 2, T = 40, H = 3, dh = 32;
-  auto mk = [&] { return torch::randn({B, T, H, dh}).to(torch::kBFloat16).requires_grad_(true); };
+  on_both_paths([] {
+    torch::manual_seed(3);
+    const int64_t B = 2, T = 40, H = 3, dh = 32;
+    auto mk = [&] { return torch::randn({B, T, H, dh}).to(torch::kBFloat16).requires_grad_(true); };
+    auto q = mk(), k = mk(), v = mk();
+    auto g = torch::randn({B, T, H, dh}).to(torch::kBFloat16);
+    const int threads = torch::get_num_threads();
+    std::vector<torch::Tensor> runs;
+    for (int n : {1, 2, 3}) {
+      torch::set_num_threads(n);
+      auto o = causal_attention_fast(q, k, v, nullptr);
+      auto grads = torch::autograd::grad({o}, {q, k, v}, {g});
+      runs.push_back(torch::cat({o.flatten(), grads[0].flatten(), grads[1].flatten(), grads[2].flatten()}));
+    }
+    torch::set_num_threads(threads);
+    EXPECT_TRUE(torch::equal(runs[0], runs[1]));
+    EXPECT_TRUE(torch::equal(runs[0], runs[2]));
+    // Causal: changing keys and values from position 10 on leaves outputs 0..9 bit for bit.
+    torch::NoGradGuard ng;
+    auto o1 = causal_attention_fast(q, k, v, nullptr);
+    auto k2 = k.detach().clone(), v2 = v.detach().clone();
+    k2.narrow(1, 10, T - 10).normal_();
+    v2.narrow(1, 10, T - 10).normal_();
+    auto o2 = causal_attention_fast(q, k2, v2, nullptr);
+    EXPECT_TRUE(torch::equal(o1.narrow(1, 0, 10), o2.narrow(1, 0, 10)));
+    EXPECT_FALSE(torch::equal(o1.narrow(1, 10, 1), o2.narrow(1, 10, 1)));
+  });
+}
+
+// The two product paths agree to bf16 rounding (they sum the same exact products in another order).
+TEST(Bf16Attention, AmxTilesAndDotProductLoopsAgree) {
+  if (!attention_kernels::amx_available()) GTEST_SKIP() << "no AMX on this CPU";
+  torch::manual_seed(21);
+  auto mk = [] { return torch::randn({2, 70, 2, 64}).to(torch::kBFloat16).requires_grad_(true); };
   auto q = mk(), k = mk(), v = mk();
-  auto g = torch::randn({B, T, H, dh}).to(torch::kBFloat16);
-  const int threads = torch::get_num_threads();
-  std::vector<torch::Tensor> runs;
-  for (int n : {1, 2, 3}) {
-    torch::set_num_threads(n);
+  auto g = torch::randn({2, 70, 2, 64}).to(torch::kBFloat16);
+  std::vector<std::vector<torch::Tensor>> out;
+  for (bool amx : {true, false}) {
+    attention_kernels::set_amx_allowed(amx);
     auto o = causal_attention_fast(q, k, v, nullptr);
     auto grads = torch::autograd::grad({o}, {q, k, v}, {g});
-    runs.push_back(torch::cat({o.flatten(), grads[0].flatten(), grads[1].flatten(), grads[2].flatten()}));
+    out.push_back({o, grads[0], grads[1], grads[2]});
   }
-  torch::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(runs[0], runs[1]));
-  EXPECT_TRUE(torch::equal(runs[0], runs[2]));
-  // Causal: changing keys and values from position 10 on leaves outputs 0..9 bit for bit.
-  torch::NoGradGuard ng;
-  auto o1 = causal_attention_fast(q, k, v, nullptr);
-  auto k2 = k.detach().clone(), v2 = v.detach().clone();
-  k2.narrow(1, 10, T - 10).normal_();
-  v2.narrow(1, 10, T - 10).normal_();
-  auto o2 = causal_attention_fast(q, k2, v2, nullptr);
-  EXPECT_TRUE(torch::equal(o1.narrow(1, 0, 10), o2.narrow(1, 0, 10)));
-  EXPECT_FALSE(torch::equal(o1.narrow(1, 10, 1), o2.narrow(1, 10, 1)));
+  attention_kernels::set_amx_allowed(true);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_LT(rel_err(out[0][i].to(torch::kFloat), out[1][i].to(torch::kFloat), 1.0), 1e-2) << i;
 }
 
 TEST(Bf16Attention, ExtremeScoresAndSecondOrderGradients) {
