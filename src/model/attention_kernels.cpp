@@ -373,13 +373,6 @@ uint32_t word(const uint16_t* p) {
   return w;
 }
 
-float from_bf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 NORMLAB_BF16_TARGET inline __m512 dp(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
 }
@@ -411,25 +404,60 @@ NORMLAB_BF16_TARGET void dscores_row16(const float* __restrict p, const float* _
   dscores_row_v<F16>(p, dp, D, n16, ds);
 }
 
-// c-pairs of T rows of dh bf16 values (row stride `stride`), zero for j in [T, ld).
+// c-pairs of T rows of dh bf16 values (row stride `stride`, even), zero for j in [T, ld): 16 rows at
+// a time by one 32-bit gather per channel pair. (The maskz / mask forms of gathers, conversions and
+// shifts here and below: GCC 12's unmasked ones read an "undefined" register that
+// -Wmaybe-uninitialized reports.)
+NORMLAB_BF16_TARGET
 void pack_cpairs(const uint16_t* src, int64_t stride, int64_t T, int64_t dh, int64_t ld, uint32_t* dst) {
   const int64_t c2n = dh / 2;
   for (int64_t c2 = 0; c2 < c2n; ++c2) std::fill(dst + c2 * ld + T, dst + (c2 + 1) * ld, 0u);
-  for (int64_t j = 0; j < T; ++j) {
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int>(stride / 2)));
+  int64_t j = 0;
+  for (; j + kL <= T; j += kL)
+    for (int64_t c2 = 0; c2 < c2n; ++c2)
+      _mm512_storeu_si512(dst + c2 * ld + j, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, idx,
+                                                                         src + j * stride + 2 * c2, 4));
+  for (; j < T; ++j) {
     const uint16_t* row = src + j * stride;
     for (int64_t c2 = 0; c2 < c2n; ++c2) dst[c2 * ld + j] = word(row + 2 * c2);
   }
 }
 
-// r-pairs of T rows (row stride `stride`) for j2 < n2, rows at or past T zero.
+// 16 bf16 values zero-extended to 32-bit lanes.
+NORMLAB_BF16_TARGET inline __m512i widen16(const uint16_t* p) {
+  return _mm512_maskz_cvtepu16_epi32(0xFFFF, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// r-pairs of T rows (row stride `stride`) for j2 < n2, rows at or past T zero; dh a multiple of 16.
+NORMLAB_BF16_TARGET
 void pack_rpairs(const uint16_t* src, int64_t stride, int64_t T, int64_t dh, int64_t n2, uint32_t* dst) {
   for (int64_t j2 = 0; j2 < n2; ++j2) {
     const uint16_t* r0 = 2 * j2 < T ? src + 2 * j2 * stride : nullptr;
     const uint16_t* r1 = 2 * j2 + 1 < T ? src + (2 * j2 + 1) * stride : nullptr;
     uint32_t* out = dst + j2 * dh;
-    for (int64_t c = 0; c < dh; ++c)
-      out[c] = (r0 ? r0[c] : 0u) | (static_cast<uint32_t>(r1 ? r1[c] : 0u) << 16);
+    for (int64_t c = 0; c < dh; c += kL) {
+      const __m512i lo = r0 ? widen16(r0 + c) : _mm512_setzero_si512();
+      const __m512i hi = r1 ? widen16(r1 + c) : _mm512_setzero_si512();
+      _mm512_storeu_si512(out + c, _mm512_or_si512(lo, _mm512_maskz_slli_epi32(0xFFFF, hi, 16)));
+    }
   }
+}
+
+// sum_c a[c] b[c] over dh bf16 values (a multiple of 16), in fp32.
+NORMLAB_BF16_TARGET float dot_bf16(const uint16_t* a, const uint16_t* b, int64_t dh) {
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t c = 0; c < dh; c += kL) {
+    const __m512 x = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, widen16(a + c), 16));
+    const __m512 y = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xFFFF, widen16(b + c), 16));
+    acc = _mm512_fmadd_ps(x, y, acc);
+  }
+  alignas(64) float lanes[kL];
+  _mm512_store_ps(lanes, acc);
+  float sum = 0;
+  for (float x : lanes) sum += x;
+  return sum;
 }
 
 // s_r[j] = scale * sum_c a_r[c] x_j[c] for r < kRowsB, j in [0, n16): a_r bf16 rows, bt c-pairs
@@ -625,10 +653,22 @@ void amx_cols(const uint16_t* a, int64_t lda, const uint32_t* b, int64_t ldb, in
 #undef NORMLAB_AMX_INIT
 #undef NORMLAB_AMX_STORE
 
-// Transposes T rows of dh bf16 values (row stride `stride`) into dst[c * ld + i], zero for i in [T, ld).
+// Transposes T rows of dh bf16 values (row stride `stride`, even) into dst[c * ld + i], zero for
+// i in [T, ld): 16 rows at a time, one 32-bit gather giving channels c and c + 1.
+NORMLAB_BF16_TARGET
 void transpose_bf16(const uint16_t* src, int64_t stride, int64_t T, int64_t dh, int64_t ld, uint16_t* dst) {
   for (int64_t c = 0; c < dh; ++c) std::fill(dst + c * ld + T, dst + (c + 1) * ld, uint16_t{0});
-  for (int64_t i = 0; i < T; ++i)
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int>(stride / 2)));
+  int64_t i = 0;
+  for (; i + kL <= T; i += kL)
+    for (int64_t c = 0; c < dh; c += 2) {
+      const __m512i w = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), 0xFFFF, idx, src + i * stride + c, 4);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + c * ld + i), _mm512_maskz_cvtepi32_epi16(0xFFFF, w));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + (c + 1) * ld + i),
+                          _mm512_maskz_cvtepi32_epi16(0xFFFF, _mm512_maskz_srli_epi32(0xFFFF, w, 16)));
+    }
+  for (; i < T; ++i)
     for (int64_t c = 0; c < dh; ++c) dst[c * ld + i] = src[i * stride + c];
 }
 
@@ -650,6 +690,18 @@ NORMLAB_BF16_TARGET void scale_rows(float* s, int64_t rows, int64_t ld, int64_t 
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n16; j += kL) _mm512_storeu_ps(s + r * ld + j, _mm512_mul_ps(_mm512_loadu_ps(s + r * ld + j), sc));
+}
+
+// Row r of the keys from nt result tiles of 16 channels x 16 keys (tile t at ct + 256 t): the
+// channels 16 t + x of key r, times sc, rounded to bf16 into out.
+NORMLAB_BF16_TARGET void store_key_row(const float* ct, int64_t r, int nt, float sc, uint16_t* out) {
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int>(kTile)));
+  for (int t = 0; t < nt; ++t) {
+    const __m512 col = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), 0xFFFF, idx, ct + t * kTile * kTile + r, 4);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + t * kTile),
+                        reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_mul_ps(col, _mm512_set1_ps(sc)))));
+  }
 }
 
 void forward_amx(const Shape& sh, const uint16_t* q, Strides qs, const uint16_t* k, Strides ks, const uint16_t* v,
@@ -744,12 +796,7 @@ void backward_amx(const Shape& sh, const uint16_t* q, Strides qs, const uint16_t
       pack_rpairs(kb, ks.t, T, dh, T32 / 2, kr.data());
       transpose_bf16(qb, qs.t, T, dh, T32, qT.data());
       transpose_bf16(gb, row, T, dh, T32, gT.data());
-      for (int64_t i = 0; i < T; ++i) {
-        double acc = 0;
-        for (int64_t c = 0; c < dh; ++c)
-          acc += static_cast<double>(from_bf16(d_o[base + i * row + c])) * from_bf16(o[base + i * row + c]);
-        D[i] = static_cast<float>(acc);
-      }
+      for (int64_t i = 0; i < T; ++i) D[i] = dot_bf16(d_o + base + i * row, o + base + i * row, dh);
       std::fill(dqf.begin(), dqf.end(), 0.0f);
       for (int64_t j0 = 0; j0 < T; j0 += kKeys) {
         const int64_t j1 = std::min(T, j0 + kKeys);
@@ -806,12 +853,7 @@ void backward_amx(const Shape& sh, const uint16_t* q, Strides qs, const uint16_t
               const int nt = static_cast<int>(std::min<int64_t>(4, (dh - c0) / kTile));
               amx_cols(A + c0 * T32 + j0, T32, panel, kKeys, kbeg, kend, ct.data(), kTile, nt);
               // ct holds nt tiles of 16 channels x 16 keys: write key rows jj + r, channels c0 + 16t + x
-              for (int64_t r = 0; r < cols; ++r) {
-                float tmp[4 * kTile];
-                for (int t = 0; t < nt; ++t)
-                  for (int64_t x = 0; x < kTile; ++x) tmp[t * kTile + x] = sc * ct[(t * kTile + x) * kTile + r];
-                store_bf16(tmp, nt * kTile, out + base + (jj + r) * row + c0);
-              }
+              for (int64_t r = 0; r < cols; ++r) store_key_row(ct.data(), r, nt, sc, out + base + (jj + r) * row + c0);
             }
           }
         }
@@ -925,12 +967,7 @@ void causal_attention_backward_bf16(const Shape& sh, const uint16_t* q, Strides 
       pack_rpairs(kb, ks.t, T, dh, T2, kr.data());
       pack_rpairs(qb, qs.t, T, dh, T2, qr.data());
       pack_rpairs(d_o + base, row, T, dh, T2, gr.data());
-      for (int64_t i = 0; i < T; ++i) {  // D_i = do_i . o_i
-        double acc = 0;
-        for (int64_t c = 0; c < dh; ++c)
-          acc += static_cast<double>(from_bf16(d_o[base + i * row + c])) * from_bf16(o[base + i * row + c]);
-        D[i] = static_cast<float>(acc);
-      }
+      for (int64_t i = 0; i < T; ++i) D[i] = dot_bf16(d_o + base + i * row, o + base + i * row, dh);  // do_i . o_i
       std::fill(dqf.begin(), dqf.end(), 0.0f);
       for (int64_t j0 = 0; j0 < T; j0 += kKeys) {
         const int64_t j1 = std::min(T, j0 + kKeys);

@@ -52,8 +52,9 @@ void causal_attention_backward(const Shape& shape, const float* q, Strides qs, c
 // log-sum-exp, D_i = do_i . o_i and dS are fp32; the probabilities and dS are rounded to bf16
 // before they multiply v, k and q (relative error 2^-9 per entry, as GPU flash attention does),
 // and o, dq, dk, dv are rounded to bf16 once, at the end (dq is summed over key blocks in fp32).
-// Layout as above; o, d_o, dq, dk, dv are contiguous (B, T, H, dh) bf16. dh a multiple of 16, at
-// most kBf16MaxHeadDim. Call only where bf16_kernel_available().
+// Layout as above, with even time strides (rows are read as 32-bit pairs); o, d_o, dq, dk, dv are
+// contiguous (B, T, H, dh) bf16. dh a multiple of 16, at most kBf16MaxHeadDim. Call only where
+// bf16_kernel_available().
 constexpr int64_t kBf16MaxHeadDim = 256;
 
 // Whether this CPU has AVX512-BF16 (with AVX512F / BW / VL), read once at run time.
