@@ -161,10 +161,10 @@ AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool
   if (!allow_fast) return AttentionPath::reference;
   if (causal_attention_fast_path_applies(q, softcap)) return AttentionPath::cpu_kernel;
   // bf16 on the CPU (autocast): a kernel of NormLab's up to kBf16KernelMaxHeadDim, the bf16 one
-  // where the CPU has AVX512-BF16 (1.15-1.3x the upcast fp32 kernel's forward + backward at dh 32,
-  // scripts/BENCHMARKS.md), else the fp32 kernel on upcast inputs; wider heads go to SDPA when it
-  // can serve (its bf16 matmuls won against the fp32 kernel there; against the bf16 kernel not
-  // measured yet).
+  // where the CPU has AVX512-BF16 (1.8x / 2.3x the upcast fp32 kernel's forward + backward at
+  // tiny / small with AMX, scripts/BENCHMARKS.md), else the fp32 kernel on upcast inputs; wider
+  // heads go to SDPA when it can serve (its bf16 matmuls won against the fp32 kernel there; against
+  // the bf16 kernel not measured yet).
   if (q.scalar_type() == torch::kBFloat16 && kernel_shape_applies(q, softcap) &&
       (q.size(3) <= kBf16KernelMaxHeadDim || !have_sdpa() || want_stats))
     return causal_attention_bf16_kernel_applies(q, softcap) ? AttentionPath::cpu_kernel_bf16_native

@@ -47,8 +47,9 @@ void causal_attention_backward(const Shape& shape, const float* q, Strides qs, c
 
 // ---- bf16 ----------------------------------------------------------------------------------
 // The same attention on bf16 q, k, v (raw bf16 bits), for CPUs with AVX512-BF16: every product
-// q.k, do.v, p v, dS k, dS^T q and P^T do is a bf16 x bf16 product accumulated in fp32 by
-// vdpbf16ps, 32 multiply-adds per instruction where the fp32 kernel does 8. The softmax, the
+// q.k, do.v, p v, dS k, dS^T q and P^T do is a bf16 x bf16 product accumulated in fp32: on the AMX
+// tile unit (16 x 16 result tiles, 8192 multiply-adds an instruction) where the CPU has it and dh
+// is a multiple of 32, else by vdpbf16ps (32 an instruction; the fp32 kernel does 8). The softmax, the
 // log-sum-exp, D_i = do_i . o_i and dS are fp32; the probabilities and dS are rounded to bf16
 // before they multiply v, k and q (relative error 2^-9 per entry, as GPU flash attention does),
 // and o, dq, dk, dv are rounded to bf16 once, at the end (dq is summed over key blocks in fp32).
