@@ -11,9 +11,10 @@
 // Layout: P positions; stream j's row at position p is X[j] + p * d (d contiguous values). Weights
 // are per position (W + p * n * m, row-major n x m) or one n x m matrix for all (`shared`).
 // Order of operations: Y_c = X_0 w_0c, then Y_c = Y_c + X_j w_jc for j = 1 .. n-1, and
-// Out_k = R_k + y b_k, the compiler contracting each multiply-add into one fma on a CPU with FMA.
-// Where LibTorch's addcmul kernels are contracted the same way (the development machine), the
-// forward equals the composed ops (mul then addcmul) bit for bit; elsewhere it differs by rounding.
+// Out_k = R_k + y b_k, the compiler contracting each multiply-add into one fma on a CPU with FMA
+// in an optimised build (GCC contracts from -O2; the -O1 sanitizer build does not). Where LibTorch's
+// addcmul kernels are contracted the same way (the development machine), the forward equals the
+// composed ops (mul then addcmul) bit for bit; elsewhere it differs by rounding.
 // Reductions (weight gradients) sum 8 lanes in T and the lanes in double.
 #pragma once
 

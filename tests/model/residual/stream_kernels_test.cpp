@@ -1,6 +1,6 @@
 // The fused stream loops (src/model/residual/stream_kernels.h) against the composed LibTorch ops
 // they replace (namespace composed in residual.h): the forwards of mix_streams, weighted_sum and
-// add_scaled bit for bit where LibTorch's addcmul is fma-contracted as the loops are (else within
+// add_scaled bit for bit where LibTorch's addcmul and the loops are both fma-contracted (else within
 // rounding; the order of operations is the same), their
 // gradients and Sinkhorn's forward and gradient to stated tolerances (summation order and exp
 // differ), finite-difference gradients in double, double backward, the dispatch, and whole HC /
@@ -51,38 +51,43 @@ double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
   return ((da - db).abs().max() / db.abs().max().clamp_min(1e-30)).item<double>();
 }
 
-// Whether LibTorch's CPU addcmul rounds each multiply-add once (contracted to an fma, as the loops
-// are) at every length and in both dtypes. Where it does, the loops' mixing and add forwards are
-// the composed ops bit for bit (seen on the development machine); where it does not (another CPU,
-// another LibTorch build: seen in CI for some lengths), they differ by rounding only.
+// Whether y + x * w is rounded once (contracted to an fma) at every length 1..80, in both
+// LibTorch's CPU addcmul and NormLab's own loops (add_scaled with a shared weight). Where both are,
+// the loops' mixing and add forwards are the composed ops bit for bit (the development machine's
+// optimised build). Where either is not, they differ by rounding only: LibTorch's kernel on another
+// CPU or build (seen in CI), or the loops compiled at -O1 (the ASan+UBSan build: GCC contracts
+// only from -O2).
 template <class T>
-bool addcmul_contracts_as() {
+bool contracts_as() {
   const auto dt = std::is_same_v<T, float> ? torch::kFloat : torch::kDouble;
   torch::manual_seed(97);
   for (int64_t len = 1; len <= 80; ++len) {
     auto a = torch::randn({len}, dt), x = torch::randn({len}, dt), w = torch::randn({len}, dt);
     auto got = a.addcmul(x, w);
+    auto b = torch::randn({1}, dt);
+    auto mine = add_scaled({a.view({1, 1, len})}, b, x.view({1, 1, len}))[0].contiguous();
     const T *pa = a.template data_ptr<T>(), *px = x.template data_ptr<T>(), *pw = w.template data_ptr<T>(),
-            *pg = got.template data_ptr<T>();
+            *pg = got.template data_ptr<T>(), *pm = mine.template data_ptr<T>();
+    const T bk = b.template item<T>();
     for (int64_t i = 0; i < len; ++i)
-      if (pg[i] != std::fma(px[i], pw[i], pa[i])) return false;
+      if (pg[i] != std::fma(px[i], pw[i], pa[i]) || pm[i] != std::fma(px[i], bk, pa[i])) return false;
   }
   return true;
 }
 
-bool addcmul_contracts(torch::ScalarType dt) {
-  static const bool f = addcmul_contracts_as<float>(), d = addcmul_contracts_as<double>();
+bool both_contract(torch::ScalarType dt) {
+  static const bool f = contracts_as<float>(), d = contracts_as<double>();
   return dt == torch::kFloat ? f : d;
 }
 
-// The loops' forward against the composed ops: bit for bit where LibTorch's addcmul is contracted
+// The loops' forward against the composed ops: bit for bit where both are contracted
 // (above), else every entry within 4 n eps of the sum of the magnitudes of its terms (`scale`, the
 // textbook bound on the rounding of an n-term sum; a wrong weight or a missed term is far outside).
 ::testing::AssertionResult forward_equal(const torch::Tensor& fused, const torch::Tensor& ref, const torch::Tensor& scale,
                                          int64_t n_terms) {
-  if (addcmul_contracts(ref.scalar_type())) {
+  if (both_contract(ref.scalar_type())) {
     if (torch::equal(fused, ref)) return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "not bit-identical (LibTorch's addcmul is fma-contracted here), max diff "
+    return ::testing::AssertionFailure() << "not bit-identical (both LibTorch's addcmul and the loops are fma-contracted here), max diff "
                                          << (fused - ref).abs().max().item<double>();
   }
   const double eps = ref.scalar_type() == torch::kFloat ? 0x1p-23 : 0x1p-52;
@@ -399,7 +404,7 @@ ModelConfig model_config(const std::string& residual) {
 }
 
 // Whole models with the loops on and off, perturbed mixing weights: HC's loss is bit-identical
-// where addcmul is contracted (its mixing and adds are the composed ops' arithmetic), else like mHC's
+// where both are contracted (its mixing and adds are the composed ops' arithmetic), else like mHC's
 // and AttnRes's within 1e-6 relative in fp32 (Sinkhorn's exp; AttnRes is bit-identical where its
 // sources share a dtype), every gradient within 1e-4 of the largest entry of its tensor.
 TEST(StreamKernelsTest, ModelsWithTheLoopsEqualTheComposedOps) {
@@ -431,7 +436,7 @@ TEST(StreamKernelsTest, ModelsWithTheLoopsEqualTheComposedOps) {
     };
     auto [lf, gf] = run(true);
     auto [lc, gc] = run(false);
-    if (residual.rfind("hc", 0) == 0 && addcmul_contracts(torch::kFloat))
+    if (residual.rfind("hc", 0) == 0 && both_contract(torch::kFloat))
       EXPECT_TRUE(torch::equal(lf, lc)) << residual << ": " << lf.item<double>() << " vs " << lc.item<double>();
     else
       EXPECT_LT(max_rel(lf, lc), 1e-6) << residual;
