@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "config/load.h"
 #include "core/errors.h"
@@ -82,6 +83,35 @@ void resume_is_bitwise_identical(OptimType type) {
     EXPECT_EQ(momenta, 6 * full.model.n_layers);  // q, k, v, out, fc1, fc2 of each block
     EXPECT_EQ(row_v, type == OptimType::kNormuon ? momenta : 0);
   }
+}
+
+// configure_threads flushes subnormals on the calling thread and on every intra-op worker: a
+// product whose result is subnormal (FTZ) and a subnormal input (DAZ) give 0, in a loop of each
+// thread and in a LibTorch kernel. IEEE behaviour (a nonzero result) is restored at the end.
+TEST(ThreadSetupTest, SubnormalsAreFlushedOnEveryThread) {
+  const int before = torch::get_num_threads();
+  if (!at::globalContext().setFlushDenormal(false)) GTEST_SKIP() << "no FTZ/DAZ on this CPU";
+  auto per_thread = [](int64_t n) {
+    std::vector<float> out(static_cast<size_t>(2 * n), -1.0f);
+    at::parallel_for(0, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        volatile float normal = 1e-37f, sub = 1e-39f, scale = 0.01f, one = 1.0f;
+        out[static_cast<size_t>(2 * i)] = normal * scale;  // 1e-39: subnormal result
+        out[static_cast<size_t>(2 * i + 1)] = sub * one;   // subnormal input
+      }
+    });
+    return out;
+  };
+  torch::set_num_threads(1);
+  for (float v : per_thread(1)) EXPECT_NE(v, 0.0f);  // IEEE before: subnormals kept
+  configure_threads(2);
+  for (float v : per_thread(2)) EXPECT_EQ(v, 0.0f);
+  auto t = torch::full({4096}, 1e-37f) * 0.01f;
+  EXPECT_EQ(t.abs().max().item<float>(), 0.0f);
+  at::parallel_for(0, 2, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(false); });
+  at::globalContext().setFlushDenormal(false);
+  torch::set_num_threads(before);
+  EXPECT_GT((torch::full({8}, 1e-37f) * 0.01f).abs().min().item<float>(), 0.0f);
 }
 
 TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
