@@ -36,7 +36,7 @@ void configure_threads(int64_t threads) {
   // Subnormal floats flushed to zero (x86 FTZ + DAZ) on this thread and on each intra-op worker
   // (one parallel_for chunk per thread; threads created later inherit the setting). Sharp
   // attention at a high learning rate puts probabilities below 1.2e-38, and every multiply with
-  // one then costs a microcode assist: such runs trained 6-8x slower (src/train/README.md).
+  // one then costs a microcode assist: such runs trained up to 13x slower (src/train/README.md).
   at::globalContext().setFlushDenormal(true);
   at::parallel_for(0, n, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
 }
