@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <map>
+#include <mutex>
+#include <tuple>
 
 #include "core/errors.h"
 
@@ -19,16 +22,71 @@ constexpr std::array<std::array<double, 3>, 5> kPolarExpress{{
     {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
     {2.3465413258596377, -1.7097828382687081, 0.42323551169305323},
 }};
+
+std::atomic<bool> g_bf16_gemm_allowed{true};
+
+// Does LibTorch's bf16 GEMM of this shape and layout on this device compute what NS's bf16 products
+// mean: exact products summed in float32, alpha and beta applied, the result rounded to bf16 once?
+// Asked with values where the other roundings give another answer. mm: each row sums one 1 and three
+// 2^-9 (the 1 first in row 0, last in row 1): rounded once 1 + 2^-7; summed in bf16, 1. addmm: rows
+// of 2 and three 2^-9 with alpha 0.5 (1 + 3 * 2^-10) plus beta * C = 2 * 3 * 2^-11: rounded once
+// 1 + 2^-7; product and beta term rounded separately, 1. Debian's LibTorch 1.13 answers no below
+// 16^3 multiply-adds (its fallback GEMM accumulates in bf16) and yes above (oneDNN).
+enum class GemmForm { kMmTransposed, kAddmm };
+
+bool bf16_gemm_rounds_once(GemmForm form, int64_t m, int64_t k, int64_t n, const torch::Device& device) {
+  if (k < 4) return false;
+  static std::mutex mu;
+  static std::map<std::tuple<int, int, int64_t, int64_t, int64_t>, bool> known;
+  const auto key = std::make_tuple(static_cast<int>(form), static_cast<int>(device.type()), m, k, n);
+  std::lock_guard<std::mutex> lock(mu);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  const auto bf = torch::TensorOptions().dtype(torch::kBFloat16).device(device);
+  const double scale = form == GemmForm::kAddmm ? 2.0 : 1.0;
+  auto A = torch::zeros({m, k}, torch::kFloat);
+  A.select(1, 0).fill_(scale);
+  A.narrow(1, 1, 3).fill_(std::ldexp(1.0, -9));
+  if (m > 1) {  // row 1: the three small terms first, the 1 last
+    A[1].zero_();
+    A[1].narrow(0, 0, 3).fill_(std::ldexp(1.0, -9));
+    A[1][k - 1] = scale;
+  }
+  torch::Tensor got;
+  if (form == GemmForm::kMmTransposed) {
+    const auto Bt = torch::ones({n, k}, bf);  // the second operand is a transposed view, as X X^T
+    got = torch::mm(A.to(bf), Bt.t());
+  } else {
+    const auto C = torch::full({m, n}, 3.0 * std::ldexp(1.0, -11), bf);
+    got = torch::addmm(C, A.to(bf), torch::ones({k, n}, bf), /*beta=*/2.0, /*alpha=*/0.5);
+  }
+  const bool once = torch::all(got.to(torch::kCPU).to(torch::kFloat) == static_cast<float>(1.0 + std::ldexp(1.0, -7))).item<bool>();
+  known.emplace(key, once);
+  return once;
+}
+
+const std::array<double, 3>& coefficients(NsKind kind, int64_t k) {
+  return kind == NsKind::kKeller ? kKeller : kPolarExpress.at(static_cast<size_t>(k));
+}
+
 }  // namespace
+
+void set_ns_bf16_gemm_allowed(bool allowed) { g_bf16_gemm_allowed = allowed; }
+
+bool ns_uses_bf16_gemm(int64_t A, int64_t B, const torch::Device& device) {
+  const int64_t m = std::min(A, B), n = std::max(A, B);
+  return g_bf16_gemm_allowed.load() && bf16_gemm_rounds_once(GemmForm::kMmTransposed, m, n, m, device) &&
+         bf16_gemm_rounds_once(GemmForm::kAddmm, m, m, m, device) &&
+         bf16_gemm_rounds_once(GemmForm::kAddmm, m, m, n, device);
+}
 
 torch::Tensor newton_schulz(const torch::Tensor& U, NsKind kind, int64_t steps, NsDtype dtype) {
   TORCH_CHECK(U.dim() == 2, "newton_schulz: a matrix, got ", U.dim(), " dimensions");
   torch::NoGradGuard ng;
   // bf16: every operation's result is rounded to bf16 once, from products of bf16 values taken
   // exactly and summed in float32: what torch.optim.Muon's bf16 addmm computes on CUDA and in
-  // PyTorch 2.x on the CPU. The values are bf16; they are held in float32 tensors because some
-  // LibTorch CPU builds (Debian's 1.13 for small matrices) round an addmm's product and its beta
-  // term separately, which moves the result by several bf16 steps after five iterations.
+  // PyTorch 2.x on the CPU. The reference holds the bf16 values in float32 tensors and rounds each
+  // float32 result; the fast path hands bf16 tensors to LibTorch's bf16 GEMM where a probe shows it
+  // computes the same (bf16_gemm_rounds_once). The two differ only in the order of the float32 sums.
   const bool bf16 = dtype == NsDtype::kBf16;
   auto r = [bf16](const torch::Tensor& t) { return bf16 ? t.to(torch::kBFloat16).to(torch::kFloat) : t; };
   const bool tall = U.size(0) > U.size(1);
@@ -36,12 +94,23 @@ torch::Tensor newton_schulz(const torch::Tensor& U, NsKind kind, int64_t steps, 
   if (tall) X = X.t();
   const auto norm = r(X.norm());
   X = kind == NsKind::kKeller ? r(X / norm.clamp_min(1e-7)) : r(X / r(r(norm * 1.02) + 1e-6));
-  for (int64_t k = 0; k < steps; ++k) {
-    const auto& [a, b, c] = kind == NsKind::kKeller ? kKeller : kPolarExpress.at(static_cast<size_t>(k));
-    // torch.optim.Muon's two addmm calls: S = X X^T; B = b S + c S S; X = a X + B X.
-    const auto S = r(torch::mm(X, X.t()));
-    const auto Bm = r(torch::addmm(S, S, S, /*beta=*/b, /*alpha=*/c));
-    X = r(torch::addmm(X, Bm, X, /*beta=*/a));
+  if (bf16 && ns_uses_bf16_gemm(U.size(0), U.size(1), U.device())) {
+    auto Xb = X.to(torch::kBFloat16).contiguous();
+    for (int64_t k = 0; k < steps; ++k) {
+      const auto& [a, b, c] = coefficients(kind, k);
+      const auto S = torch::mm(Xb, Xb.t());
+      const auto Bm = torch::addmm(S, S, S, /*beta=*/b, /*alpha=*/c);
+      Xb = torch::addmm(Xb, Bm, Xb, /*beta=*/a);
+    }
+    X = Xb.to(torch::kFloat);
+  } else {
+    for (int64_t k = 0; k < steps; ++k) {
+      const auto& [a, b, c] = coefficients(kind, k);
+      // torch.optim.Muon's two addmm calls: S = X X^T; B = b S + c S S; X = a X + B X.
+      const auto S = r(torch::mm(X, X.t()));
+      const auto Bm = r(torch::addmm(S, S, S, /*beta=*/b, /*alpha=*/c));
+      X = r(torch::addmm(X, Bm, X, /*beta=*/a));
+    }
   }
   if (tall) X = X.t();
   return X.contiguous();

@@ -19,7 +19,16 @@ namespace normlab {
 // every product, sum and scaling rounded to bf16 as torch.optim.Muon's bf16 ops round them (each
 // result once, from float32 sums of exact products), or all in float32.
 // The matrix is transposed while A > B so the Gram matrix is the smaller one.
+// With bf16, the products run as LibTorch bf16 GEMMs where ns_uses_bf16_gemm says LibTorch computes
+// them that way for this shape on this device (a probe, once per shape), else as float32 GEMMs on
+// bf16 values, each result rounded (the reference; the results differ only in the order of the
+// float32 sums).
 torch::Tensor newton_schulz(const torch::Tensor& U, NsKind kind, int64_t steps, NsDtype dtype);
+
+// Whether newton_schulz's bf16 products for an [A, B] matrix on `device` take LibTorch's bf16 GEMMs.
+bool ns_uses_bf16_gemm(int64_t A, int64_t B, const torch::Device& device);
+// set_ns_bf16_gemm_allowed(false) keeps every bf16 product on the reference path (tests hold both).
+void set_ns_bf16_gemm_allowed(bool allowed);
 
 // adjust(A, B): original sqrt(max(1, A/B)); match_rms_adamw 0.2 sqrt(max(A, B)).
 double muon_lr_adjust(AdjustLr rule, int64_t A, int64_t B);

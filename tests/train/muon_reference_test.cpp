@@ -14,9 +14,11 @@
 
 #include <fmt/format.h>
 
+#include "model/attention_kernels.h"
 #include "model/roles.h"
 #include "model/transformer.h"
 #include "test_util.h"
+#include "train/muon.h"
 #include "train/optimizer.h"
 #include "train/safetensors.h"
 
@@ -31,6 +33,7 @@ struct Case {
   AdjustLr adjust = AdjustLr::kOriginal;
   bool cautious = false, nesterov = true, tied = true;
   double tol = 1e-3;
+  int64_t width = 16;  // d_model; d_ff = 2.5 width
 };
 
 std::string json_config(const Case& c, const OptimConfig& o, const std::vector<double>& f,
@@ -55,10 +58,10 @@ void run_case(const Case& c) {
   SCOPED_TRACE(c.name);
   ModelConfig mc;
   mc.ctx = 8;
-  mc.d_model = 16;
+  mc.d_model = c.width;
   mc.n_layers = 2;
   mc.n_heads = 2;
-  mc.d_ff = 40;  // fc1 [40, 16] is tall, fc2 [16, 40] wide
+  mc.d_ff = c.width * 5 / 2;  // fc1 [40, 16] is tall, fc2 [16, 40] wide
   mc.bias = true;
   mc.attn_gate = AttnGate::kHead;  // gate [2, 16]: a very wide matrix
   mc.tie_embeddings = c.tied;
@@ -158,6 +161,16 @@ TEST(MuonReferenceTest, MuonBf16Products) {
 }
 TEST(MuonReferenceTest, NormuonBf16Products) {
   run_case({"normuon_bf16", OptimType::kNormuon, NsKind::kKeller, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2});
+}
+// Wide enough that the bf16 products take LibTorch's bf16 GEMMs where it computes them as the
+// contract says (src/train/muon.cpp, bf16_gemm_rounds_once): d_model 64, fc1 [160, 64].
+TEST(MuonReferenceTest, MuonBf16ProductsOnBf16Gemms) {
+  if (attention_kernels::bf16_kernel_available()) {
+    EXPECT_TRUE(ns_uses_bf16_gemm(160, 64, torch::Device(torch::kCPU)));
+  }
+  Case c{"muon_bf16_gemm", OptimType::kMuon, NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
+  c.width = 64;
+  run_case(c);
 }
 
 }  // namespace
