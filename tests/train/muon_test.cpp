@@ -9,6 +9,7 @@
 
 #include "config/load.h"
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "model/attention_kernels.h"
 #include "model/roles.h"
 #include "train/muon.h"
@@ -84,7 +85,7 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   if (bf16_units) {
     EXPECT_TRUE(ns_uses_bf16_gemm(128, 128, cpu)) << "a CPU with bf16 units";
   }
-#if TORCH_VERSION_MAJOR < 2
+#if !NORMLAB_TORCH_AT_LEAST(2, 0)
   // LibTorch 1.13's fallback GEMM (below 16^3 multiply-adds) sums in bf16: the probe must say no.
   EXPECT_FALSE(ns_uses_bf16_gemm(8, 16, cpu));
 #endif
