@@ -90,27 +90,34 @@ torch::Tensor newton_schulz(const torch::Tensor& U, NsKind kind, int64_t steps, 
   const bool bf16 = dtype == NsDtype::kBf16;
   auto r = [bf16](const torch::Tensor& t) { return bf16 ? t.to(torch::kBFloat16).to(torch::kFloat) : t; };
   const bool tall = U.size(0) > U.size(1);
-  auto X = r(U.to(torch::kFloat));
-  if (tall) X = X.t();
-  const auto norm = r(X.norm());
-  X = kind == NsKind::kKeller ? r(X / norm.clamp_min(1e-7)) : r(X / r(r(norm * 1.02) + 1e-6));
   if (bf16 && ns_uses_bf16_gemm(U.size(0), U.size(1), U.device())) {
-    auto Xb = X.to(torch::kBFloat16).contiguous();
+    // The reference's first steps with fewer passes over the matrix (the same values: U rounded,
+    // the float32 norm of the rounded values rounded, the float32 quotient rounded), then every
+    // product on bf16 tensors.
+    auto Ub = U.to(torch::kFloat).to(torch::kBFloat16);
+    if (tall) Ub = Ub.t().contiguous();
+    auto Xf = Ub.to(torch::kFloat);
+    const auto norm = r(Xf.norm());
+    Xf.div_(kind == NsKind::kKeller ? norm.clamp_min(1e-7) : r(r(norm * 1.02) + 1e-6));
+    auto Xb = Xf.to(torch::kBFloat16);
     for (int64_t k = 0; k < steps; ++k) {
       const auto& [a, b, c] = coefficients(kind, k);
       const auto S = torch::mm(Xb, Xb.t());
       const auto Bm = torch::addmm(S, S, S, /*beta=*/b, /*alpha=*/c);
       Xb = torch::addmm(Xb, Bm, Xb, /*beta=*/a);
     }
-    X = Xb.to(torch::kFloat);
-  } else {
-    for (int64_t k = 0; k < steps; ++k) {
-      const auto& [a, b, c] = coefficients(kind, k);
-      // torch.optim.Muon's two addmm calls: S = X X^T; B = b S + c S S; X = a X + B X.
-      const auto S = r(torch::mm(X, X.t()));
-      const auto Bm = r(torch::addmm(S, S, S, /*beta=*/b, /*alpha=*/c));
-      X = r(torch::addmm(X, Bm, X, /*beta=*/a));
-    }
+    return tall ? Xb.t().contiguous().to(torch::kFloat) : Xb.to(torch::kFloat);
+  }
+  auto X = r(U.to(torch::kFloat));
+  if (tall) X = X.t();
+  const auto norm = r(X.norm());
+  X = kind == NsKind::kKeller ? r(X / norm.clamp_min(1e-7)) : r(X / r(r(norm * 1.02) + 1e-6));
+  for (int64_t k = 0; k < steps; ++k) {
+    const auto& [a, b, c] = coefficients(kind, k);
+    // torch.optim.Muon's two addmm calls: S = X X^T; B = b S + c S S; X = a X + B X.
+    const auto S = r(torch::mm(X, X.t()));
+    const auto Bm = r(torch::addmm(S, S, S, /*beta=*/b, /*alpha=*/c));
+    X = r(torch::addmm(X, Bm, X, /*beta=*/a));
   }
   if (tall) X = X.t();
   return X.contiguous();

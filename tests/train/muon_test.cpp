@@ -96,6 +96,13 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
     ++checked;
     const auto U = torch::randn(shape);
     for (const NsKind kind : {NsKind::kKeller, NsKind::kPolarExpress}) {
+      // Before the first product the paths compute the same values bit for bit (0 steps: the
+      // rounded, normalised, transposed-back U).
+      const auto fast0 = newton_schulz(U, kind, 0, NsDtype::kBf16);
+      set_ns_bf16_gemm_allowed(false);
+      const auto ref0 = newton_schulz(U, kind, 0, NsDtype::kBf16);
+      set_ns_bf16_gemm_allowed(true);
+      EXPECT_TRUE(torch::equal(fast0, ref0));
       const auto fast = newton_schulz(U, kind, 5, NsDtype::kBf16);
       set_ns_bf16_gemm_allowed(false);
       const auto ref = newton_schulz(U, kind, 5, NsDtype::kBf16);
