@@ -61,7 +61,7 @@ void run_case(const Case& c) {
   mc.d_model = c.width;
   mc.n_layers = 2;
   mc.n_heads = 2;
-  mc.d_ff = c.width * 5 / 2;  // fc1 [40, 16] is tall, fc2 [16, 40] wide
+  mc.d_ff = c.width * 5 / 2;  // width 16: fc1 [40, 16] is tall, fc2 [16, 40] wide
   mc.bias = true;
   mc.attn_gate = AttnGate::kHead;  // gate [2, 16]: a very wide matrix
   mc.tie_embeddings = c.tied;
