@@ -160,15 +160,15 @@ bool causal_attention_bf16_kernel_applies(const torch::Tensor& q, double softcap
 AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool want_stats, bool allow_fast) {
   if (!allow_fast) return AttentionPath::reference;
   if (causal_attention_fast_path_applies(q, softcap)) return AttentionPath::cpu_kernel;
-  // bf16 on the CPU (autocast): a kernel of NormLab's up to kBf16KernelMaxHeadDim, the bf16 one
-  // where the CPU has AVX512-BF16 (1.8x / 2.3x the upcast fp32 kernel's forward + backward at
-  // tiny / small with AMX, scripts/BENCHMARKS.md), else the fp32 kernel on upcast inputs; wider
-  // heads go to SDPA when it can serve (its bf16 matmuls won against the fp32 kernel there; against
-  // the bf16 kernel not measured yet).
+  // bf16 on the CPU (autocast): the bf16 kernel wherever it applies (a CPU with AVX512-BF16, dh a
+  // multiple of 16 up to its maximum): 1.8x / 2.3x the upcast fp32 kernel's forward + backward at
+  // tiny / small, and 2.8x / 1.7x LibTorch 2.11's bf16 SDPA at dh 64 (scripts/BENCHMARKS.md).
+  // Without it: the fp32 kernel on upcast inputs up to kBf16KernelMaxHeadDim; wider heads go to
+  // SDPA when it can serve (its bf16 matmuls won against the upcast fp32 kernel there).
+  if (causal_attention_bf16_kernel_applies(q, softcap)) return AttentionPath::cpu_kernel_bf16_native;
   if (q.scalar_type() == torch::kBFloat16 && kernel_shape_applies(q, softcap) &&
       (q.size(3) <= kBf16KernelMaxHeadDim || !have_sdpa() || want_stats))
-    return causal_attention_bf16_kernel_applies(q, softcap) ? AttentionPath::cpu_kernel_bf16_native
-                                                            : AttentionPath::cpu_kernel_bf16;
+    return AttentionPath::cpu_kernel_bf16;
   if (have_sdpa() && softcap <= 0 && !want_stats) return AttentionPath::sdpa;
   return AttentionPath::reference;
 }

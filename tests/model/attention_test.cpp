@@ -178,9 +178,10 @@ TEST(AttentionTest, RopeRotatesHalfPairsByTheContractAngle) {
   EXPECT_NEAR(a->stats().logit_max.item<double>(), s, 1e-5);
 }
 
-// The dispatch point: the fused CPU kernel for float32 CPU, for bf16 CPU the bf16 kernel (AVX512-BF16)
-// or else the fp32 kernel (upcast, computed in fp32, cast back) up to dh 32; SDPA (LibTorch 2.x) for anything else when neither statistics nor a softcap are
-// asked for, the reference otherwise.
+// The dispatch point: the fused CPU kernel for float32 CPU; for bf16 CPU the bf16 kernel (AVX512-BF16,
+// any dh it serves) or else the fp32 kernel (upcast, computed in fp32, cast back) up to dh 32; SDPA
+// (LibTorch 2.x) for anything else when neither statistics nor a softcap are asked for, the
+// reference otherwise.
 TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   auto f32 = torch::randn({2, 8, 2, 16});
   auto bf = f32.to(torch::kBFloat16), f64 = f32.to(torch::kDouble);
@@ -197,9 +198,13 @@ TEST(AttentionDispatch, ChoosesThePathTheContractAllows) {
   EXPECT_EQ(choose_attention_path(f64, 0, true, true), AttentionPath::reference) << "statistics: explicit";
   EXPECT_EQ(choose_attention_path(bf, 30.0, false, true), AttentionPath::reference) << "softcap: neither kernel";
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 12}).to(torch::kBFloat16), 0, false, true), fused) << "dh % 8";
-  // bf16 heads wider than 32: SDPA where it can serve, else the kernel (dh 64: either kernel).
+  // bf16 heads wider than 32: the bf16 kernel where the CPU has AVX512-BF16 (faster than SDPA), else
+  // SDPA where it can serve, else the fp32 kernel on upcast inputs.
   const auto wide = torch::randn({2, 8, 2, 64}).to(torch::kBFloat16);
-  EXPECT_EQ(choose_attention_path(wide, 0, false, true), have_sdpa() ? AttentionPath::sdpa : bf_kernel);
+  EXPECT_EQ(choose_attention_path(wide, 0, false, true),
+            attention_kernels::bf16_kernel_available() ? AttentionPath::cpu_kernel_bf16_native
+            : have_sdpa()                              ? AttentionPath::sdpa
+                                                       : AttentionPath::cpu_kernel_bf16);
   EXPECT_EQ(choose_attention_path(wide, 0, true, true), bf_kernel) << "statistics";
   EXPECT_EQ(choose_attention_path(torch::randn({2, 8, 2, 64}), 0, false, true), AttentionPath::cpu_kernel) << "fp32: any dh";
 }
