@@ -89,6 +89,12 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   // LibTorch 1.13's fallback GEMM (below 16^3 multiply-adds) sums in bf16: the probe must say no.
   EXPECT_FALSE(ns_uses_bf16_gemm(8, 16, cpu));
 #endif
+  auto reference = [](const torch::Tensor& U, NsKind kind, int64_t steps) {
+    set_ns_bf16_gemm_allowed(false);
+    auto O = newton_schulz(U, kind, steps, NsDtype::kBf16);
+    set_ns_bf16_gemm_allowed(true);
+    return O;
+  };
   int checked = 0;
   for (const auto& shape : {std::vector<int64_t>{64, 256}, std::vector<int64_t>{256, 64}, std::vector<int64_t>{128, 128},
                             std::vector<int64_t>{96, 160}}) {
@@ -98,15 +104,9 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
     for (const NsKind kind : {NsKind::kKeller, NsKind::kPolarExpress}) {
       // Before the first product the paths compute the same values bit for bit (0 steps: the
       // rounded, normalised, transposed-back U).
-      const auto fast0 = newton_schulz(U, kind, 0, NsDtype::kBf16);
-      set_ns_bf16_gemm_allowed(false);
-      const auto ref0 = newton_schulz(U, kind, 0, NsDtype::kBf16);
-      set_ns_bf16_gemm_allowed(true);
-      EXPECT_TRUE(torch::equal(fast0, ref0));
+      EXPECT_TRUE(torch::equal(newton_schulz(U, kind, 0, NsDtype::kBf16), reference(U, kind, 0)));
       const auto fast = newton_schulz(U, kind, 5, NsDtype::kBf16);
-      set_ns_bf16_gemm_allowed(false);
-      const auto ref = newton_schulz(U, kind, 5, NsDtype::kBf16);
-      set_ns_bf16_gemm_allowed(true);
+      const auto ref = reference(U, kind, 5);
       const std::string what = std::string(choice_name(kind)) + " " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]);
       ASSERT_EQ(fast.sizes(), U.sizes()) << what;
       EXPECT_TRUE(torch::equal(fast, fast.to(torch::kBFloat16).to(torch::kFloat))) << what;
