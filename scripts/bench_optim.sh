@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The optimizer's cost (src/train/README.md, "Optimizers"): `normlab bench` of the training step
+# The optimizer's cost (src/optim/README.md): `normlab bench` of the training step
 # with AdamW, Muon (fp32 and bf16 Newton-Schulz) and NorMuon (bf16 NS) for the block matrices, and
 # the PyTorch 2.x reference (scripts/bench_reference.py on the pinned pip torch) with AdamW and
 # with torch.optim.Muon for the same matrices, on the tiny / small / medium benchmark shapes, in

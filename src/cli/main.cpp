@@ -32,6 +32,7 @@
 #include "metrics/report.h"
 #include "metrics/tensorboard.h"
 #include "model/residual/residual.h"
+#include "optim/registry.h"
 #include "model/transformer.h"
 #include "sweep/runner.h"
 #include "sweep/summary.h"
@@ -462,6 +463,8 @@ struct KeysCommand {
     for (const auto& l : layout_registry()) std::cout << fmt::format("\n  {:<12} {}", l.name, l.equation);
     std::cout << "\nmodel.residual.type (additive layouts; G is the term a sublayer adds):";
     for (const auto& r : residual_registry()) std::cout << fmt::format("\n  {:<12} {}", r.name, r.equation);
+    std::cout << "\noptim.type:";
+    for (const auto& o : optimizer_registry()) std::cout << fmt::format("\n  {:<12} {}", o.name, o.summary);
     std::cout << std::endl;
     return 0;
   }

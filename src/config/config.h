@@ -1,7 +1,7 @@
 // The run config: typed structs with their defaults (configs/README.md). Each struct lists its
 // fields exactly once, in `describe()`; that one list drives YAML parsing (unknown keys and wrong
 // types rejected), dumping the resolved config, and `normlab keys`. Choices are enums with one
-// name table each (config/choice.h); the keys a norm type or a layout owns are declared in that
+// name table each (config/choice.h); the keys a norm type, a layout, a residual type or an optimizer owns are declared in that
 // entry's own file and visited here through OwnedSection (config/owned_keys.h). Nothing outside
 // config/ reads YAML.
 #pragma once
@@ -36,18 +36,6 @@ NORMLAB_CHOICE(ValueResidual, {ValueResidual::kNone, "none"}, {ValueResidual::kF
                {ValueResidual::kScalar, "scalar"}, {ValueResidual::kToken, "token"});
 enum class InitScheme { kNormal, kXavier };
 NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier, "xavier"});
-// The optimizer (src/train/README.md, "Optimizers"): AdamW for every parameter, or Muon / NorMuon
-// for the blocks' matrices with AdamW for the rest.
-enum class OptimType { kAdamw, kMuon, kNormuon };
-NORMLAB_CHOICE(OptimType, {OptimType::kAdamw, "adamw"}, {OptimType::kMuon, "muon"}, {OptimType::kNormuon, "normuon"});
-// Muon's orthogonalisation: Keller Jordan's quintic Newton-Schulz or the Polar Express coefficients.
-enum class NsKind { kKeller, kPolarExpress };
-NORMLAB_CHOICE(NsKind, {NsKind::kKeller, "keller"}, {NsKind::kPolarExpress, "polar_express"});
-enum class NsDtype { kBf16, kFp32 };
-NORMLAB_CHOICE(NsDtype, {NsDtype::kBf16, "bf16"}, {NsDtype::kFp32, "fp32"});
-// Muon's per-shape learning-rate factor: sqrt(max(1, A/B)), or Moonlight's 0.2 sqrt(max(A, B)).
-enum class AdjustLr { kOriginal, kMatchRmsAdamw };
-NORMLAB_CHOICE(AdjustLr, {AdjustLr::kOriginal, "original"}, {AdjustLr::kMatchRmsAdamw, "match_rms_adamw"});
 // A parameter's role (src/model/README.md, "Parameter roles"), declared where the parameter is
 // created: it decides weight decay, the optimizer that updates it and its learning-rate multiplier.
 enum class Role { kMatrix, kEmbedding, kHead, kGain, kBias, kMixing };
@@ -155,21 +143,8 @@ struct LrMultConfig {
   }
 };
 
-// optim.muon: owned by optim.type muon and normuon (beta2 by normuon alone).
-struct MuonConfig {
-  double lr = 0.02;
-  double momentum = 0.95;
-  bool nesterov = true;
-  NsKind ns = NsKind::kKeller;
-  int64_t ns_steps = 5;
-  NsDtype ns_dtype = NsDtype::kBf16;
-  AdjustLr adjust_lr = AdjustLr::kOriginal;
-  double beta2 = 0.95;  // normuon's row second moment
-  bool cautious_wd = false;
-};
-
 struct OptimConfig {
-  OptimType type = OptimType::kAdamw;
+  std::string type = "adamw";  // a name from the optimizer registry (src/optim/)
   double lr = 1.0e-3;
   double min_lr = 1.0e-4;
   std::array<double, 2> betas{0.9, 0.95};
@@ -181,7 +156,9 @@ struct OptimConfig {
   double z_loss = 0;
   double qk_clip = 0;  // 0 = off; tau > 0: QK-Clip threshold
   LrMultConfig lr_mult;
-  MuonConfig muon;
+  // optim.<section>.<key> of the optimizers that own keys (optim.muon.lr, ...): declared in each
+  // optimizer's file, read as keys.number("muon.lr").
+  OwnedValues keys{OwnerKind::kOptim};
 };
 
 struct TrainConfig {
@@ -275,7 +252,7 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("layerscale", c.layerscale, "learnable branch scales ls1/ls2 [d] initialised to this; 0 = off");
   v.field("value_residual", c.value_residual, "blocks >= 1 mix block 0's raw values into theirs: fixed 0.5, a learnable scalar, or a per-token gate");
   v.section("residual", c.residual);
-  for (const std::string& name : layout_key_sections()) {  // model.deepnorm: {alpha, beta}, ...
+  for (const std::string& name : key_sections(OwnerKind::kLayout)) {  // model.deepnorm: {alpha, beta}, ...
     OwnedSection owned{name, &c.keys};
     v.section(name.c_str(), owned);
   }
@@ -293,19 +270,8 @@ template <class V> void describe(LrMultConfig& c, V& v) {
   v.field("bias", c.bias, "multiplier of optim.lr for biases of linear maps");
   v.field("mixing", c.mixing, "multiplier of optim.lr for residual-stream and value-residual parameters");
 }
-template <class V> void describe(MuonConfig& c, V& v) {
-  v.field("lr", c.lr, "peak learning rate of the block matrices (muon, normuon)");
-  v.field("momentum", c.momentum, "momentum mu of the matrices' update (muon, normuon)");
-  v.field("nesterov", c.nesterov, "Nesterov momentum (muon, normuon)");
-  v.field("ns", c.ns, "orthogonalisation: Newton-Schulz coefficients (muon, normuon)");
-  v.field("ns_steps", c.ns_steps, "Newton-Schulz iterations; polar_express takes 5 (muon, normuon)");
-  v.field("ns_dtype", c.ns_dtype, "precision of the Newton-Schulz products (muon, normuon)");
-  v.field("adjust_lr", c.adjust_lr, "per-shape rate factor: sqrt(max(1,A/B)) or 0.2 sqrt(max(A,B)) (muon, normuon)");
-  v.field("beta2", c.beta2, "decay of NorMuon's per-row second moment (normuon)");
-  v.field("cautious_wd", c.cautious_wd, "decay only entries whose update and weight agree in sign (muon, normuon)");
-}
 template <class V> void describe(OptimConfig& c, V& v) {
-  v.field("type", c.type, "adamw for every parameter, or muon / normuon for the block matrices and adamw for the rest");
+  v.field("type", c.type, "optimizer, from the optimizer registry");
   v.field("lr", c.lr, "peak learning rate (AdamW; the schedule's reference for every group)");
   v.field("min_lr", c.min_lr, "learning rate at the last step (cosine, linear)");
   v.field("betas", c.betas, "AdamW betas [b1, b2]");
@@ -317,7 +283,10 @@ template <class V> void describe(OptimConfig& c, V& v) {
   v.field("z_loss", c.z_loss, "coefficient of mean(logsumexp(logits)^2)");
   v.field("qk_clip", c.qk_clip, "QK-Clip threshold tau on each head's max logit; 0 = off");
   v.section("lr_mult", c.lr_mult);
-  v.section("muon", c.muon);
+  for (const std::string& name : key_sections(OwnerKind::kOptim)) {  // optim.muon: {lr, ...}
+    OwnedSection owned{name, &c.keys};
+    v.section(name.c_str(), owned);
+  }
 }
 template <class V> void describe(TrainConfig& c, V& v) {
   v.field("steps", c.steps, "optimizer updates");

@@ -17,10 +17,10 @@ std::vector<const KeyOwner*> owners_of_section(const std::string& section) {
   return out;
 }
 
-std::vector<std::string> layout_key_sections() {
+std::vector<std::string> key_sections(OwnerKind kind) {
   std::vector<std::string> out;
   for (const auto& o : key_owners()) {
-    if (o.kind == OwnerKind::kLayout && !o.keys.empty() &&
+    if (o.kind == kind && !o.keys.empty() &&
         std::find(out.begin(), out.end(), o.section) == out.end()) {
       out.push_back(o.section);
     }
@@ -29,6 +29,7 @@ std::vector<std::string> layout_key_sections() {
 }
 
 bool owner_selected(const KeyOwner& owner, const ModelConfig& m, bool qkv_norm_used) {
+  if (owner.kind == OwnerKind::kOptim) return false;  // check_optim_keys asks optim.type
   if (owner.kind == OwnerKind::kLayout) return m.layout == owner.name;
   if (owner.kind == OwnerKind::kResidual) return m.residual.type == owner.name;
   return m.norm.type == owner.name || (qkv_norm_used && m.qk_norm_type.value_or(m.norm.type) == owner.name);
@@ -94,8 +95,8 @@ std::vector<const KeyOwner*> owners_of_key(const std::string& section, const std
   return out;
 }
 
-const OwnedValues& values_of(const KeyOwner& o, const ModelConfig& m) {
-  return o.kind == OwnerKind::kNorm ? m.norm.keys : o.kind == OwnerKind::kResidual ? m.residual.keys : m.keys;
+const OwnedValues& values_of(OwnerKind kind, const ModelConfig& m) {
+  return kind == OwnerKind::kNorm ? m.norm.keys : kind == OwnerKind::kResidual ? m.residual.keys : m.keys;
 }
 }  // namespace
 
@@ -104,52 +105,103 @@ std::string key_owner_text(const std::string& section, const std::string& key) {
   const char* kind = "layout ";
   for (const KeyOwner* o : owners_of_key(section, key)) {
     names += (names.empty() ? "" : ", ") + o->name;
-    kind = o->kind == OwnerKind::kNorm ? "norm " : o->kind == OwnerKind::kResidual ? "residual " : "layout ";
+    kind = o->kind == OwnerKind::kNorm       ? "norm "
+           : o->kind == OwnerKind::kResidual ? "residual "
+           : o->kind == OwnerKind::kOptim    ? "optim "
+                                             : "layout ";
   }
   return kind + names;
 }
 
-void check_owned_keys(const ModelConfig& m, bool qkv_norm_used,
-                      const std::function<void(const std::string& key, const std::string& message)>& add) {
+namespace {
+// The value rules of a selected owner's key: a name from its list, then its own check.
+void check_value(const KeySpec& k, const std::string& full_key, const KeyValue& v, const ModelConfig& m,
+                 const KeyOwner::Problem& add) {
+  if (k.kind == KeyKind::kName && std::holds_alternative<std::string>(v) &&
+      std::find(k.names.begin(), k.names.end(), std::get<std::string>(v)) == k.names.end()) {
+    std::string list;
+    for (const auto& n : k.names) list += (list.empty() ? "" : ", ") + n;
+    add(full_key, fmt::format("'{}' is not one of: {}", std::get<std::string>(v), list));
+    return;
+  }
+  if (k.check && !std::holds_alternative<std::monostate>(v)) {
+    if (const std::string why = k.check(v, m); !why.empty()) add(full_key, fmt::format("{} {}", key_value_text(v), why));
+  }
+}
+
+// Every key of the owners of one kind: a key no selected owner uses must keep its default
+// (unused(owner) says why, a key may have several owners), the others their value rules; then each
+// selected owner's rules over several keys.
+void check_keys(OwnerKind kind, const OwnedValues& values, const ModelConfig& m, const std::string& prefix,
+                const std::function<bool(const KeyOwner&)>& selected,
+                const std::function<std::string(const KeyOwner&, const KeySpec&)>& unused, const KeyOwner::Problem& add) {
   for (const auto& o : key_owners()) {
-    const OwnedValues& values = values_of(o, m);
+    if (o.kind != kind) continue;
     for (const auto& k : o.keys) {
       // A key with several owners (residual.streams: hc, mhc) is in use when any of them is selected.
-      bool selected = false;
-      for (const KeyOwner* owner : owners_of_key(o.section, k.name)) selected = selected || owner_selected(*owner, m, qkv_norm_used);
+      bool used = false;
+      for (const KeyOwner* owner : owners_of_key(o.section, k.name)) used = used || selected(*owner);
       const std::string key = o.section + "." + k.name;
       const KeyValue& v = values.get(key);
-      if (!selected && !(v == k.default_value)) {
-        add("model." + key,
-            o.kind == OwnerKind::kLayout
-                ? fmt::format("belongs to layout {} (model.layout is {}); it would do nothing here", o.name, m.layout)
-            : o.kind == OwnerKind::kResidual
-                ? fmt::format("belongs to {} (model.residual.type is {}); it would do nothing here",
-                              key_owner_text(o.section, k.name), m.residual.type)
-                : fmt::format("belongs to norm type {} (model.norm.type is {}{}); it would do nothing here", o.name,
-                              m.norm.type,
-                              m.qk_norm_type && *m.qk_norm_type != m.norm.type
-                                  ? ", qk_norm_type " + *m.qk_norm_type +
-                                        (qkv_norm_used ? std::string()
-                                                       : " but no q/k/v norm is on (model.qk_norm, model.v_norm "
-                                                         "or a layout with q/k/v norms)")
-                                  : std::string()));
-        continue;
-      }
-      if (k.kind == KeyKind::kName && std::holds_alternative<std::string>(v) &&
-          std::find(k.names.begin(), k.names.end(), std::get<std::string>(v)) == k.names.end()) {
-        std::string list;
-        for (const auto& n : k.names) list += (list.empty() ? "" : ", ") + n;
-        add("model." + key, fmt::format("'{}' is not one of: {}", std::get<std::string>(v), list));
-        continue;
-      }
-      if (k.check && !std::holds_alternative<std::monostate>(v)) {
-        if (const std::string why = k.check(v, m); !why.empty()) {
-          add("model." + key, fmt::format("{} {}", key_value_text(v), why));
-        }
+      if (!used && !(v == k.default_value)) {
+        add(prefix + key, unused(o, k));
+      } else if (used && selected(o)) {
+        check_value(k, prefix + key, v, m, add);
       }
     }
+    if (o.together && selected(o)) o.together(values, [&](const std::string& key, const std::string& message) { add(prefix + key, message); });
   }
+}
+}  // namespace
+
+void check_owned_keys(const ModelConfig& m, bool qkv_norm_used, const KeyOwner::Problem& add) {
+  for (const OwnerKind kind : {OwnerKind::kNorm, OwnerKind::kLayout, OwnerKind::kResidual}) {
+    check_keys(kind, values_of(kind, m), m, "model.",
+               [&](const KeyOwner& o) { return owner_selected(o, m, qkv_norm_used); },
+               [&](const KeyOwner& o, const KeySpec& k) {
+                 return o.kind == OwnerKind::kLayout
+                            ? fmt::format("belongs to layout {} (model.layout is {}); it would do nothing here", o.name,
+                                          m.layout)
+                        : o.kind == OwnerKind::kResidual
+                            ? fmt::format("belongs to {} (model.residual.type is {}); it would do nothing here",
+                                          key_owner_text(o.section, k.name), m.residual.type)
+                            : fmt::format(
+                                  "belongs to norm type {} (model.norm.type is {}{}); it would do nothing here", o.name,
+                                  m.norm.type,
+                                  m.qk_norm_type && *m.qk_norm_type != m.norm.type
+                                      ? ", qk_norm_type " + *m.qk_norm_type +
+                                            (qkv_norm_used ? std::string()
+                                                           : " but no q/k/v norm is on (model.qk_norm, model.v_norm "
+                                                             "or a layout with q/k/v norms)")
+                                      : std::string());
+               },
+               add);
+  }
+}
+
+void check_optim_keys(const OptimConfig& o, const ModelConfig& m, const KeyOwner::Problem& add) {
+  check_keys(OwnerKind::kOptim, o.keys, m, "optim.", [&](const KeyOwner& owner) { return owner.name == o.type; },
+             [&](const KeyOwner& owner, const KeySpec& k) {
+               std::string names;
+               for (const KeyOwner* w : owners_of_key(owner.section, k.name)) names += (names.empty() ? "" : " and ") + w->name;
+               return fmt::format("belongs to optim.type {} (optim.type is {}); it would do nothing here", names, o.type);
+             },
+             add);
+}
+
+std::string optimizer_owner_names() {
+  std::string out;
+  for (const auto& o : key_owners()) {
+    if (o.kind == OwnerKind::kOptim) out += (out.empty() ? "" : ", ") + o.name;
+  }
+  return out;
+}
+
+bool is_optimizer_name(const std::string& name) {
+  for (const auto& o : key_owners()) {
+    if (o.kind == OwnerKind::kOptim && o.name == name) return true;
+  }
+  return false;
 }
 
 }  // namespace normlab

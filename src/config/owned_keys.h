@@ -1,13 +1,13 @@
-// Config keys that a registry entry owns. A norm type or a layout declares its keys (name, kind,
-// default, help, value check) in its own file, in its registry entry; the config's field list
-// visits them (model.norm.<key> for norms, model.<layout>.<key> for layouts), so adding an entry
-// with knobs never touches the shared config structs. A key of an entry that the config does not
+// Config keys that a registry entry owns. A norm type, a layout, a residual type or an optimizer
+// declares its keys (name, kind, default, help, value check) in its own file, in its registry
+// entry; the config's field list visits them (model.norm.<key> for norms, model.<layout>.<key> for
+// layouts, model.residual.<key>, optim.<section>.<key> for optimizers), so adding an entry with
+// knobs never touches the shared config structs. A key of an entry that the config does not
 // select must stay at its default: any other value is a config error naming the owner, never a
 // knob that silently does nothing (check_owned_keys).
 //
-// The config layer declares the owners' interface; the model's registries provide the list
-// (key_owners(), defined in model/key_owners.cpp): the one place where config/ learns which
-// entries exist.
+// The config layer declares the owners' interface; the registries provide the list (key_owners(),
+// defined in train/key_owners.cpp): the one place where config/ learns which entries exist.
 #pragma once
 
 #include <algorithm>
@@ -22,6 +22,8 @@
 namespace normlab {
 
 struct ModelConfig;
+struct OptimConfig;
+class OwnedValues;
 
 // monostate = auto (the entry fills it in when the model config is resolved).
 using KeyValue = std::variant<std::monostate, double, int64_t, bool, std::string>;
@@ -39,7 +41,7 @@ struct KeySpec {
   std::function<std::string(const KeyValue& v, const ModelConfig& m)> check;
 };
 
-enum class OwnerKind { kNorm, kLayout, kResidual };
+enum class OwnerKind { kNorm, kLayout, kResidual, kOptim };
 
 struct KeyOwner {
   OwnerKind kind;
@@ -48,14 +50,21 @@ struct KeyOwner {
                         // of that kind) or the layout name. Two entries of a flat section may declare the
                         // same key (hc and mhc both own residual.streams): it is one key with two owners.
   std::vector<KeySpec> keys;
+  // Rules over several of the owner's keys, asked while it is selected: add(key, message) with
+  // key as "section.name".
+  using Problem = std::function<void(const std::string& key, const std::string& message)>;
+  using Together = std::function<void(const OwnedValues& values, const Problem& add)>;
+  Together together;
 };
 
-// Every entry that owns keys, norms first, in registry order (model/key_owners.cpp).
+// Every entry that owns keys, norms first, in registry order (train/key_owners.cpp); every
+// optimizer is listed, with or without keys (optim.type's names are theirs).
 const std::vector<KeyOwner>& key_owners();
 
-// The owners whose keys live in one section ("norm", "deepnorm", ...), and the sections of layouts.
+// The owners whose keys live in one section ("norm", "deepnorm", ...), and the sections of one
+// kind of owner that hold keys (the layouts' and the optimizers' sections), in registry order.
 std::vector<const KeyOwner*> owners_of_section(const std::string& section);
-std::vector<std::string> layout_key_sections();
+std::vector<std::string> key_sections(OwnerKind kind);
 
 // Whether the config selects this owner: a norm is selected when it is model.norm.type, or the
 // q/k/v norm type while a q/k/v norm is on (`qkv_norm_used`: qk_norm, v_norm or a layout that
@@ -90,9 +99,14 @@ class OwnedValues {
 };
 
 // Problems of the owned keys: a value its owner's check refuses, and a key whose owner the config
-// does not select that is not at its default. `add(key, message)` receives each.
-void check_owned_keys(const ModelConfig& m, bool qkv_norm_used,
-                      const std::function<void(const std::string& key, const std::string& message)>& add);
+// does not select that is not at its default. `add(key, message)` receives each, the key in full
+// ("model.deepnorm.alpha"). check_owned_keys: the model's (norms, layouts, residual types);
+// check_optim_keys: the optimizers' (selected by optim.type).
+void check_owned_keys(const ModelConfig& m, bool qkv_norm_used, const KeyOwner::Problem& add);
+void check_optim_keys(const OptimConfig& o, const ModelConfig& m, const KeyOwner::Problem& add);
+// The optimizers' names ("adamw, muon, normuon"), and whether one is.
+std::string optimizer_owner_names();
+bool is_optimizer_name(const std::string& name);
 
 // The text of a value as config files and `normlab keys` write it ("auto", "0.5", "true", "ffn").
 std::string key_value_text(const KeyValue& v);
@@ -109,7 +123,8 @@ struct OwnedSection {
   OwnedValues* values;
 };
 
-// "norm dyt", "layout deepnorm", "residual hc, mhc": who owns section.key (for help texts).
+// "norm dyt", "layout deepnorm", "residual hc, mhc", "optim muon, normuon": who owns section.key
+// (for help texts).
 std::string key_owner_text(const std::string& section, const std::string& key);
 
 template <class V>

@@ -65,33 +65,13 @@ void validate_config(const Config& c, Problems& p) {
     if (!(v >= 0) || !std::isfinite(v))
       p.add(fmt::format("optim.lr_mult.{}", choice_name(r)), fmt::format("{} must be a finite number >= 0", v));
   }
-  // optim.muon.* belongs to muon and normuon, muon.beta2 to normuon alone: a changed value under
-  // another optimizer would do nothing, so it is an error naming the owner.
-  const MuonConfig mu = o.muon, mu0{};
-  const bool muon_family = o.type == OptimType::kMuon || o.type == OptimType::kNormuon;
-  auto owned = [&](const char* key, bool changed, bool normuon_only) {
-    const bool used = normuon_only ? o.type == OptimType::kNormuon : muon_family;
-    if (changed && !used)
-      p.add(fmt::format("optim.muon.{}", key),
-            fmt::format("belongs to optim.type {} (optim.type is {}); it would do nothing here",
-                        normuon_only ? "normuon" : "muon and normuon", choice_name(o.type)));
-  };
-  owned("lr", mu.lr != mu0.lr, false);
-  owned("momentum", mu.momentum != mu0.momentum, false);
-  owned("nesterov", mu.nesterov != mu0.nesterov, false);
-  owned("ns", mu.ns != mu0.ns, false);
-  owned("ns_steps", mu.ns_steps != mu0.ns_steps, false);
-  owned("ns_dtype", mu.ns_dtype != mu0.ns_dtype, false);
-  owned("adjust_lr", mu.adjust_lr != mu0.adjust_lr, false);
-  owned("cautious_wd", mu.cautious_wd != mu0.cautious_wd, false);
-  owned("beta2", mu.beta2 != mu0.beta2, true);
-  if (!(mu.lr > 0) || !std::isfinite(mu.lr)) p.add("optim.muon.lr", fmt::format("{} must be > 0", mu.lr));
-  if (!(mu.momentum >= 0 && mu.momentum < 1))
-    p.add("optim.muon.momentum", fmt::format("{} must be in [0, 1)", mu.momentum));
-  if (!(mu.beta2 >= 0 && mu.beta2 < 1)) p.add("optim.muon.beta2", fmt::format("{} must be in [0, 1)", mu.beta2));
-  if (mu.ns_steps < 1) p.add("optim.muon.ns_steps", fmt::format("{} must be a positive integer", mu.ns_steps));
-  else if (mu.ns == NsKind::kPolarExpress && mu.ns_steps != 5)
-    p.add("optim.muon.ns_steps", fmt::format("{}: polar_express has coefficients for exactly 5 steps", mu.ns_steps));
+  // optim.type names an optimizer; the keys the optimizers own (optim.muon.*) keep their
+  // defaults unless their owner is selected, and pass their owner's value rules.
+  if (!is_optimizer_name(o.type)) {
+    p.add("optim.type", fmt::format("'{}' is not a registered optimizer; expected one of: {}", o.type, optimizer_owner_names()));
+  } else {
+    check_optim_keys(o, c.model, [&](const std::string& key, const std::string& message) { p.add(key, message); });
+  }
 
   const auto& t = c.train;
   positive("train.steps", t.steps);

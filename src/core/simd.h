@@ -1,6 +1,6 @@
 // Small 8-lane float helpers (GCC/Clang vector extensions) and the function multi-versioning
 // macro for the hand-written CPU kernels of the fast paths (model/attention_kernels.cpp,
-// model/norms/cpu_kernels.cpp, train/adamw_kernel.cpp). Included only by such files, which are
+// model/norms/cpu_kernels.cpp, optim/adamw_kernel.cpp). Included only by such files, which are
 // compiled outside the precompiled LibTorch header and with -fopenmp.
 //
 // The build targets baseline x86-64, while LibTorch's own kernels pick AVX2 at run time. To

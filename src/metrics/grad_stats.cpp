@@ -6,30 +6,25 @@
 
 namespace normlab {
 
-// Group rows: 0 total, 1..L block, L+1..2L attn, 2L+1..3L ffn, 3L+1..4L norms, 4L+1 embed, 4L+2 head.
-GradStats::GradStats(const std::vector<std::string>& names, int64_t L) : L_(L) {
-  const int64_t P = static_cast<int64_t>(names.size());
-  membership_ = torch::zeros({4 * L + 3, P}, torch::kFloat);
+// Group rows: 0 total, 1..L block, L+1..2L attn, 2L+1..3L ffn, 3L+1..4L norms, 4L+1..5L mixing,
+// 5L+1 embed, 5L+2 head.
+GradStats::GradStats(const std::vector<ParamPlace>& places, int64_t L) : L_(L) {
+  using Part = ParamPlace::Part;
+  const int64_t P = static_cast<int64_t>(places.size());
+  membership_ = torch::zeros({5 * L + 3, P}, torch::kFloat);
   auto m = membership_.accessor<float, 2>();
   for (int64_t j = 0; j < P; ++j) {
-    const std::string& n = names[j];
+    const ParamPlace& at = places[static_cast<size_t>(j)];
     m[0][j] = 1;
-    if (n.rfind("blocks.", 0) == 0) {
-      const size_t dot = n.find('.', 7);
-      const int64_t i = std::stoll(n.substr(7, dot - 7));
-      const std::string rest = n.substr(dot + 1);
+    if (at.block >= 0) {
+      TORCH_CHECK(at.block < L, "GradStats: block ", at.block, " of ", L);
+      const int64_t i = at.block;
       m[1 + i][j] = 1;
-      if (rest.rfind("attn.", 0) == 0) {
-        m[1 + L + i][j] = 1;
-      } else if (rest.rfind("ffn.", 0) == 0) {
-        m[1 + 2 * L + i][j] = 1;
-      } else {
-        m[1 + 3 * L + i][j] = 1;  // norm slots and residual scales
-      }
-    } else if (n.rfind("tok_emb.", 0) == 0 || n.rfind("pos_emb.", 0) == 0 || n.rfind("embed_norm.", 0) == 0) {
-      m[1 + 4 * L][j] = 1;
+      const int64_t part = at.part == Part::kAttn ? 1 : at.part == Part::kFfn ? 2 : at.part == Part::kMixing ? 4 : 3;
+      m[1 + part * L + i][j] = 1;
+      has_mixing_ = has_mixing_ || at.part == Part::kMixing;
     } else {
-      m[2 + 4 * L][j] = 1;  // final_norm, lm_head
+      m[at.part == Part::kEmbed ? 1 + 5 * L : 2 + 5 * L][j] = 1;
     }
   }
 }
@@ -76,8 +71,10 @@ GradNorms GradStats::unpack(const std::vector<double>& squared) const {
   g.attn.assign(p + 1 + L_, p + 1 + 2 * L_);
   g.ffn.assign(p + 1 + 2 * L_, p + 1 + 3 * L_);
   g.norms.assign(p + 1 + 3 * L_, p + 1 + 4 * L_);
-  g.embed = p[1 + 4 * L_];
-  g.head = p[2 + 4 * L_];
+  g.mixing.assign(p + 1 + 4 * L_, p + 1 + 5 * L_);
+  g.has_mixing = has_mixing_;
+  g.embed = p[1 + 5 * L_];
+  g.head = p[2 + 5 * L_];
   return g;
 }
 

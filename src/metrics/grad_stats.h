@@ -1,6 +1,8 @@
 // Gradient-norm groups of src/metrics/README.md: total, per block, per block's attention / FFN /
-// norms, embedding and head. All groups are reduced in one matrix-vector product over the
-// per-tensor squared norms, so a logging step costs one device-to-host transfer.
+// norms / mixing parameters, embedding and head. Which group a parameter joins is its place
+// (ParamPlace: its block and part, from the model's structure and the parameter's role, never
+// from its name). All groups are reduced in one matrix-vector product over the per-tensor squared
+// norms, so a logging step costs one device-to-host transfer.
 #pragma once
 
 #include <string>
@@ -10,16 +12,26 @@
 
 namespace normlab {
 
+// Where a parameter sits: in block `block` (its attention, its FFN, its mixing parameters (role
+// mixing), or the rest: norm slots and scales), or outside the blocks (embedding: tok_emb, pos_emb,
+// embed_norm; head: final_norm, lm_head and every other model-level tensor).
+struct ParamPlace {
+  enum class Part { kAttn, kFfn, kNorms, kMixing, kEmbed, kHead };
+  int64_t block = -1;  // -1: outside the blocks
+  Part part = Part::kHead;
+};
+
 struct GradNorms {
   double total = 0;
-  std::vector<double> block, attn, ffn, norms;  // L each
+  std::vector<double> block, attn, ffn, norms, mixing;  // L each
+  bool has_mixing = false;  // some block has mixing parameters
   double embed = 0, head = 0;
 };
 
 class GradStats {
  public:
-  // names: the contract's tensor names of the parameters, in optimizer order; L blocks.
-  GradStats(const std::vector<std::string>& names, int64_t n_layers);
+  // places: each parameter's place, in optimizer order; L blocks.
+  GradStats(const std::vector<ParamPlace>& places, int64_t n_layers);
 
   // Squared norm of each parameter's gradient, (P), no host sync.
   static torch::Tensor squared_per_tensor(const std::vector<torch::Tensor>& params);
@@ -34,6 +46,7 @@ class GradStats {
 
  private:
   int64_t L_;
+  bool has_mixing_ = false;
   mutable torch::Tensor membership_;  // (groups, P) of 0/1, moved to the grads' device once
 };
 

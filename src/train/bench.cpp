@@ -16,7 +16,7 @@
 #include "data/corpus.h"
 #include "metrics/grad_stats.h"
 #include "model/transformer.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 #include "train/device.h"
 #include "train/step.h"
 #include "train/trainer.h"

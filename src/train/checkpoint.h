@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/transformer.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/safetensors.h"
 
 namespace normlab {

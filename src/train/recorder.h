@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "metrics/sink.h"
 #include "model/transformer.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/checkpoint.h"
 
 namespace normlab {

@@ -1,4 +1,6 @@
 #include "train/run_config.h"
+
+#include "model/residual/residual.h"
 #include "train/run_data.h"
 
 #include <glob.h>
@@ -12,6 +14,7 @@
 #include "core/system.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
+#include "model/residual/residual.h"
 #include "model/transformer.h"
 #include "train/device.h"
 
@@ -23,11 +26,14 @@ MemoryEstimate estimate_training_memory(const Config& c) {
   const double V = m.vocab_size, T = m.ctx, d = m.d_model, L = m.n_layers, H = m.n_heads, f = m.d_ff;
   const double ffn_mats = m.ffn == FfnKind::kSwiglu ? 3 : 2;
   MemoryEstimate e;
+  // The residual type's own parameters and carried streams (hc, mhc: n streams; attnres: sources).
+  ResidualCost stream;
+  if (const ResidualType* r = ResolvedModel::of(m).residual; r && r->cost) stream = r->cost(m);
   e.params = V * d + (m.pos == Position::kLearned ? T * d : 0) + L * (4 * d * d + ffn_mats * d * f) +
-             (m.tie_embeddings ? 0 : d * V);
+             (m.tie_embeddings ? 0 : d * V) + stream.params;
   e.state_bytes = 16 * e.params;
   const double tokens = static_cast<double>(c.train.batch_size) * T;
-  e.activation_bytes = 4 * tokens * (L * (8 * d + ffn_mats * f + H * T) + 3 * V);
+  e.activation_bytes = 4 * tokens * (L * (8 * d + ffn_mats * f + H * T + 2 * stream.vectors_per_sublayer * d) + 3 * V);
   return e;
 }
 
@@ -119,7 +125,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* da
       problems.add("model", fmt::format(
           "training needs at least {:.3g} GiB ({:.3g} parameters: {:.3g} GiB with gradients and AdamW "
           "state; activations of one micro-batch: {:.3g} GiB) but this machine has {:.3g} GiB; "
-          "reduce model sizes or train.batch_size", e.total() / gib, e.params, e.state_bytes / gib,
+          "reduce model sizes, model.residual.streams or train.batch_size", e.total() / gib, e.params, e.state_bytes / gib,
           e.activation_bytes / gib, have / gib));
     }
   }

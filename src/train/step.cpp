@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "core/torch_compat.h"
+#include "model/roles.h"
 #include "train/evaluate.h"
 #include "train/schedule.h"
 
@@ -82,7 +84,34 @@ std::string layer_name(size_t i, int64_t n_layers) {
 }
 
 RecordLayers grad_norm_series(const GradNorms& g) {
-  return {{"grad_norm", g.block}, {"grad_norm_attn", g.attn}, {"grad_norm_ffn", g.ffn}, {"grad_norm_norms", g.norms}};
+  RecordLayers out{{"grad_norm", g.block}, {"grad_norm_attn", g.attn}, {"grad_norm_ffn", g.ffn}, {"grad_norm_norms", g.norms}};
+  if (g.has_mixing) out.push_back({"grad_norm_mixing", g.mixing});
+  return out;
+}
+
+std::vector<ParamPlace> param_places(TransformerImpl& model, const std::vector<torch::Tensor>& params) {
+  using Part = ParamPlace::Part;
+  std::unordered_map<const c10::TensorImpl*, ParamPlace> at;
+  auto mark = [&](const torch::nn::Module& m, ParamPlace place) {
+    for (const auto& t : m.parameters(/*recurse=*/true)) at[t.unsafeGetTensorImpl()] = place;
+  };
+  for (int64_t i = 0; i < model.n_blocks(); ++i) {
+    Block& b = model.block(i);
+    mark(*b, {i, Part::kNorms});
+    mark(*b->attention(), {i, Part::kAttn});
+    mark(*b->feed_forward(), {i, Part::kFfn});
+  }
+  if (!model.tok_emb.is_empty()) mark(*model.tok_emb, {-1, Part::kEmbed});
+  if (!model.pos_emb.is_empty()) mark(*model.pos_emb, {-1, Part::kEmbed});  // learned positions only
+  if (model.embed_norm) mark(*model.embed_norm, {-1, Part::kEmbed});
+  std::vector<ParamPlace> out;
+  for (const auto& p : params) {
+    const auto it = at.find(p.unsafeGetTensorImpl());
+    ParamPlace place = it != at.end() ? it->second : ParamPlace{-1, Part::kHead};
+    if (place.block >= 0 && role_of(p) == Role::kMixing) place.part = Part::kMixing;
+    out.push_back(place);
+  }
+  return out;
 }
 
 TrainRecord train_record(const Config& cfg, const StepPlan& plan, const StepOutcome& o,
@@ -316,7 +345,8 @@ Trainable make_trainable(const Config& cfg, const torch::Device& device) {
     t.params.push_back(kv.value());
   }
   t.optimizer = std::make_unique<Optimizer>(named, cfg.optim);
-  t.grad_stats = std::make_unique<GradStats>(t.names, cfg.model.n_layers);
+  t.places = param_places(*t.model, t.params);
+  t.grad_stats = std::make_unique<GradStats>(t.places, cfg.model.n_layers);
   return t;
 }
 
@@ -341,12 +371,9 @@ TrainStep::TrainStep(const Config& cfg, Trainable& t, const Corpus& data, const 
       grad_spikes_(cfg.diag.spike.window, cfg.diag.spike.zscore),
       layer_windows_(cfg.model.n_layers + 2, RollingWindow(cfg.diag.spike.window)) {
   if (comm_) reducer_ = std::make_unique<GradientReducer>(*comm_, t_.params);
-  // The weight statistics' groups: each block's matrices (by role; the block from the name).
-  for (size_t i = 0; i < t_.names.size(); ++i) {
-    int64_t block = -1;
-    const std::string& n = t_.names[i];
-    if (t_.optimizer->role(i) == Role::kMatrix && n.rfind("blocks.", 0) == 0) block = std::stoll(n.substr(7));
-    matrix_block_.push_back(block);
+  // The weight statistics' groups: each block's matrices (by role and place).
+  for (size_t i = 0; i < t_.places.size(); ++i) {
+    matrix_block_.push_back(t_.optimizer->role(i) == Role::kMatrix ? t_.places[i].block : -1);
   }
 }
 

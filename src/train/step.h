@@ -19,7 +19,7 @@
 #include "metrics/spike.h"
 #include "model/transformer.h"
 #include "metrics/records.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/loss_scale.h"
 
@@ -96,9 +96,13 @@ struct Trainable {
   Transformer model{nullptr};
   std::vector<std::string> names;
   std::vector<torch::Tensor> params;
+  std::vector<ParamPlace> places;  // each parameter's block and part (the gradient groups)
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<GradStats> grad_stats;
 };
+// Each parameter's place (metrics/grad_stats.h) from the model's structure (which block, which of
+// its sublayers) and its role (mixing), in the order given: no name is read.
+std::vector<ParamPlace> param_places(TransformerImpl& model, const std::vector<torch::Tensor>& params);
 Trainable make_trainable(const Config& cfg, const torch::Device& device);
 
 // What a step does with its gradients (src/train/README.md and src/metrics/README.md), in order of precedence:

@@ -17,7 +17,7 @@
 #include "dist/comm.h"
 #include "metrics/records.h"
 #include "model/transformer.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 #include "train/checkpoint.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"

@@ -5,8 +5,12 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "core/errors.h"
 #include "data/corpus.h"
+#include "model/residual/residual.h"
+#include "model/transformer.h"
 #include "train/run_config.h"
 #include "test_util.h"
 
@@ -194,6 +198,58 @@ TEST(ConfigTest, AModelThatCannotFitIsOneProblemNamingTheEstimate) {
   EXPECT_GT(estimate_training_memory(c).activation_bytes, 2 * small.activation_bytes);
   EXPECT_LT(small.total(), 1e9);
   EXPECT_NEAR(small.params, 0.84e6, 0.02e6);  // README: the default model has 0.84M parameters
+}
+
+// Absurd sizes are refused before anything is allocated or run, one line each: a stream count whose
+// streams and mixing maps cannot fit (the residual type's own cost in the estimate), iteration
+// counts past their bounds.
+TEST(ConfigTest, AbsurdStreamCountsAndIterationCountsAreOneProblemEach) {
+  const std::string data = testing::source_dir() + "/data/toy/";
+  auto problems = [&](const std::string& yaml) -> std::vector<std::string> {
+    LoadedConfig l = parse_config_text(yaml, "cfg.yaml");
+    l.config.data.train = {data + "train.txt"};
+    l.config.data.val = {data + "val.txt"};
+    try {
+      check_and_resolve(l, /*check_data_files=*/true);
+    } catch (const ConfigError& e) {
+      return e.problems();
+    }
+    return {};
+  };
+  for (const char* type : {"hc", "mhc"}) {
+    const auto p = problems(fmt::format("model: {{residual: {{type: {}, streams: 100000000}}}}\n", type));
+    ASSERT_EQ(p.size(), 1u) << type;
+    EXPECT_NE(p[0].find("model: training needs at least"), std::string::npos) << p[0];
+  }
+  auto one = [&](const std::string& yaml, const std::string& what) {
+    const auto p = problems(yaml);
+    ASSERT_EQ(p.size(), 1u) << yaml;
+    EXPECT_NE(p[0].find(what), std::string::npos) << p[0];
+  };
+  one("optim: {type: muon, muon: {ns_steps: 1000000}}\n", "optim.muon.ns_steps: 1000000 must be in [1, 100]");
+  one("model: {residual: {type: mhc, sinkhorn_iters: 1000000}}\n", "model.residual.sinkhorn_iters: 1000000 must be in [1, 1000]");
+  EXPECT_TRUE(problems("model: {residual: {type: mhc, streams: 8}}\n").empty());
+}
+
+// The estimate's parameter count follows every residual type's own parameters: within 10 % of the
+// model's real count at a small width with many streams, where the streams' maps dominate.
+TEST(ConfigTest, MemoryEstimateCountsEachResidualTypesParameters) {
+  for (const auto& r : residual_registry()) {
+    SCOPED_TRACE(r.name);
+    Config c;
+    c.model.d_model = 32;
+    c.model.n_heads = 2;
+    c.model.d_ff = 64;
+    c.model.n_layers = 3;
+    c.model.ctx = 16;
+    c.model.residual.type = r.name;
+    if (r.name == "hc" || r.name == "mhc") c.model.residual.keys.set("residual.streams", int64_t{8});
+    resolve_model_config(c.model);
+    Transformer t(c.model);
+    double real = 0;
+    for (const auto& p : t->parameters()) real += static_cast<double>(p.numel());
+    EXPECT_NEAR(estimate_training_memory(c).params, real, 0.1 * real);
+  }
 }
 
 TEST(ConfigTest, RelativeDataPathsAreStoredAbsoluteSoTheRunWorksFromAnyDirectory) {

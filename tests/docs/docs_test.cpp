@@ -21,6 +21,7 @@
 #include "model/layouts/layout.h"
 #include "model/norms/norm.h"
 #include "model/transformer.h"
+#include "optim/registry.h"
 #include "test_util.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
@@ -77,6 +78,12 @@ TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsAndResidualTy
   EXPECT_EQ(table_names(doc, "## Residual streams"), residuals);
 }
 
+TEST(DocsTest, OptimReadmeTableIsExactlyTheRegisteredOptimizers) {
+  std::set<std::string> names;
+  for (const auto& e : optimizer_registry()) names.insert(e.name);
+  EXPECT_EQ(table_names(read_doc("src/optim/README.md"), "## Optimizers"), names);
+}
+
 // The front door may name fewer (it links to the tables), never a name that does not exist.
 TEST(DocsTest, EveryNormAndLayoutTheReadmeNamesIsRegistered) {
   const std::string readme = read_doc("README.md");
@@ -129,7 +136,7 @@ TEST(DocsTest, EveryConfigChoiceTheDocsNameExists) {
   const std::regex pair("([a-z_]+(?:\\.[a-z_]+)+)(?:: |=)([a-z][a-z0-9_]*)");
   int checked = 0;
   for (const char* file : {"README.md", "configs/README.md", "configs/sweeps/README.md", "src/model/README.md",
-                           "src/train/README.md", "src/metrics/README.md", "src/dist/README.md", "src/cli/README.md",
+                           "src/train/README.md", "src/optim/README.md", "src/metrics/README.md", "src/dist/README.md", "src/cli/README.md",
                            "data/README.md", "tests/README.md", "scripts/README.md"}) {
   const std::string readme = read_doc(file);
   EXPECT_FALSE(readme.empty()) << file;

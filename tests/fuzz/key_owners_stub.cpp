@@ -1,7 +1,7 @@
 // The fuzz targets build the config loader without LibTorch, so without the model's registries:
-// this table stands in for model/key_owners.cpp with one owner of each shape the registries use
+// this table stands in for train/key_owners.cpp with one owner of each shape the registries use
 // (a norm's boolean and number keys, a layout's auto numbers, an auto integer and a named choice, a
-// residual key with two owners),
+// residual key with two owners, optimizers with and without keys sharing one section),
 // so the loader's handling of owned keys is fuzzed all the same.
 #include "config/owned_keys.h"
 
@@ -19,6 +19,11 @@ const std::vector<KeyOwner>& key_owners() {
       {OwnerKind::kResidual, "hc", "residual",
        {{"streams", KeyKind::kInteger, int64_t{4}, "streams"}, {"dynamic", KeyKind::kBoolean, true, "dynamic"}}},
       {OwnerKind::kResidual, "mhc", "residual", {{"streams", KeyKind::kInteger, int64_t{4}, "streams"}}},
+      {OwnerKind::kOptim, "adamw", "", {}},
+      {OwnerKind::kOptim, "muon", "muon",
+       {{"lr", KeyKind::kNumber, 0.02, "rate"}, {"ns", KeyKind::kName, std::string("keller"), "ns", {"keller", "polar_express"}}}},
+      {OwnerKind::kOptim, "normuon", "muon",
+       {{"lr", KeyKind::kNumber, 0.02, "rate"}, {"beta2", KeyKind::kNumber, 0.95, "beta2"}}},
   };
   return owners;
 }

@@ -11,7 +11,7 @@
 #include "data/corpus.h"
 #include "model/norms/norm.h"
 #include "model/transformer.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/loss_scale.h"
 #include "train/run_config.h"
 #include "train/step.h"

@@ -11,11 +11,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <vector>
 
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/fs.h"
+#include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
 #include "train/run_config.h"
@@ -26,18 +29,15 @@ namespace {
 
 Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
-// Every optimizer: AdamW, Muon (bf16 Newton-Schulz), NorMuon (Polar Express, cautious decay): its
-// state (momentum, NorMuon's row moments) goes through the checkpoint.
-void resume_is_bitwise_identical(OptimType type) {
-  SCOPED_TRACE(choice_name(type));
+// Every optimizer of the registry (and variants with keys set): its state (moments, momentum,
+// NorMuon's row moments) goes through the checkpoint.
+void resume_is_bitwise_identical(const std::string& type, const std::vector<std::pair<std::string, KeyValue>>& keys = {}) {
+  SCOPED_TRACE(type);
   testing::TempDir dir;
   Config full = testing::tiny_config(dir / "full");
   full.train.accum = 2;  // data position must count micro-batches
   full.optim.type = type;
-  if (type == OptimType::kNormuon) {
-    full.optim.muon.ns = NsKind::kPolarExpress;
-    full.optim.muon.cautious_wd = true;
-  }
+  for (const auto& [key, value] : keys) full.optim.keys.set(key, value);
   ASSERT_EQ(train(resolved(full), {}), 0);
 
   // The same run interrupted (Ctrl-C) after its first update, then resumed to the end through
@@ -73,15 +73,18 @@ void resume_is_bitwise_identical(OptimType type) {
   load_model_weights(find_checkpoint(dir / "part", std::nullopt), mb);
   auto ta = model_tensors(ma), tb = model_tensors(mb);
   for (size_t i = 0; i < ta.size(); ++i) EXPECT_TRUE(torch::equal(ta[i].second, tb[i].second)) << ta[i].first;
-  if (type != OptimType::kAdamw) {  // the Muon states are in trainer.safetensors by the contract's names
-    const auto st = read_safetensors(find_checkpoint(dir / "full", std::nullopt) + "/trainer.safetensors");
-    int momenta = 0, row_v = 0;
-    for (const auto& [name, t] : st.tensors) {
-      momenta += name.find(".muon_momentum") != std::string::npos;
-      row_v += name.find(".normuon_v") != std::string::npos;
-    }
-    EXPECT_EQ(momenta, 6 * full.model.n_layers);  // q, k, v, out, fc1, fc2 of each block
-    EXPECT_EQ(row_v, type == OptimType::kNormuon ? momenta : 0);
+  // Every tensor of the optimizer's state is in trainer.safetensors, under its rule's name for it
+  // (exp_avg.<p>, exp_avg_sq.<p>, <p>.muon_momentum, <p>.normuon_v, ...), one per parameter of the rule.
+  const auto st = read_safetensors(find_checkpoint(dir / "full", std::nullopt) + "/trainer.safetensors");
+  std::set<std::string> saved;
+  for (const auto& [name, t] : st.tensors) saved.insert(name);
+  NamedTensors named;
+  for (auto& kv : ma->named_parameters()) named.emplace_back(kv.key(), kv.value());
+  const Optimizer fresh(named, cfg.optim);
+  for (const auto& rule : fresh.rules()) {
+    const auto state = rule->state();
+    EXPECT_EQ(state.size() % std::max<size_t>(1, rule->params().size()), 0u) << rule->name();
+    for (const auto& [name, t] : state) EXPECT_TRUE(saved.count(name)) << rule->name() << ": " << name;
   }
 }
 
@@ -115,7 +118,8 @@ TEST(ThreadSetupTest, SubnormalsAreFlushedOnEveryThread) {
 }
 
 TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
-  for (const OptimType type : {OptimType::kAdamw, OptimType::kMuon, OptimType::kNormuon}) resume_is_bitwise_identical(type);
+  for (const auto& entry : optimizer_registry()) resume_is_bitwise_identical(entry.name);
+  resume_is_bitwise_identical("normuon", {{"muon.ns", std::string("polar_express")}, {"muon.cautious_wd", true}});
 }
 
 TEST(TrainerTest, RunDirectoryFollowsTheContract) {

@@ -133,6 +133,10 @@ ResidualType attnres_residual() {
     for (auto& p : final->parameters()) model.keep_constructor_init(p);
     return std::make_unique<AttnResStream>(std::move(subs), final, m.residual.keys.integer("residual.attnres_block"));
   };
+  t.cost = [](const ModelConfig& m) {  // every read stacks up to 2L + 1 sources (normed and weighted)
+    const double d = m.d_model, sources = 2.0 * m.n_layers + 1;
+    return ResidualCost{(2.0 * m.n_layers + 1) * 3 * d, 2 * sources};
+  };
   return t;
 }
 

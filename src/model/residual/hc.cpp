@@ -135,6 +135,11 @@ ResidualType hc_residual() {
     }
     return std::make_unique<HcStream>(std::move(subs), n);
   };
+  t.cost = [](const ModelConfig& m) {
+    const double n = static_cast<double>(m.residual.keys.integer("residual.streams")), d = m.d_model;
+    const double per_sublayer = n * (n + 1) + n + (n + 1) * d + d + 2 + d;  // alpha, beta, their maps, norm
+    return ResidualCost{2 * m.n_layers * per_sublayer, 3 * n};
+  };
   return t;
 }
 

@@ -113,13 +113,22 @@ class MhcStream : public ResidualStream {
 };
 }  // namespace
 
+// The most Sinkhorn iterations a config may ask for.
+constexpr int64_t kMaxSinkhornIters = 1000;
+
 ResidualType mhc_residual() {
   ResidualType t;
   t.name = "mhc";
   t.equation = "u = sum pre_j X_j; y = G(u); X'_j = post_j y + sum_i C[i,j] X_i, C Sinkhorn-normalised";
   t.keys = {streams_key(),
             {"sinkhorn_iters", KeyKind::kInteger, int64_t{20}, "Sinkhorn iterations T of the mixing matrix", {},
-             [](const KeyValue& v, const ModelConfig&) { return std::get<int64_t>(v) >= 1 ? "" : "must be >= 1"; }}};
+             [](const KeyValue& v, const ModelConfig&) {
+               const int64_t n = std::get<int64_t>(v);
+               return n >= 1 && n <= kMaxSinkhornIters
+                          ? std::string()
+                          : fmt::format("must be in [1, {}] (the paper uses 20; each one is a pass over every "
+                                        "position's mixing matrix)", kMaxSinkhornIters);
+             }}};
   t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
     const int64_t n = m.residual.keys.integer("residual.streams");
     const int64_t iters = m.residual.keys.integer("residual.sinkhorn_iters");
@@ -140,6 +149,11 @@ ResidualType mhc_residual() {
     model.keep_constructor_init(head->scale);
     model.keep_constructor_init(head->base);
     return std::make_unique<MhcStream>(std::move(subs), head, n);
+  };
+  t.cost = [](const ModelConfig& m) {
+    const double n = static_cast<double>(m.residual.keys.integer("residual.streams")), d = m.d_model;
+    const double per_sublayer = (n * n + 2 * n) * (n * d + 1) + 3;  // fn, base, scale
+    return ResidualCost{2 * m.n_layers * per_sublayer + n * (n * d + 1) + 1, 3 * n + n * n / d};
   };
   return t;
 }

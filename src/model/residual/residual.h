@@ -61,6 +61,15 @@ class ResidualStream {
   bool capture_ = false;
 };
 
+// What an entry adds to a model's memory, for the estimate made before anything is built
+// (estimate_training_memory): its parameters, and the d-wide vectors per token its carrier keeps
+// per sublayer for the backward (the streams, their mixtures, stored sources). A rough count, so
+// that absurd sizes are refused with a message instead of an allocator error.
+struct ResidualCost {
+  double params = 0;
+  double vectors_per_sublayer = 0;
+};
+
 struct ResidualType {
   std::string name;
   std::string equation;       // one line, for `normlab keys` and the README table
@@ -71,6 +80,8 @@ struct ResidualType {
   // Registers the entry's parameters on the model (blocks.{i}.<name>{k} in each block, heads on
   // the model) with their init values and returns the carrier.
   std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make;
+  // Its memory beyond the layout's own stream; empty: none (add).
+  std::function<ResidualCost(const ModelConfig& m)> cost;
 };
 
 const std::vector<ResidualType>& residual_registry();

@@ -376,7 +376,10 @@ TEST(SubLnTest, InitMultipliesBranchWeightsByGammaAndAutoIsSqrtLog2L) {
 KeyValue other_value(const KeySpec& k) {
   switch (k.kind) {
     case KeyKind::kNumber:
-      return std::holds_alternative<double>(k.default_value) ? std::get<double>(k.default_value) * 2 + 0.25 : 0.75;
+      if (!std::holds_alternative<double>(k.default_value)) return 0.75;
+      // Rates in [0, 1) (momenta, decays) stay there.
+      return std::get<double>(k.default_value) < 1 ? std::get<double>(k.default_value) / 2
+                                                   : std::get<double>(k.default_value) * 2 + 0.25;
     case KeyKind::kInteger:
       return std::holds_alternative<int64_t>(k.default_value) && std::get<int64_t>(k.default_value) == 1 ? int64_t{2}
                                                                                                          : int64_t{1};
@@ -399,6 +402,32 @@ TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingThe
         const std::string layout = o.kind == OwnerKind::kLayout && selected ? o.name : (o.name == "pre" ? "post" : "pre");
         ModelConfig m = small(layout, norm);
         const std::string key = o.section + "." + k.name;
+        if (o.kind == OwnerKind::kOptim) {
+          // Selected: this optimizer; not selected: one that owns no key of this name (muon.lr has two owners).
+          Config c;
+          c.optim.type = o.name;
+          if (!selected) {
+            for (const auto& other : key_owners()) {
+              bool owns = false;
+              for (const auto& ok : other.keys) owns = owns || (other.section == o.section && ok.name == k.name);
+              if (other.kind == OwnerKind::kOptim && !owns) c.optim.type = other.name;
+            }
+          }
+          c.optim.keys.set(key, other_value(k));
+          ConfigSource src;
+          Problems p(src);
+          validate_config(c, p);
+          if (selected) {
+            EXPECT_TRUE(p.empty()) << key << ": " << (p.empty() ? "" : p.lines()[0]);
+            continue;
+          }
+          ASSERT_EQ(p.lines().size(), 1u) << key;
+          EXPECT_TRUE(p.has("optim." + key)) << p.lines()[0];
+          EXPECT_NE(p.lines()[0].find("belongs to optim.type"), std::string::npos) << p.lines()[0];
+          EXPECT_NE(p.lines()[0].find(o.name), std::string::npos) << p.lines()[0];
+          ++checked;
+          continue;
+        }
         if (o.kind == OwnerKind::kResidual) {
           // Selected: this owner; not selected: a type that owns no key of this name (streams has two owners).
           m.residual.type = o.name;
@@ -431,8 +460,9 @@ TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingThe
       }
     }
   }
-  EXPECT_GE(checked, 14);  // bias, dyt_alpha, derf_alpha, deepnorm x2, mix, normformer, subln, hybrid,
-                           // streams x2 (hc, mhc), dynamic, sinkhorn_iters, attnres_block
+  EXPECT_GE(checked, 14 + 17);  // bias, dyt_alpha, derf_alpha, deepnorm x2, mix, normformer, subln, hybrid,
+                                // streams x2 (hc, mhc), dynamic, sinkhorn_iters, attnres_block; muon's
+                                // 8 keys under muon and under normuon, beta2
 }
 
 TEST(OwnedKeysTest, DefaultValuesOfUnselectedEntriesAreNoProblem) {

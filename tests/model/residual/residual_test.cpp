@@ -847,7 +847,7 @@ TEST(ResidualConfigTest, EveryScopeRuleIsOneLineNamingTheKey) {
        "must be 1 or even in [2, 2 * n_layers = 8]"},
       {{"model.residual.type=attnres", "model.residual.attnres_block=10"}, "model.residual.attnres_block", "must be 1 or even"},
       {{"model.residual.type=hc", "model.residual.streams=0"}, "model.residual.streams", "must be >= 1"},
-      {{"model.residual.type=mhc", "model.residual.sinkhorn_iters=0"}, "model.residual.sinkhorn_iters", "must be >= 1"},
+      {{"model.residual.type=mhc", "model.residual.sinkhorn_iters=0"}, "model.residual.sinkhorn_iters", "must be in [1, 1000]"},
       {{"model.value_residual=scalar", "model.n_layers=1"}, "model.value_residual", "n_layers 1 has none"},
       {{"model.value_residual=gated"}, "model.value_residual", "none, fixed, scalar, token"},
   };

@@ -1,4 +1,4 @@
-// Muon and NorMuon (src/train/README.md, "Optimizers"): Newton-Schulz against the iteration written
+// Muon and NorMuon (src/optim/README.md): Newton-Schulz against the iteration written
 // out here in double precision, non-square matrices both ways, bf16 against fp32, the per-shape
 // rate rules, the optimizer split by role, the state's names, and the config rules of optim.muon.*.
 // The multi-update comparison with the independent numpy implementation (scripts/reference_optim.py)
@@ -12,8 +12,9 @@
 #include "core/torch_compat.h"
 #include "model/attention_kernels.h"
 #include "model/roles.h"
-#include "train/muon.h"
-#include "train/optimizer.h"
+#include "optim/muon.h"
+#include "optim/optimizer.h"
+#include "optim/registry.h"
 #include "train/run_config.h"
 #include "train/step.h"
 
@@ -129,6 +130,15 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   }
 }
 
+// The update rule that optimizer `type` gives a single matrix W (its matrix rule: AdamW takes the
+// other roles), W decayed at optim.weight_decay.
+std::unique_ptr<UpdateRule> matrix_rule(const OptimConfig& o, const torch::Tensor& W) {
+  UpdateRules rules = find_optimizer(o.type)->make({{"w", W, Role::kMatrix, 1.0, o.weight_decay}}, o);
+  EXPECT_EQ(rules.size(), 2u);
+  EXPECT_TRUE(rules.front()->params().empty());  // AdamW, with nothing here
+  return std::move(rules.back());
+}
+
 TEST(MuonTest, LearningRateAdjustmentRules) {
   EXPECT_DOUBLE_EQ(muon_lr_adjust(AdjustLr::kOriginal, 512, 128), 2.0);
   EXPECT_DOUBLE_EQ(muon_lr_adjust(AdjustLr::kOriginal, 128, 512), 1.0);
@@ -141,16 +151,17 @@ TEST(MuonTest, OneUpdateByHandWithDecayAndCautiousMask) {
   torch::manual_seed(7);
   for (const bool cautious : {false, true}) {
     OptimConfig o;
-    o.type = OptimType::kMuon;
+    o.type = "muon";
     o.weight_decay = 0.1;
-    o.muon.ns_dtype = NsDtype::kFp32;
-    o.muon.cautious_wd = cautious;
+    o.keys.set("muon.ns_dtype", std::string("fp32"));
+    o.keys.set("muon.cautious_wd", cautious);
     auto W = torch::randn({12, 8}).requires_grad_(true);
     const auto W0 = W.detach().to(torch::kDouble);
     const auto G = torch::randn({12, 8});
     W.mutable_grad() = G.clone();
-    Muon m({{"w", W}}, o);
-    m.step(/*f=*/0.5);
+    const auto m = matrix_rule(o, W);
+    EXPECT_STREQ(m->name(), "muon");
+    m->step({/*lr=*/0, /*f=*/0.5}, 1.0);
     const double mu = 0.95, eta = 0.02 * 0.5, eta_adj = eta * std::sqrt(12.0 / 8.0);
     const auto Gd = G.to(torch::kDouble);
     const auto U = (1 - mu) * Gd + mu * ((1 - mu) * Gd);
@@ -164,14 +175,15 @@ TEST(MuonTest, OneUpdateByHandWithDecayAndCautiousMask) {
 TEST(MuonTest, NormuonNormalisesRowsAndKeepsTheFrobeniusNorm) {
   torch::manual_seed(9);
   OptimConfig o;
-  o.type = OptimType::kNormuon;
+  o.type = "normuon";
   o.weight_decay = 0;
-  o.muon.ns_dtype = NsDtype::kFp32;
+  o.keys.set("muon.ns_dtype", std::string("fp32"));
   auto W = torch::zeros({6, 10}).requires_grad_(true);
   const auto G = torch::randn({6, 10});
   W.mutable_grad() = G.clone();
-  Muon m({{"w", W}}, o);
-  m.step(1.0);
+  const auto m = matrix_rule(o, W);
+  EXPECT_STREQ(m->name(), "normuon");
+  m->step({0, 1.0}, 1.0);
   const auto Gd = G.to(torch::kDouble);
   const auto O = ns_double(0.05 * Gd + 0.95 * 0.05 * Gd, NsKind::kKeller, 5);
   const auto V = 0.05 * (O * O).mean(-1, true);
@@ -179,14 +191,14 @@ TEST(MuonTest, NormuonNormalisesRowsAndKeepsTheFrobeniusNorm) {
   O2 = O2 * (O.norm() / (O2.norm() + 1e-10));
   const auto want = -0.02 * O2;  // 6 < 10: adjust 1
   EXPECT_LT((W.detach().to(torch::kDouble) - want).abs().max().item<double>(), 1e-4 * 0.02);
-  const auto st = m.state();
+  const auto st = m->state();
   ASSERT_EQ(st.size(), 2u);
   EXPECT_EQ(st[0].first, "w.muon_momentum");
   EXPECT_EQ(st[1].first, "w.normuon_v");
   EXPECT_EQ(st[1].second.sizes(), (std::vector<int64_t>{6, 1}));
 }
 
-Config tiny_config(OptimType type) {
+Config tiny_config(const std::string& type) {
   Config c;
   c.model.ctx = 8;
   c.model.d_model = 16;
@@ -198,32 +210,45 @@ Config tiny_config(OptimType type) {
   return c;
 }
 
-// Under muon, exactly the role-matrix tensors go to Muon (the tied head stays with AdamW as the
-// embedding); under adamw nothing does, and the lr multipliers reach AdamW per role.
-TEST(MuonTest, OptimizerSplitsByRole) {
-  for (const OptimType type : {OptimType::kAdamw, OptimType::kMuon}) {
-    Config c = tiny_config(type);
-    c.optim.lr_mult.gain = 0.5;
-    c.optim.lr_mult.embedding = 3;
-    Transformer t(c.model);
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (auto& kv : t->named_parameters()) named.emplace_back(kv.key(), kv.value());
-    Optimizer opt(named, c.optim);
-    size_t to_muon = 0;
-    for (size_t i = 0; i < named.size(); ++i) to_muon += opt.role(i) == Role::kMatrix;
-    EXPECT_EQ(opt.muon() ? opt.muon()->params().size() : 0u, type == OptimType::kMuon ? to_muon : 0u);
-    EXPECT_EQ(opt.adamw().params().size() + (opt.muon() ? opt.muon()->params().size() : 0), named.size());
-    for (size_t i = 0; i < opt.adamw().params().size(); ++i) {
-      const auto& [name, p] = opt.adamw().params()[i];
-      const Role r = *role_of(p);
-      EXPECT_EQ(opt.adamw().lr_mult(i), r == Role::kGain ? 0.5 : r == Role::kEmbedding ? 3.0 : 1.0) << name;
-      EXPECT_EQ(opt.adamw().decays(i), role_decays(r)) << name;
-      if (type == OptimType::kMuon) {
-        EXPECT_NE(r, Role::kMatrix) << name;
+// Every optimizer of the registry: every parameter in exactly one rule, with its declared role;
+// the matrix rule (muon, normuon) takes exactly the role-matrix tensors (the tied head stays with
+// AdamW as the embedding), AdamW the rest; the rates of optim.lr_mult and the decay of the roles
+// that decay reach every rule, and multipliers given through RoleRates (the parametrization's
+// place) reach every rule too, matrix included.
+TEST(MuonTest, EveryOptimizerSplitsByRoleWithTheRolesRates) {
+  for (const auto& entry : optimizer_registry()) {
+    for (const bool scaled : {false, true}) {
+      Config c = tiny_config(entry.name);
+      c.optim.lr_mult.gain = 0.5;
+      c.optim.lr_mult.embedding = 3;
+      Transformer t(c.model);
+      NamedTensors named;
+      for (auto& kv : t->named_parameters()) named.emplace_back(kv.key(), kv.value());
+      RoleRates rates = RoleRates::from(c.optim);
+      if (scaled) {
+        rates[Role::kMatrix] = {0.25, 4.0};
+        rates[Role::kBias].decay = 7;  // bias does not decay: no effect
       }
-    }
-    if (opt.muon()) {
-      for (const auto& [name, p] : opt.muon()->params()) EXPECT_NE(name, "tok_emb.weight");
+      Optimizer opt(named, c.optim, rates);
+      size_t seen = 0;
+      for (const auto& rule : opt.rules()) {
+        const bool adamw = std::string(rule->name()) == "adamw";
+        for (const RatedParam& p : rule->params()) {
+          ++seen;
+          EXPECT_EQ(p.role, *role_of(p.tensor)) << p.name;
+          if (entry.name != "adamw") {
+            EXPECT_EQ(adamw, p.role != Role::kMatrix) << entry.name << " " << p.name;
+          }
+          const double lr = p.role == Role::kGain        ? 0.5
+                            : p.role == Role::kEmbedding ? 3.0
+                            : p.role == Role::kMatrix && scaled ? 0.25
+                                                               : 1.0;
+          EXPECT_EQ(p.lr_mult, lr) << entry.name << " " << p.name;
+          const double wd = !role_decays(p.role) ? 0.0 : p.role == Role::kMatrix && scaled ? 0.1 * 4.0 : 0.1;
+          EXPECT_EQ(p.weight_decay, wd) << entry.name << " " << p.name;
+        }
+      }
+      EXPECT_EQ(seen, named.size()) << entry.name;
     }
   }
 }
@@ -255,6 +280,9 @@ TEST(MuonTest, MuonKeysBelongToTheirOptimizers) {
   one("optim: {type: muon, muon: {beta2: 0.9}}", "optim.muon.beta2", "normuon");
   one("optim: {type: muon, muon: {ns: polar_express, ns_steps: 6}}", "optim.muon.ns_steps", "5");
   one("optim: {type: normuon, muon: {momentum: 1.0}}", "optim.muon.momentum", "[0, 1)");
+  one("optim: {type: muon, muon: {ns_steps: 1000000}}", "optim.muon.ns_steps", "[1, 100]");
+  one("optim: {type: muon, muon: {ns_steps: 0}}", "optim.muon.ns_steps", "[1, 100]");
+  one("optim: {type: muon, muon: {ns: newton}}", "optim.muon.ns", "keller, polar_express");
   one("optim: {lr_mult: {gain: -1}}", "optim.lr_mult.gain", ">= 0");
   one("optim: {type: lion}", "optim.type", "adamw");
   EXPECT_TRUE(config_errors("optim: {type: normuon, muon: {beta2: 0.9, ns: polar_express, cautious_wd: true}}").empty());

@@ -1,4 +1,4 @@
-// The CPU fast path of AdamW (train/adamw.h): one pass over each float32 parameter that applies
+// The CPU fast path of AdamW (optim/adamw.h): one pass over each float32 parameter that applies
 // the clipping scale to the gradient, the decoupled weight decay, both moment updates and the
 // parameter update, instead of a chain of seven whole-tensor LibTorch ops (and two temporaries)
 // per parameter. All parameters of a step share one parallel region. Raw pointers, no LibTorch

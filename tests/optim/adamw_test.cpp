@@ -1,4 +1,4 @@
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,12 @@
 namespace normlab {
 namespace {
 
-// Decay on tensors of 2 or more dimensions, rate multiplier 1 (what the roles give these tests'
-// matrices and vectors).
-std::vector<AdamW::Param> by_dim(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
-  std::vector<AdamW::Param> out;
-  for (const auto& [n, t] : named) out.push_back({n, t, t.dim() >= 2, 1.0});
+// Decay (optim.weight_decay) on tensors of 2 or more dimensions, rate multiplier 1 (what the roles
+// give these tests' matrices and vectors).
+std::vector<RatedParam> by_dim(const NamedTensors& named, const OptimConfig& o = {}) {
+  std::vector<RatedParam> out;
+  for (const auto& [n, t] : named)
+    out.push_back({n, t, t.dim() >= 2 ? Role::kMatrix : Role::kGain, 1.0, t.dim() >= 2 ? o.weight_decay : 0.0});
   return out;
 }
 
@@ -26,9 +27,9 @@ TEST(AdamWTest, MatchesHandWrittenUpdateAndDecaysOnlyMatrices) {
   o.weight_decay = 0.1;
   auto w = torch::tensor({{1.0, -2.0}, {0.5, 3.0}}, torch::kDouble).requires_grad_(true);
   auto b = torch::tensor({0.3, -0.7}, torch::kDouble).requires_grad_(true);
-  AdamW opt(by_dim({{"w", w}, {"b", b}}), o);
-  EXPECT_TRUE(opt.decays(0));
-  EXPECT_FALSE(opt.decays(1));
+  AdamW opt(by_dim({{"w", w}, {"b", b}}, o), o);
+  EXPECT_EQ(opt.params()[0].weight_decay, 0.1);
+  EXPECT_EQ(opt.params()[1].weight_decay, 0.0);
 
   auto w_ref = w.detach().clone(), b_ref = b.detach().clone();
   auto m_w = torch::zeros_like(w_ref), v_w = torch::zeros_like(w_ref);
@@ -96,7 +97,7 @@ TEST(AdamWTest, FusedKernelMatchesHandWrittenUpdateWithClipScale) {
   torch::manual_seed(4);
   auto w = torch::randn({200, 300}).requires_grad_(true);
   auto b = torch::randn({300}).requires_grad_(true);
-  AdamW opt(by_dim({{"w", w}, {"b", b}}), o);
+  AdamW opt(by_dim({{"w", w}, {"b", b}}, o), o);
   auto w_ref = w.detach().to(torch::kDouble), b_ref = b.detach().to(torch::kDouble);
   auto m_w = torch::zeros_like(w_ref), v_w = torch::zeros_like(w_ref);
   auto m_b = torch::zeros_like(b_ref), v_b = torch::zeros_like(b_ref);
@@ -122,7 +123,7 @@ TEST(AdamWTest, ComposedPathAppliesTheClipScale) {
   o.betas = {0.9, 0.95};
   o.weight_decay = 0.1;
   auto w = torch::tensor({{1.0, -2.0}, {0.5, 3.0}}, torch::kDouble).requires_grad_(true);
-  AdamW opt(by_dim({{"w", w}}), o);
+  AdamW opt(by_dim({{"w", w}}, o), o);
   auto w_ref = w.detach().clone(), m = torch::zeros_like(w_ref), v = torch::zeros_like(w_ref);
   auto g = torch::tensor({{0.1, -0.2}, {0.3, 0.05}}, torch::kDouble);
   w.mutable_grad() = g.clone();
@@ -166,6 +167,40 @@ TEST(AdamWTest, LibTorchFusedPathMatchesTheComposedUpdate) {
   for (size_t i = 0; i < sa.size(); ++i) {
     EXPECT_TRUE(torch::allclose(sa[i].second, sb[i].second, 1e-5, 1e-9))
         << sa[i].first << ": max diff " << (sa[i].second - sb[i].second).abs().max().item<double>();
+  }
+}
+
+// The fused CPU kernel serves parameters of several rates and decay coefficients in groups (one
+// call per rate and decay): each parameter moves as the composed update with its own rate and
+// decay moves it, including two decay coefficients under one rate and undecayed parameters beside
+// them.
+TEST(AdamWTest, OwnKernelGroupsByRateAndDecayAsTheComposedUpdate) {
+  auto make = [](AdamW::Path path) {
+    torch::manual_seed(9);
+    std::vector<RatedParam> params = {
+        {"a", torch::randn({6, 5}), Role::kMatrix, 1.0, 0.1},  {"b", torch::randn({5}), Role::kGain, 1.0, 0.0},
+        {"c", torch::randn({4, 5}), Role::kMatrix, 1.0, 0.4},  {"d", torch::randn({7}), Role::kGain, 0.5, 0.0},
+        {"e", torch::randn({3, 3}), Role::kEmbedding, 2.0, 0.2}, {"f", torch::randn({3, 4}), Role::kHead, 0.5, 0.05}};
+    OptimConfig o;
+    auto opt = std::make_unique<AdamW>(params, o);
+    opt->force_path(path);
+    return std::make_pair(params, std::move(opt));
+  };
+  auto [pa, a] = make(AdamW::Path::composed);
+  auto [pb, b] = make(AdamW::Path::own_cpu_kernel);
+  for (int s = 0; s < 3; ++s) {
+    torch::manual_seed(200 + s);
+    for (size_t i = 0; i < pa.size(); ++i) {
+      auto g = torch::randn_like(pa[i].tensor);
+      pa[i].tensor.mutable_grad() = g.clone();
+      pb[i].tensor.mutable_grad() = g.clone();
+    }
+    a->step(3e-2, 0.8);
+    b->step(3e-2, 0.8);
+  }
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(pa[i].tensor, pb[i].tensor, 1e-6, 1e-7))
+        << pa[i].name << ": max diff " << (pa[i].tensor - pb[i].tensor).abs().max().item<double>();
   }
 }
 

@@ -1,4 +1,4 @@
-// Every rule of the optimizers (src/train/README.md, "Optimizers") against scripts/reference_optim.py,
+// Every rule of the optimizers (src/optim/README.md) against scripts/reference_optim.py,
 // an independent float64 numpy implementation written from the contract: a tiny model's
 // parameters (every role, the tied head or an untied one) take K updates from seeded gradients
 // through NormLab's Optimizer, the same initial weights, gradients and schedule factors go to the
@@ -18,8 +18,8 @@
 #include "model/roles.h"
 #include "model/transformer.h"
 #include "test_util.h"
-#include "train/muon.h"
-#include "train/optimizer.h"
+#include "optim/muon.h"
+#include "optim/optimizer.h"
 #include "train/safetensors.h"
 
 namespace normlab {
@@ -27,7 +27,7 @@ namespace {
 
 struct Case {
   std::string name;
-  OptimType type;
+  std::string type;
   NsKind ns = NsKind::kKeller;
   NsDtype dtype = NsDtype::kFp32;
   AdjustLr adjust = AdjustLr::kOriginal;
@@ -41,13 +41,13 @@ std::string json_config(const Case& c, const OptimConfig& o, const std::vector<d
   std::string fs, rs;
   for (double v : f) fs += (fs.empty() ? "" : ",") + fmt::format("{:.17g}", v);
   for (const auto& [n, r] : roles) rs += (rs.empty() ? "" : ",") + fmt::format("\"{}\":\"{}\"", n, choice_name(r));
-  const auto& m = o.muon;
+  const MuonSettings m = MuonSettings::from(o);
   return fmt::format(
       R"({{"type":"{}","K":{},"lr":{:.17g},"f":[{}],"betas":[{:.17g},{:.17g}],"eps":{:.17g},"weight_decay":{:.17g},)"
       R"("lr_mult":{{"embedding":{},"head":{},"gain":{},"bias":{},"mixing":{}}},)"
       R"("muon":{{"lr":{:.17g},"momentum":{:.17g},"nesterov":{},"ns":"{}","ns_steps":{},"ns_dtype":"{}","adjust_lr":"{}","beta2":{:.17g},"cautious_wd":{}}},)"
       R"("roles":{{{}}}}})",
-      choice_name(o.type), f.size(), o.lr, fs, o.betas[0], o.betas[1], o.eps, o.weight_decay, o.lr_mult.embedding,
+      o.type, f.size(), o.lr, fs, o.betas[0], o.betas[1], o.eps, o.weight_decay, o.lr_mult.embedding,
       o.lr_mult.head, o.lr_mult.gain, o.lr_mult.bias, o.lr_mult.mixing, m.lr, m.momentum, m.nesterov ? "true" : "false",
       choice_name(m.ns), m.ns_steps, choice_name(m.ns_dtype), choice_name(m.adjust_lr), m.beta2,
       m.cautious_wd ? "true" : "false", rs);
@@ -79,13 +79,13 @@ void run_case(const Case& c) {
   o.lr_mult.head = 0.7;
   o.lr_mult.bias = 1.5;
   o.lr_mult.mixing = 3;
-  o.muon.ns = c.ns;
-  o.muon.ns_dtype = c.dtype;
-  o.muon.adjust_lr = c.adjust;
-  o.muon.cautious_wd = c.cautious;
-  o.muon.nesterov = c.nesterov;
-  o.muon.beta2 = 0.9;
-  if (c.adjust == AdjustLr::kMatchRmsAdamw) o.muon.lr = 2e-3;  // Moonlight's rule takes AdamW-sized rates
+  o.keys.set("muon.ns", std::string(choice_name(c.ns)));
+  o.keys.set("muon.ns_dtype", std::string(choice_name(c.dtype)));
+  o.keys.set("muon.adjust_lr", std::string(choice_name(c.adjust)));
+  o.keys.set("muon.cautious_wd", c.cautious);
+  o.keys.set("muon.nesterov", c.nesterov);
+  o.keys.set("muon.beta2", 0.9);
+  if (c.adjust == AdjustLr::kMatchRmsAdamw) o.keys.set("muon.lr", 2e-3);  // Moonlight's rule takes AdamW-sized rates
   std::vector<std::pair<std::string, torch::Tensor>> named;
   std::vector<std::pair<std::string, Role>> roles;
   NamedTensors in;
@@ -146,29 +146,29 @@ void run_case(const Case& c) {
   }
 }
 
-TEST(MuonReferenceTest, AdamwWithRoleMultipliers) { run_case({"adamw", OptimType::kAdamw}); }
-TEST(MuonReferenceTest, MuonKeller) { run_case({"muon_keller", OptimType::kMuon}); }
-TEST(MuonReferenceTest, MuonPolarExpress) { run_case({"muon_pe", OptimType::kMuon, NsKind::kPolarExpress}); }
+TEST(MuonReferenceTest, AdamwWithRoleMultipliers) { run_case({"adamw", "adamw"}); }
+TEST(MuonReferenceTest, MuonKeller) { run_case({"muon_keller", "muon"}); }
+TEST(MuonReferenceTest, MuonPolarExpress) { run_case({"muon_pe", "muon", NsKind::kPolarExpress}); }
 TEST(MuonReferenceTest, MuonCautiousMatchRmsUntiedNoNesterov) {
-  run_case({"muon_cautious", OptimType::kMuon, NsKind::kKeller, NsDtype::kFp32, AdjustLr::kMatchRmsAdamw, true, false, false});
+  run_case({"muon_cautious", "muon", NsKind::kKeller, NsDtype::kFp32, AdjustLr::kMatchRmsAdamw, true, false, false});
 }
-TEST(MuonReferenceTest, NormuonKeller) { run_case({"normuon", OptimType::kNormuon}); }
+TEST(MuonReferenceTest, NormuonKeller) { run_case({"normuon", "normuon"}); }
 TEST(MuonReferenceTest, NormuonPolarExpressCautious) {
-  run_case({"normuon_pe", OptimType::kNormuon, NsKind::kPolarExpress, NsDtype::kFp32, AdjustLr::kOriginal, true});
+  run_case({"normuon_pe", "normuon", NsKind::kPolarExpress, NsDtype::kFp32, AdjustLr::kOriginal, true});
 }
 TEST(MuonReferenceTest, MuonBf16Products) {
-  run_case({"muon_bf16", OptimType::kMuon, NsKind::kKeller, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2});
+  run_case({"muon_bf16", "muon", NsKind::kKeller, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2});
 }
 TEST(MuonReferenceTest, NormuonBf16Products) {
-  run_case({"normuon_bf16", OptimType::kNormuon, NsKind::kKeller, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2});
+  run_case({"normuon_bf16", "normuon", NsKind::kKeller, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2});
 }
 // Wide enough that the bf16 products take LibTorch's bf16 GEMMs where it computes them as the
-// contract says (src/train/muon.cpp, bf16_gemm_rounds_once): d_model 64, fc1 [160, 64].
+// contract says (src/optim/muon.cpp, bf16_gemm_rounds_once): d_model 64, fc1 [160, 64].
 TEST(MuonReferenceTest, MuonBf16ProductsOnBf16Gemms) {
   if (attention_kernels::bf16_kernel_available()) {
     EXPECT_TRUE(ns_uses_bf16_gemm(160, 64, torch::Device(torch::kCPU)));
   }
-  Case c{"muon_bf16_gemm", OptimType::kMuon, NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
+  Case c{"muon_bf16_gemm", "muon", NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
   c.width = 64;
   run_case(c);
 }

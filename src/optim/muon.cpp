@@ -1,4 +1,4 @@
-#include "train/muon.h"
+#include "optim/muon.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,10 @@
 #include <mutex>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "core/errors.h"
+#include "optim/registry.h"
 
 namespace normlab {
 
@@ -128,37 +131,92 @@ double muon_lr_adjust(AdjustLr rule, int64_t A, int64_t B) {
   return rule == AdjustLr::kOriginal ? std::sqrt(std::max(1.0, a / b)) : 0.2 * std::sqrt(std::max(a, b));
 }
 
-Muon::Muon(std::vector<std::pair<std::string, torch::Tensor>> params, const OptimConfig& o)
-    : params_(std::move(params)), o_(o) {
-  for (const auto& [name, p] : params_) {
-    TORCH_CHECK(p.dim() == 2, "Muon updates matrices; ", name, " has ", p.dim(), " dimensions");
-    momentum_.push_back(torch::zeros_like(p));
-    if (o_.type == OptimType::kNormuon) row_v_.push_back(torch::zeros({p.size(0), 1}, p.options()));
+MuonSettings MuonSettings::from(const OptimConfig& o) {
+  const OwnedValues& k = o.keys;
+  MuonSettings s;
+  s.lr = k.number("muon.lr");
+  s.momentum = k.number("muon.momentum");
+  s.nesterov = k.boolean("muon.nesterov");
+  s.ns = *parse_choice<NsKind>(k.name("muon.ns"));
+  s.ns_steps = k.integer("muon.ns_steps");
+  s.ns_dtype = *parse_choice<NsDtype>(k.name("muon.ns_dtype"));
+  s.adjust_lr = *parse_choice<AdjustLr>(k.name("muon.adjust_lr"));
+  s.cautious_wd = k.boolean("muon.cautious_wd");
+  s.beta2 = k.number("muon.beta2");
+  return s;
+}
+
+namespace {
+template <class E>
+std::vector<std::string> names_of() {
+  std::vector<std::string> out;
+  for (const auto& e : ChoiceTable<E>::entries) out.push_back(e.name);
+  return out;
+}
+std::string check_rate(const KeyValue& v, const ModelConfig&) {
+  const double x = std::get<double>(v);
+  return x > 0 && std::isfinite(x) ? "" : "must be a finite number > 0";
+}
+}  // namespace
+
+std::string check_unit_interval(const KeyValue& v, const ModelConfig&) {
+  const double x = std::get<double>(v);
+  return x >= 0 && x < 1 ? "" : "must be in [0, 1)";
+}
+
+std::vector<KeySpec> muon_keys() {
+  const MuonSettings d;
+  return {
+      {"lr", KeyKind::kNumber, d.lr, "peak learning rate of the block matrices", {}, check_rate},
+      {"momentum", KeyKind::kNumber, d.momentum, "momentum mu of the matrices' update", {}, check_unit_interval},
+      {"nesterov", KeyKind::kBoolean, d.nesterov, "Nesterov momentum"},
+      {"ns", KeyKind::kName, std::string(choice_name(d.ns)), "orthogonalisation: Newton-Schulz coefficients",
+       names_of<NsKind>()},
+      {"ns_steps", KeyKind::kInteger, d.ns_steps, "Newton-Schulz iterations; polar_express takes 5", {},
+       [](const KeyValue& v, const ModelConfig&) -> std::string {
+         const int64_t n = std::get<int64_t>(v);
+         return n >= 1 && n <= kMaxNsSteps
+                    ? ""
+                    : fmt::format("must be in [1, {}] (each step costs three products per matrix and update; "
+                                  "5 is the usual count)", kMaxNsSteps);
+       }},
+      {"ns_dtype", KeyKind::kName, std::string(choice_name(d.ns_dtype)), "precision of the Newton-Schulz products",
+       names_of<NsDtype>()},
+      {"adjust_lr", KeyKind::kName, std::string(choice_name(d.adjust_lr)),
+       "per-shape rate factor: sqrt(max(1,A/B)) or 0.2 sqrt(max(A,B))", names_of<AdjustLr>()},
+      {"cautious_wd", KeyKind::kBoolean, d.cautious_wd, "decay only entries whose update and weight agree in sign"},
+  };
+}
+
+void check_muon_keys(const OwnedValues& k, const KeyOwner::Problem& add) {
+  const auto n = k.integer("muon.ns_steps");
+  if (k.name("muon.ns") == choice_name(NsKind::kPolarExpress) && n != 5)
+    add("muon.ns_steps", fmt::format("{}: polar_express has coefficients for exactly 5 steps", n));
+}
+
+Muon::Muon(std::vector<RatedParam> params, const MuonSettings& s) : params_(std::move(params)), s_(s) {
+  for (const auto& p : params_) {
+    TORCH_CHECK(p.tensor.dim() == 2, "Muon updates matrices; ", p.name, " has ", p.tensor.dim(), " dimensions");
+    momentum_.push_back(torch::zeros_like(p.tensor));
   }
 }
 
-void Muon::step(double f, double grad_scale) {
+void Muon::step(const ScheduledRate& rate, double grad_scale) {
   torch::NoGradGuard ng;
-  const MuonConfig& mu = o_.muon;
-  const double eta = mu.lr * f, decay = eta * o_.weight_decay;
+  const double f = rate.f;
   for (size_t i = 0; i < params_.size(); ++i) {
-    auto& W = params_[i].second;
+    auto& W = params_[i].tensor;
     if (!W.grad().defined()) continue;
+    const double eta = s_.lr * f * params_[i].lr_mult, decay = eta * params_[i].weight_decay;
     const auto G = grad_scale != 1.0 ? W.grad() * grad_scale : W.grad();
     auto& M = momentum_[i];
-    M.lerp_(G, 1.0 - mu.momentum);                          // M <- mu M + (1 - mu) G
-    const auto U = mu.nesterov ? G.lerp(M, mu.momentum) : M;  // (1 - mu) G + mu M
-    auto O = newton_schulz(U, mu.ns, mu.ns_steps, mu.ns_dtype);
-    if (o_.type == OptimType::kNormuon) {
-      auto& V = row_v_[i];
-      const auto norm_before = O.norm();
-      V.lerp_((O * O).mean(-1, /*keepdim=*/true), 1.0 - mu.beta2);
-      O.mul_(1.0 / (V.sqrt() + 1e-10));
-      O.mul_(norm_before / (O.norm() + 1e-10));
-    }
-    const double step = eta * muon_lr_adjust(mu.adjust_lr, W.size(0), W.size(1));
+    M.lerp_(G, 1.0 - s_.momentum);                           // M <- mu M + (1 - mu) G
+    const auto U = s_.nesterov ? G.lerp(M, s_.momentum) : M;  // (1 - mu) G + mu M
+    auto O = newton_schulz(U, s_.ns, s_.ns_steps, s_.ns_dtype);
+    shape_update(i, O);
+    const double step = eta * muon_lr_adjust(s_.adjust_lr, W.size(0), W.size(1));
     if (decay != 0) {
-      if (mu.cautious_wd) {
+      if (s_.cautious_wd) {
         W.sub_(W * (O * W >= 0).to(W.scalar_type()), decay);
       } else {
         W.mul_(1.0 - decay);
@@ -168,28 +226,29 @@ void Muon::step(double f, double grad_scale) {
   }
 }
 
-std::vector<std::pair<std::string, torch::Tensor>> Muon::state() const {
-  std::vector<std::pair<std::string, torch::Tensor>> out;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    out.emplace_back(params_[i].first + ".muon_momentum", momentum_[i]);
-    if (!row_v_.empty()) out.emplace_back(params_[i].first + ".normuon_v", row_v_[i]);
-  }
+NamedTensors Muon::state() const {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) out.emplace_back(params_[i].name + ".muon_momentum", momentum_[i]);
   return out;
 }
 
-void Muon::load_state(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
-  std::map<std::string, torch::Tensor> by_name(state.begin(), state.end());
-  torch::NoGradGuard ng;
-  auto restore = [&](const std::string& key, torch::Tensor& dst) {
-    auto it = by_name.find(key);
-    if (it == by_name.end()) throw RuntimeFailure("optimizer state lacks " + key);
-    if (!it->second.sizes().equals(dst.sizes())) throw RuntimeFailure("optimizer state " + key + " has the wrong shape");
-    dst.copy_(it->second);
+void Muon::load_state(const NamedTensors& state, int64_t) {
+  restore_state(state, params_.size(), [&](size_t i) { return params_[i].name + ".muon_momentum"; },
+                [&](size_t i) -> torch::Tensor& { return momentum_[i]; });
+}
+
+OptimizerEntry muon_optimizer() {
+  OptimizerEntry e;
+  e.name = "muon";
+  e.summary = "Muon for role matrix (optim.muon.lr), AdamW for every other role";
+  e.section = "muon";
+  e.keys = muon_keys();
+  e.together = check_muon_keys;
+  e.make = [](std::vector<RatedParam> params, const OptimConfig& o) {
+    const MuonSettings s = MuonSettings::from(o);
+    return matrices_by(std::move(params), o, [&](std::vector<RatedParam> m) { return std::make_unique<Muon>(std::move(m), s); });
   };
-  for (size_t i = 0; i < params_.size(); ++i) {
-    restore(params_[i].first + ".muon_momentum", momentum_[i]);
-    if (!row_v_.empty()) restore(params_[i].first + ".normuon_v", row_v_[i]);
-  }
+  return e;
 }
 
 }  // namespace normlab

@@ -1,5 +1,5 @@
 // Fused AdamW update; see adamw_kernel.h.
-#include "train/adamw_kernel.h"
+#include "optim/adamw_kernel.h"
 
 #include <ATen/Parallel.h>
 
