@@ -41,6 +41,10 @@ NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier
 enum class Role { kMatrix, kEmbedding, kHead, kGain, kBias, kMixing };
 NORMLAB_CHOICE(Role, {Role::kMatrix, "matrix"}, {Role::kEmbedding, "embedding"}, {Role::kHead, "head"},
                {Role::kGain, "gain"}, {Role::kBias, "bias"}, {Role::kMixing, "mixing"});
+// The parametrization (src/model/README.md, "Parametrization"): how init, the attention score scale,
+// the readout and per-role learning rates change with the model's width and depth.
+enum class ParamType { kSp, kMup, kCompleteP };
+NORMLAB_CHOICE(ParamType, {ParamType::kSp, "sp"}, {ParamType::kMup, "mup"}, {ParamType::kCompleteP, "completep"});
 enum class LrSchedule { kCosine, kLinear, kConstant };
 NORMLAB_CHOICE(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
                {LrSchedule::kConstant, "constant"});
@@ -161,6 +165,14 @@ struct OptimConfig {
   OwnedValues keys{OwnerKind::kOptim};
 };
 
+// param: the parametrization's mode and base shape; auto = the run's own (resolved into numbers).
+struct ParamConfig {
+  ParamType type = ParamType::kSp;
+  std::optional<double> base_width, base_depth, base_head_dim;
+  double alpha = 1.0;        // completep: the branch multiplier's exponent, in [0.5, 1]
+  double output_mult = 1.0;  // mup, completep: the readout's multiplier at base width
+};
+
 struct TrainConfig {
   int64_t steps = 2000;
   int64_t batch_size = 16;
@@ -201,6 +213,7 @@ struct Config {
   ModelConfig model;
   InitConfig init;
   OptimConfig optim;
+  ParamConfig param;
   TrainConfig train;
   EvalConfig eval;
   DiagConfig diag;
@@ -288,6 +301,14 @@ template <class V> void describe(OptimConfig& c, V& v) {
     v.section(name.c_str(), owned);
   }
 }
+template <class V> void describe(ParamConfig& c, V& v) {
+  v.field("type", c.type, "parametrization: sp (standard), mup (width), completep (width and depth)");
+  v.field("base_width", c.base_width, "d_model of the base shape; auto = the run's (mup, completep)");
+  v.field("base_depth", c.base_depth, "n_layers of the base shape; auto = the run's (completep)");
+  v.field("base_head_dim", c.base_head_dim, "head size of the base shape; auto = base_width / n_heads (mup, completep)");
+  v.field("alpha", c.alpha, "branch multiplier m_L^-alpha, alpha in [0.5, 1] (completep)");
+  v.field("output_mult", c.output_mult, "readout multiplier at base width: the head's input x output_mult / m_N (mup, completep)");
+}
 template <class V> void describe(TrainConfig& c, V& v) {
   v.field("steps", c.steps, "optimizer updates");
   v.field("batch_size", c.batch_size, "sequences per micro-batch");
@@ -324,6 +345,7 @@ template <class V> void describe(Config& c, V& v) {
   v.section("model", c.model);
   v.section("init", c.init);
   v.section("optim", c.optim);
+  v.section("param", c.param);
   v.section("train", c.train);
   v.section("eval", c.eval);
   v.section("diag", c.diag);

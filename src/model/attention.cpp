@@ -328,6 +328,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     k = normed(k_norm, k);
   }
   if (o_.qk_map) std::tie(q, k) = o_.qk_map(*this, q, k, v.scalar_type());
+  if (o_.score_q_mult != 1.0) q = q * o_.score_q_mult;
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel || last_path_ == AttentionPath::cpu_kernel_bf16_native
                ? causal_attention_fast(q, k, v.to(q.scalar_type()), st)

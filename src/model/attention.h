@@ -26,6 +26,9 @@ struct AttentionOptions {
   bool bias = false;
   bool rope = false;
   double softcap = 0;                       // 0 = off
+  // q times this before the scores (the parametrization's score scale sqrt(base_head_dim / dh),
+  // so s = q k^T sqrt(base_head_dim) / dh); exactly 1 (no multiply) under sp and at base width.
+  double score_q_mult = 1;
   bool head_scale = false;                  // NormFormer
   bool qk_norm = false;                     // q_norm, k_norm
   bool v_norm = false;                      // v_norm, like k

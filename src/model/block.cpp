@@ -4,7 +4,7 @@
 
 namespace normlab {
 
-BlockImpl::BlockImpl(const BlockOptions& options) : plan_(options.plan) {
+BlockImpl::BlockImpl(const BlockOptions& options) : plan_(options.plan), branch_mult_(options.branch_mult) {
   BlockOptions o = options;
   if (plan_.sublayers) plan_.sublayers(o);
   // Registration order fixes named_parameters() order and so the init stream: norms first for

@@ -19,6 +19,7 @@ struct BlockOptions {
   NormOptions norm;  // size = d_model
   BlockPlan plan;
   double layerscale = 0;  // c > 0: ls1, ls2 [d] initialised to c
+  double branch_mult = 1;  // CompleteP: each sublayer's term times this where it joins the stream
 };
 
 // The FFN's norm after the activation, of the block's norm type (NormFormer, Sub-LN).
@@ -34,7 +35,10 @@ class BlockImpl : public torch::nn::Module {
   // x: (B, T, d) -> (B, T, d)
   torch::Tensor forward(const torch::Tensor& x) { return plan_.forward(*this, x); }
   // G(z) of sublayer k (1 attention, 2 FFN) of an additive layout (BlockPlan::term).
-  torch::Tensor term(int k, const torch::Tensor& z) { return plan_.term(*this, k, z); }
+  torch::Tensor term(int k, const torch::Tensor& z) { return branch(plan_.term(*this, k, z)); }
+  // A sublayer's term as it joins the stream: times the parametrization's branch multiplier
+  // (CompleteP's m_L^-alpha; exactly 1, so no multiply, otherwise).
+  torch::Tensor branch(const torch::Tensor& t) const { return branch_mult_ == 1.0 ? t : t * branch_mult_; }
 
   // Building blocks for layouts.
   torch::Tensor attn(const torch::Tensor& x) { return attn_stub_ ? attn_stub_(x) : attn_->forward(x); }
@@ -64,6 +68,7 @@ class BlockImpl : public torch::nn::Module {
 
  private:
   BlockPlan plan_;
+  double branch_mult_ = 1;
   Attention attn_{nullptr};
   Ffn ffn_{nullptr};
   std::map<std::string, NormPtr> norms_;

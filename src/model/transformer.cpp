@@ -162,9 +162,12 @@ void for_each_block_linear(TransformerImpl& model,
   }
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
+TransformerImpl::TransformerImpl(const ModelConfig& config, const ParamConfig& param) : m_(config) {
   resolve_model_config(m_);  // idempotent; the plans read resolved values
   const ModelConfig& m = m_;
+  ParamConfig p = param;
+  resolve_param_config(p, m);
+  pz_ = Parametrization::of(m, p);
   entries_ = ResolvedModel::of(m);
   const LayoutType* layout = entries_.layout;
   TORCH_CHECK(layout, "unknown layout ", m.layout);
@@ -197,6 +200,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : m_(config) {
   bo.attn.qk_norm_options.size = bo.attn.qk_norm_all ? m.d_model : m.d_model / m.n_heads;
   bo.attn.qk_norm_options.eps = norm_eps(m, bo.attn.qk_norm_type);
   bo.attn.gate = m.attn_gate;
+  bo.attn.score_q_mult = pz_.score_q_mult();
+  bo.branch_mult = pz_.branch_mult();
   bo.layerscale = m.layerscale;
   bo.ffn.d_model = m.d_model;
   bo.ffn.d_ff = m.d_ff;
@@ -240,7 +245,10 @@ void TransformerImpl::set_capture(bool on) {
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) { return head(hidden(tokens)); }
 
-torch::Tensor TransformerImpl::head(const torch::Tensor& h) {
+torch::Tensor TransformerImpl::head(const torch::Tensor& hidden) {
+  // The readout multiplier (mup, completep: output_mult / m_N; exactly 1, so no multiply, otherwise).
+  const double r = pz_.readout_mult();
+  const torch::Tensor h = r == 1.0 ? hidden : hidden * r;
   auto logits = lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());  // (B, T, V)
   if (entries_.layout->head) logits = entries_.layout->head(*this, logits);
   if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
@@ -320,7 +328,8 @@ void TransformerImpl::draw_after_the_others(const torch::Tensor& p) { late_init_
 void init_weights(Transformer& model, const InitConfig& init) {
   torch::NoGradGuard ng;
   const ModelConfig& m = model->config();
-  const double L = static_cast<double>(m.n_layers);
+  const Parametrization& pz = model->parametrization();
+  const double L = pz.residual_init_depth(m.n_layers);  // completep: base_depth
   // Two passes: the tensors an entry asks to be drawn last come after all others, so a seed gives
   // the same weights to every tensor a model shares with the plain one (mHC beside add).
   for (const bool late : {false, true})
@@ -344,6 +353,7 @@ void init_weights(Transformer& model, const InitConfig& init) {
     } else {
       double std = init.std;
       if (init.scaled_residual && residual_out) std /= std::sqrt(2.0 * L);
+      if (role_of(p) == Role::kMatrix) std *= pz.matrix_init_mult();  // mup, completep: m_N^(-1/2)
       p.normal_(0.0, std);
     }
   }

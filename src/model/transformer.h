@@ -8,6 +8,7 @@
 #include <set>
 
 #include "model/block.h"
+#include "model/parametrization.h"
 #include "model/residual/residual.h"
 
 namespace normlab {
@@ -51,7 +52,8 @@ class TransformerImpl : public torch::nn::Module {
  public:
   const ResolvedModel& entries() const { return entries_; }
   // m must be resolved (resolve_model_config).
-  explicit TransformerImpl(const ModelConfig& m);
+  // p: the parametrization (resolved; default sp).
+  explicit TransformerImpl(const ModelConfig& m, const ParamConfig& p = {});
   // tokens: (B, T) int64 -> logits (B, T, V), T <= ctx
   torch::Tensor forward(const torch::Tensor& tokens);  // = head(hidden(tokens))
   // The states the head reads: the final norm's output (the last block's where there is none).
@@ -65,6 +67,7 @@ class TransformerImpl : public torch::nn::Module {
   const LayerSeries& stats() const { return stats_; }
 
   const ModelConfig& config() const { return m_; }
+  const Parametrization& parametrization() const { return pz_; }
   int64_t n_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   Block& block(int64_t i) { return blocks_[i]; }
 
@@ -87,6 +90,7 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   ModelConfig m_;
+  Parametrization pz_;
   torch::nn::ModuleList block_list_;
   std::vector<Block> blocks_;
   bool capture_ = false;

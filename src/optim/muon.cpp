@@ -244,6 +244,7 @@ OptimizerEntry muon_optimizer() {
   e.section = "muon";
   e.keys = muon_keys();
   e.together = check_muon_keys;
+  e.width_aware_matrices = true;
   e.make = [](std::vector<RatedParam> params, const OptimConfig& o) {
     const MuonSettings s = MuonSettings::from(o);
     return matrices_by(std::move(params), o, [&](std::vector<RatedParam> m) { return std::make_unique<Muon>(std::move(m), s); });

@@ -50,6 +50,7 @@ OptimizerEntry normuon_optimizer() {
   e.keys.push_back({"beta2", KeyKind::kNumber, MuonSettings{}.beta2, "decay of NorMuon's per-row second moment", {},
                     check_unit_interval});
   e.together = check_muon_keys;
+  e.width_aware_matrices = true;
   e.make = [](std::vector<RatedParam> params, const OptimConfig& o) {
     const MuonSettings s = MuonSettings::from(o);
     return matrices_by(std::move(params), o,

@@ -19,8 +19,10 @@ namespace normlab {
 class Optimizer {
  public:
   // named: the model's parameters (named_parameters() order); each must have a declared role
-  // (a RuntimeFailure names the first that has none). rates: each role's multipliers.
-  Optimizer(const NamedTensors& named, const OptimConfig& o, const RoleRates& rates);
+  // (a RuntimeFailure names the first that has none). rates: each role's multipliers; in_block:
+  // whether parameter i sits in a block (empty: none does), which picks its role's row.
+  Optimizer(const NamedTensors& named, const OptimConfig& o, const RoleRates& rates,
+            const std::vector<bool>& in_block = {});
   Optimizer(const NamedTensors& named, const OptimConfig& o) : Optimizer(named, o, RoleRates::from(o)) {}
 
   // One update with the current gradients times grad_scale (clipping coefficient / loss scale);

@@ -19,6 +19,9 @@ struct OptimizerEntry {
   std::string section;  // its keys live at optim.<section>.<key>; entries of one family share it
   std::vector<KeySpec> keys;
   KeyOwner::Together together;  // rules over several of its keys (may be empty)
+  // Its rule for role matrix already scales the step with the matrix's shape (Muon's adjust), so
+  // a width parametrization leaves that role's rate and decay alone (src/optim/README.md).
+  bool width_aware_matrices = false;
   // The rules over every parameter, each parameter in exactly one, from its role.
   std::function<UpdateRules(std::vector<RatedParam> params, const OptimConfig& o)> make;
 };

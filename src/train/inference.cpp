@@ -20,7 +20,7 @@ LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, 
   lm.config = check_and_resolve(parse_config_text(checkpoint_config(lm.checkpoint),
                                                   lm.checkpoint + "/model.safetensors"),
                                 /*check_data_files=*/false);
-  lm.model = Transformer(lm.config.model);
+  lm.model = Transformer(lm.config.model, lm.config.param);
   load_model_weights(lm.checkpoint, lm.model);
   lm.model->to(device);
   lm.model->eval();

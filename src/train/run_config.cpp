@@ -1,5 +1,6 @@
 #include "train/run_config.h"
 
+#include "model/parametrization.h"
 #include "model/residual/residual.h"
 #include "train/run_data.h"
 
@@ -64,6 +65,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* da
   const ResolvedModel entries = ResolvedModel::of(c.model);  // the registry entries, looked up once
   check_model_config(c.model, entries, problems);
   check_layout_scope(c, entries, problems);
+  check_param_config(c, problems);
   if (c.train.device == DeviceKind::kCuda) {
     if (const std::string why = device_unavailable_reason("cuda"); !why.empty()) {
       problems.add("train.device", "cuda: " + why);
@@ -131,6 +133,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* da
   }
   problems.raise_if_any();
   resolve_model_config(c.model);
+  resolve_param_config(c.param, c.model);
   return c;
 }
 

@@ -334,7 +334,7 @@ void clip_and_step(const Config& cfg, Optimizer& optimizer, double lr, double gr
 Trainable make_trainable(const Config& cfg, const torch::Device& device) {
   Trainable t;
   torch::manual_seed(cfg.seed);
-  t.model = Transformer(cfg.model);
+  t.model = Transformer(cfg.model, cfg.param);
   init_weights(t.model, cfg.init);
   t.model->to(device);
   t.model->train();
@@ -344,8 +344,10 @@ Trainable make_trainable(const Config& cfg, const torch::Device& device) {
     t.names.push_back(kv.key());
     t.params.push_back(kv.value());
   }
-  t.optimizer = std::make_unique<Optimizer>(named, cfg.optim);
   t.places = param_places(*t.model, t.params);
+  std::vector<bool> in_block;
+  for (const ParamPlace& p : t.places) in_block.push_back(p.block >= 0);
+  t.optimizer = std::make_unique<Optimizer>(named, cfg.optim, RoleRates::of(cfg), in_block);
   t.grad_stats = std::make_unique<GradStats>(t.places, cfg.model.n_layers);
   return t;
 }

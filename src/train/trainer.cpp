@@ -18,6 +18,7 @@
 #include "metrics/records.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
+#include "optim/registry.h"
 #include "train/checkpoint.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"
@@ -99,6 +100,9 @@ void log_header(const Config& cfg, Transformer& model, const Corpus& train, cons
   spdlog::info("data: {} ({} tokens, {}), val {} ({} tokens), {} threads", train.name(), train.size(),
                choice_name(train.files()[0].format), val.name(), val.size(), torch::get_num_threads());
   if (floor) spdlog::info("val entropy floor {:.4f} nats/token, unigram entropy {:.4f}", floor->floor, floor->unigram);
+  const OptimizerEntry* optimizer = find_optimizer(cfg.optim.type);
+  for (const std::string& line : model->parametrization().role_table(optimizer && optimizer->width_aware_matrices))
+    spdlog::info("{}", line);
 }
 
 class Run {

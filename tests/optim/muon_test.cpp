@@ -226,8 +226,8 @@ TEST(MuonTest, EveryOptimizerSplitsByRoleWithTheRolesRates) {
       for (auto& kv : t->named_parameters()) named.emplace_back(kv.key(), kv.value());
       RoleRates rates = RoleRates::from(c.optim);
       if (scaled) {
-        rates[Role::kMatrix] = {0.25, 4.0};
-        rates[Role::kBias].decay = 7;  // bias does not decay: no effect
+        rates.set(Role::kMatrix, {0.25, 4.0});
+        rates.set(Role::kBias, {1.0, 7.0});  // bias does not decay: no effect
       }
       Optimizer opt(named, c.optim, rates);
       size_t seen = 0;

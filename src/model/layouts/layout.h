@@ -58,6 +58,11 @@ struct LayoutType {
   // a value other than the default under another layout is a config error (config/owned_keys.h).
   std::vector<KeySpec> keys;
   bool qkv_norm = false;  // q, k and v norms forced on in every block (qk_norm_axis/position apply)
+  // Its sublayers' terms join an unnormalised stream as x + G (an additive plan): CompleteP's
+  // branch multiplier applies (param.type completep needs it).
+  bool depth_branch = false;
+  // The layout has its own parametrization (nGPT): param.type mup and completep do not apply.
+  bool own_parametrization = false;
   // Optional hooks.
   // Fill this layout's auto values (once, in resolve_model_config), so the resolved config
   // records the numbers and the plan and init read them.

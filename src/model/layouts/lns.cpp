@@ -18,5 +18,9 @@ BlockPlan lns_plan(int64_t layer, const ModelConfig&) {
 }
 }  // namespace
 
-LayoutType lns_layout() { return {"lns", "x = x + F(Na(x) / sqrt(i + 1))", true, lns_plan}; }
+LayoutType lns_layout() {
+  LayoutType t{"lns", "x = x + F(Na(x) / sqrt(i + 1))", true, lns_plan};
+  t.depth_branch = true;
+  return t;
+}
 }  // namespace normlab

@@ -117,6 +117,7 @@ LayoutType ngpt_layout() {
   t.keys = {{"alpha_init", KeyKind::kNumber, 0.05, "the steps a1, a2 start at this (alpha = 1/sqrt(d) stored)", {},
              check_positive}};
   t.check = ngpt_check;
+  t.own_parametrization = true;
   t.build = [](TransformerImpl& model, const ModelConfig& m) {
     model.register_parameter("s_z", with_role(torch::full({m.vocab_size}, 1.0 / std::sqrt(static_cast<double>(m.d_model))), Role::kGain));
   };

@@ -36,6 +36,7 @@ BlockPlan normformer_plan(int64_t, const ModelConfig& m) {
 
 LayoutType normformer_layout() {
   LayoutType t{"normformer", "x = x + Nb(A_hs(Na(x))); x = x + M_mid(Na(x))", true, normformer_plan};
+  t.depth_branch = true;
   t.keys = {{"resid_scale", KeyKind::kName, std::string("none"), "learnable skip scales on none, the ffn or all sublayers",
              {"none", "ffn", "all"}}};
   return t;

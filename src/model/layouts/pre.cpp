@@ -11,5 +11,9 @@ BlockPlan pre_plan(int64_t, const ModelConfig&) {
   return p;
 }
 
-LayoutType pre_layout() { return {"pre", "x = x + F(Na(x))", true, pre_plan}; }
+LayoutType pre_layout() {
+  LayoutType t{"pre", "x = x + F(Na(x))", true, pre_plan};
+  t.depth_branch = true;
+  return t;
+}
 }  // namespace normlab

@@ -2,6 +2,8 @@
 // tests iterate this table.
 #include "model/layouts/layout.h"
 
+#include "model/block.h"
+
 namespace normlab {
 
 LayoutType pre_layout();
@@ -37,9 +39,9 @@ BlockPlan additive_plan(const std::string& layout, BlockTerm term) {
   BlockPlan p;
   p.layout = layout;
   p.term = term;
-  p.forward = [term](BlockImpl& b, const torch::Tensor& x) {
-    auto h = x + term(b, 1, x);
-    return h + term(b, 2, h);
+  p.forward = [term](BlockImpl& b, const torch::Tensor& x) {  // branch: CompleteP's multiplier (1: none)
+    auto h = x + b.branch(term(b, 1, x));
+    return h + b.branch(term(b, 2, h));
   };
   return p;
 }

@@ -11,5 +11,9 @@ BlockPlan reordered_plan(int64_t, const ModelConfig&) {
   return p;
 }
 
-LayoutType reordered_layout() { return {"reordered", "x = x + Nb(F(x))", true, reordered_plan}; }
+LayoutType reordered_layout() {
+  LayoutType t{"reordered", "x = x + Nb(F(x))", true, reordered_plan};
+  t.depth_branch = true;
+  return t;
+}
 }  // namespace normlab

@@ -12,5 +12,9 @@ BlockPlan sandwich_plan(int64_t, const ModelConfig&) {
   return p;
 }
 
-LayoutType sandwich_layout() { return {"sandwich", "x = x + Nb(F(Na(x)))", true, sandwich_plan}; }
+LayoutType sandwich_layout() {
+  LayoutType t{"sandwich", "x = x + Nb(F(Na(x)))", true, sandwich_plan};
+  t.depth_branch = true;
+  return t;
+}
 }  // namespace normlab

@@ -26,6 +26,7 @@ BlockPlan subln_plan(int64_t layer, const ModelConfig& m) {
 LayoutType subln_layout() {
   LayoutType t{"subln", "x = x + F_sub(Na(x)), F_sub with a norm before its output projection", true,
                subln_plan};
+  t.depth_branch = true;
   t.resolve = [](ModelConfig& m) {
     if (m.keys.is_auto("subln.gamma"))
       m.keys.set("subln.gamma", std::sqrt(std::log(2.0 * static_cast<double>(m.n_layers))));

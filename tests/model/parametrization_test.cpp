@@ -1,0 +1,288 @@
+// The parametrization (src/model/README.md, "Parametrization"): every role's init std, learning rate
+// and decay under mup and completep against the formulas at several width and depth multipliers,
+// the forward's score scale and readout multiplier against scores and logits written out here, the
+// branch multiplier, the scope errors, and (ParametrizationRunTest, integration tier) every mode
+// training bit for bit as sp at the base shape.
+#include "model/parametrization.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "config/load.h"
+#include "core/errors.h"
+#include "model/roles.h"
+#include "model/transformer.h"
+#include "optim/optimizer.h"
+#include "optim/registry.h"
+#include "test_util.h"
+#include "train/run_config.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace normlab {
+namespace {
+
+// A small model at width d (4 heads) and depth L, its param section with the given base shape.
+Config shaped(ParamType type, int64_t d, int64_t L, double base_width, double base_depth) {
+  Config c;
+  c.model.ctx = 16;
+  c.model.d_model = d;
+  c.model.n_heads = 4;
+  c.model.d_ff = 4 * d;
+  c.model.n_layers = L;
+  c.model.bias = true;
+  c.model.tie_embeddings = false;
+  c.param.type = type;
+  c.param.base_width = base_width;
+  if (type == ParamType::kCompleteP) c.param.base_depth = base_depth;
+  c.param.alpha = type == ParamType::kCompleteP ? 0.5 : 1.0;
+  resolve_model_config(c.model);
+  resolve_param_config(c.param, c.model);
+  return c;
+}
+
+bool is_residual_output(const std::string& name) {  // the test's own oracle, by the contract's names
+  auto ends = [&](const char* s) {
+    const std::string t(s);
+    return name.size() >= t.size() && name.compare(name.size() - t.size(), t.size(), t) == 0;
+  };
+  return ends("out_proj.weight") || ends("fc2.weight");
+}
+
+// Init: every matrix weight drawn by init.scheme normal has std 0.02 m_N^(-1/2) (times
+// 1/sqrt(2 depth) for out_proj and fc2, depth = base_depth under completep, L otherwise);
+// embeddings and the untied head keep 0.02.
+TEST(ParametrizationTest, InitStdOfEveryRoleFollowsTheFormula) {
+  for (const ParamType type : {ParamType::kMup, ParamType::kCompleteP}) {
+    for (const double m_n : {0.5, 2.0, 4.0}) {
+      for (const double m_l : {2.0, 3.0}) {
+        const int64_t d = static_cast<int64_t>(64 * m_n), L = static_cast<int64_t>(2 * m_l);
+        Config c = shaped(type, d, L, 64, 2);
+        SCOPED_TRACE(fmt::format("{} m_N {} m_L {}", choice_name(type), m_n, m_l));
+        torch::manual_seed(3);
+        Transformer t(c.model, c.param);
+        init_weights(t, c.init);
+        const double depth = type == ParamType::kCompleteP ? 2.0 : static_cast<double>(L);
+        int checked = 0;
+        for (const auto& kv : t->named_parameters()) {
+          const Role r = *role_of(kv.value());
+          double want = 0;
+          if (r == Role::kMatrix) {
+            want = 0.02 / std::sqrt(m_n) / (is_residual_output(kv.key()) ? std::sqrt(2 * depth) : 1.0);
+          } else if (r == Role::kEmbedding || r == Role::kHead) {
+            want = 0.02;
+          } else {
+            continue;
+          }
+          const double got = kv.value().std().item<double>();
+          // The sample std of n >= 512 normal draws is within 10 % of sigma with overwhelming odds.
+          EXPECT_NEAR(got / want, 1.0, 0.1) << kv.key();
+          ++checked;
+        }
+        EXPECT_GT(checked, 6 * L);
+      }
+    }
+  }
+}
+
+// Rates: under AdamW, matrix lr x 1/m_N x m_L^(alpha-1) (completep) and decay x m_N; gains and biases
+// in blocks x m_L^(alpha-1) under completep, outside the blocks x 1; embeddings and head x 1. Under
+// Muon (width-aware matrices) the matrix keeps its rate and decay but for the depth factor.
+TEST(ParametrizationTest, EveryRolesRateAndDecayFollowTheFormula) {
+  for (const ParamType type : {ParamType::kMup, ParamType::kCompleteP}) {
+    for (const std::string optimizer : {"adamw", "muon"}) {
+      for (const double m_n : {0.5, 2.0, 4.0}) {
+        for (const double m_l : {2.0, 3.0}) {
+          const int64_t d = static_cast<int64_t>(64 * m_n), L = static_cast<int64_t>(2 * m_l);
+          Config c = shaped(type, d, L, 64, 2);
+          c.model.embed_norm = true;
+          c.optim.type = optimizer;
+          c.optim.lr_mult.gain = 0.5;
+          SCOPED_TRACE(fmt::format("{} {} m_N {} m_L {}", choice_name(type), optimizer, m_n, m_l));
+          const double alpha = c.param.alpha;
+          const double depth = type == ParamType::kCompleteP ? std::pow(m_l, alpha - 1) : 1.0;
+          const bool muon = optimizer != "adamw";
+          Transformer t(c.model, c.param);
+          std::vector<torch::Tensor> params;
+          NamedTensors named;
+          for (const auto& kv : t->named_parameters()) {
+            named.emplace_back(kv.key(), kv.value());
+            params.push_back(kv.value());
+          }
+          std::vector<bool> in_block;
+          for (const auto& kv : named) in_block.push_back(kv.first.rfind("blocks.", 0) == 0);
+          const Optimizer opt(named, c.optim, RoleRates::of(c), in_block);
+          for (const auto& rule : opt.rules()) {
+            for (const RatedParam& p : rule->params()) {
+              const bool inside = p.name.rfind("blocks.", 0) == 0;
+              double lr = 1, wd = 0;
+              switch (p.role) {
+                case Role::kMatrix:
+                  lr = (muon ? 1.0 : 1.0 / m_n) * depth;
+                  wd = 0.1 * (muon ? 1.0 : m_n);
+                  break;
+                case Role::kGain: lr = 0.5 * (inside ? depth : 1.0); break;
+                case Role::kBias: lr = inside ? depth : 1.0; break;
+                case Role::kEmbedding:
+                case Role::kHead: wd = 0.1; break;
+                case Role::kMixing: break;
+              }
+              EXPECT_NEAR(p.lr_mult, lr, 1e-12 * lr) << p.name;
+              EXPECT_NEAR(p.weight_decay, wd, 1e-12) << p.name;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The forward: the attention scores are q k^T sqrt(base_head_dim) / dh (checked through block 0's
+// largest score, written out here from its weights), and the head reads its input times
+// output_mult / m_N (the logits against the head's matrix product written out here).
+TEST(ParametrizationTest, ScoreScaleAndReadoutMultiplierAreTheFormulas) {
+  for (const double m_n : {0.5, 2.0, 4.0}) {
+    Config c = shaped(ParamType::kMup, static_cast<int64_t>(64 * m_n), 2, 64, 2);
+    c.param.output_mult = 3.0;
+    c.param.base_head_dim = 24;  // not base_width / heads: the formula, not a coincidence
+    SCOPED_TRACE(m_n);
+    torch::manual_seed(5);
+    Transformer t(c.model, c.param);
+    init_weights(t, c.init);
+    t->eval();
+    torch::NoGradGuard ng;
+    const auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+    t->set_capture(true);
+    const auto hidden = t->hidden(tokens);
+    const auto logits = t->head(hidden);
+    t->set_capture(false);
+    const double d = static_cast<double>(c.model.d_model), dh = d / 4;
+    const auto want_logits = torch::matmul(hidden * (3.0 / m_n), t->lm_head->weight.t());
+    EXPECT_TRUE(torch::allclose(logits, want_logits, 1e-5, 1e-6)) << (logits - want_logits).abs().max();
+    // Block 0 (pre): q, k from norm1 of the embedding.
+    auto& b = t->block(0);
+    const auto x = t->tok_emb(tokens) + t->pos_emb->weight.narrow(0, 0, 16);
+    const auto z = b->norm_module("norm1")->forward(x);
+    auto& attn = b->attention();
+    const auto q = attn->q_proj(z).view({2, 16, 4, -1}).transpose(1, 2);
+    const auto k = attn->k_proj(z).view({2, 16, 4, -1}).transpose(1, 2);
+    auto s = torch::matmul(q, k.transpose(-2, -1)) * (std::sqrt(24.0) / dh);
+    const auto mask = torch::ones({16, 16}, torch::kBool).triu(1);
+    s = s.masked_fill(mask, -std::numeric_limits<double>::infinity());
+    const double want_max = s.max().item<double>();
+    const double got_max = t->stats().get("attn_logit_max").at(0).item<double>();
+    EXPECT_NEAR(got_max, want_max, 1e-4 * std::abs(want_max)) << "the score scale";
+  }
+}
+
+// CompleteP's branch multiplier: a block's output is x + m_L^-alpha G1 then + m_L^-alpha G2 (G from
+// BlockImpl::term of the same block, which carries the multiplier).
+TEST(ParametrizationTest, BranchMultiplierScalesEverySublayerTerm) {
+  Config c = shaped(ParamType::kCompleteP, 64, 6, 64, 2);
+  const double mult = std::pow(3.0, -0.5);
+  torch::manual_seed(6);
+  Transformer t(c.model, c.param);
+  init_weights(t, c.init);
+  EXPECT_NEAR(t->parametrization().branch_mult(), mult, 1e-15);
+  torch::NoGradGuard ng;
+  auto& b = t->block(1);
+  const auto x = torch::randn({2, 16, 64});
+  // The unscaled terms, through the sublayers directly (pre: G = F(norm(x))).
+  const auto g1 = b->attn(b->norm("norm1", x));
+  const auto h = x + mult * g1;
+  const auto g2 = b->ffn(b->norm("norm2", h));
+  const auto want = h + mult * g2;
+  EXPECT_TRUE(torch::allclose(b->forward(x), want, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(b->term(1, x), mult * g1, 1e-6, 1e-7));
+}
+
+std::vector<std::string> problems_of(const std::string& yaml) {
+  try {
+    auto loaded = parse_config_text(yaml, "cfg.yaml", {}, /*collect=*/true);
+    check_and_resolve(loaded, /*check_data_files=*/false);
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+// Every scope rule and value rule of section param is one line naming its key.
+TEST(ParametrizationTest, EveryScopeErrorIsOneLine) {
+  struct Case {
+    std::string yaml, key, text;
+  };
+  const std::vector<Case> cases = {
+      {"param: {type: mup}\nmodel: {layout: ngpt, pos: rope, ffn: swiglu, tie_embeddings: false}\noptim: {weight_decay: 0}",
+       "param.type", "own parametrization"},
+      {"param: {type: mup}\nmodel: {residual: {type: hc}}", "param.type", "model.residual.type: add"},
+      {"param: {type: completep}\nmodel: {value_residual: token}", "param.type", "value_residual: token"},
+      {"param: {type: mup}\nmodel: {attn_gate: head}", "param.type", "attn_gate: head"},
+      {"param: {type: completep}\nmodel: {layout: post}", "param.type", "completep needs a layout"},
+      {"param: {type: completep}\nmodel: {layout: deepnorm}", "param.type", "pre, sandwich"},
+      {"param: {base_width: 64}", "param.base_width", "belongs to param.type mup and completep"},
+      {"param: {type: mup, base_depth: 2}", "param.base_depth", "belongs to param.type completep"},
+      {"param: {type: mup, alpha: 0.5}", "param.alpha", "belongs to param.type completep"},
+      {"param: {output_mult: 2}", "param.output_mult", "belongs to param.type mup and completep"},
+      {"param: {type: completep, alpha: 0.3}", "param.alpha", "[0.5, 1]"},
+      {"param: {type: mup, base_width: -4}", "param.base_width", "> 0"},
+      {"param: {type: mup, output_mult: 0}", "param.output_mult", "> 0"},
+      {"param: {type: umup}", "param.type", "sp"},
+  };
+  for (const Case& c : cases) {
+    const auto p = problems_of(c.yaml);
+    ASSERT_EQ(p.size(), 1u) << c.yaml << (p.empty() ? "" : "\n" + p[0]);
+    EXPECT_NE(p[0].find(c.key), std::string::npos) << p[0];
+    EXPECT_NE(p[0].find(c.text), std::string::npos) << p[0];
+    EXPECT_EQ(p[0].find('\n'), std::string::npos) << p[0];
+  }
+  // In scope: the additive layouts under completep, a base equal to the run's own under sp (what a
+  // resolved config.yaml records).
+  for (const char* layout : {"pre", "sandwich", "normformer", "reordered", "subln", "lns"}) {
+    EXPECT_TRUE(problems_of(std::string("param: {type: completep, base_depth: 2}\nmodel: {layout: ") + layout + "}").empty())
+        << layout;
+  }
+  EXPECT_TRUE(problems_of("param: {base_width: 128, base_depth: 4, base_head_dim: 32}").empty());
+}
+
+// The resolved config records numbers, never auto, and reloads to itself.
+TEST(ParametrizationTest, ResolvedConfigRecordsTheBaseShape) {
+  auto loaded = parse_config_text("param: {type: completep}\nmodel: {d_model: 96, n_layers: 3, n_heads: 4}", "cfg.yaml");
+  const Config c = check_and_resolve(loaded, /*check_data_files=*/false);
+  ASSERT_TRUE(c.param.base_width && c.param.base_depth && c.param.base_head_dim);
+  EXPECT_EQ(*c.param.base_width, 96);
+  EXPECT_EQ(*c.param.base_depth, 3);
+  EXPECT_EQ(*c.param.base_head_dim, 24);
+  const std::string dumped = dump_config(c);
+  for (const char* line : {"base_width: 96", "base_depth: 3", "base_head_dim: 24"}) {
+    EXPECT_NE(dumped.find(line), std::string::npos) << line << " in\n" << dumped;
+  }
+  EXPECT_EQ(dump_config(check_and_resolve(parse_config_text(dumped, "config.yaml"), false)), dumped);
+}
+
+// At the base shape (m_N = m_L = 1, base_head_dim = dh, output_mult 1) every mode trains bit for bit
+// as sp, under AdamW and Muon, for a layout in completep's scope.
+TEST(ParametrizationRunTest, EveryModeAtTheBaseShapeTrainsBitForBitAsSp) {
+  for (const std::string optimizer : {"adamw", "muon"}) {
+    std::vector<std::string> losses;
+    for (const ParamType type : {ParamType::kSp, ParamType::kMup, ParamType::kCompleteP}) {
+      testing::TempDir dir;
+      Config c = testing::tiny_config(dir / "run");
+      c.train.steps = 8;
+      c.eval.every = 4;
+      c.optim.type = optimizer;
+      c.model.layout = "sandwich";
+      c.param.type = type;
+      ASSERT_EQ(train(check_and_resolve(LoadedConfig{c, {}}, true), {}), 0);
+      std::string all;
+      for (const auto& r : testing::records(dir / "run", "train")) all += r["loss"].as<std::string>() + " " + r["grad_norm"].as<std::string>() + "\n";
+      for (const auto& r : testing::records(dir / "run", "eval")) all += r["val_loss"].as<std::string>() + "\n";
+      losses.push_back(all);
+    }
+    EXPECT_EQ(losses[1], losses[0]) << optimizer << ": mup differs from sp at the base shape";
+    EXPECT_EQ(losses[2], losses[0]) << optimizer << ": completep differs from sp at the base shape";
+  }
+}
+
+}  // namespace
+}  // namespace normlab
