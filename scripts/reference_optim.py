@@ -27,7 +27,8 @@ INPUT (IN.safetensors; standard safetensors, tensors F32 or F64, little-endian)
      "lr_mult": {"embedding":..,"head":..,"gain":..,"bias":..,"mixing":..},
      "muon": {"lr", "momentum", "nesterov", "ns", "ns_steps", "ns_dtype", "adjust_lr", "beta2",
               "cautious_wd"},
-     "roles": {"<name>": "matrix"|"embedding"|"head"|"gain"|"bias"|"mixing"}}
+     "roles": {"<name>": "matrix"|"embedding"|"head"|"gain"|"bias"|"mixing"},
+     "param": {"type": "sp"|"mup"|"completep", "m_n": m_N, "m_l": m_L, "alpha": alpha}}  (optional)
   f(k) is the schedule factor lr(k)/optim.lr of update k; it is given, never computed here.
   Missing lr_mult / muon keys take the contract's defaults (lr_mult 1; muon lr 0.02, momentum
   0.95, nesterov true, ns keller, ns_steps 5, ns_dtype bf16, adjust_lr original, beta2 0.95,
@@ -41,6 +42,14 @@ OUTPUT (OUT.safetensors, every tensor F64)
   metadata: "config" (the input's config, echoed), "generator".
 
 THE MATH, in this file's words
+  Parametrization (optional "param"; absent = sp, every factor 1). A parameter is "in a block" when
+  its name starts with "blocks.". With d = m_L^(alpha - 1) under completep (1 otherwise):
+    mup, completep, AdamW-updated matrix: rate x 1/m_N x d, lambda x m_N (so rate * lambda per
+      step does not change with width);
+    mup, completep, Muon-updated matrix: eta x d (lambda unchanged; Muon's decay is eta * lambda,
+      so it follows eta);
+    completep, gain and bias in a block: rate x d; everything else: unchanged.
+
   Roles decide both the optimizer and the weight decay: decay (rate lambda) applies to roles
   matrix, embedding and head only, whatever the optimizer; gain, bias and mixing never decay.
 
@@ -265,7 +274,7 @@ def _bool(v, what):
 def parse_config(raw):
     if not isinstance(raw, dict):
         raise ContractError("config: a JSON object expected")
-    known = {"type", "K", "lr", "f", "betas", "eps", "weight_decay", "lr_mult", "muon", "roles"}
+    known = {"type", "K", "lr", "f", "betas", "eps", "weight_decay", "lr_mult", "muon", "roles", "param"}
     extra = sorted(set(raw) - known)
     if extra:
         raise ContractError("config: unknown key(s) %s" % extra)
@@ -325,6 +334,14 @@ def parse_config(raw):
         raise ContractError("config muon.adjust_lr: original or match_rms_adamw expected, got %r"
                             % (m["adjust_lr"],))
     c["muon"] = m
+
+    pz = raw.get("param", {}) or {}
+    if not isinstance(pz, dict) or sorted(set(pz) - {"type", "m_n", "m_l", "alpha"}):
+        raise ContractError("config param: {type, m_n, m_l, alpha} expected")
+    c["param"] = {"type": pz.get("type", "sp"), "m_n": _num(pz.get("m_n", 1.0), "param.m_n"),
+                  "m_l": _num(pz.get("m_l", 1.0), "param.m_l"), "alpha": _num(pz.get("alpha", 1.0), "param.alpha")}
+    if c["param"]["type"] not in ("sp", "mup", "completep"):
+        raise ContractError("config param.type: sp, mup or completep expected, got %r" % (c["param"]["type"],))
 
     roles = raw["roles"]
     if not isinstance(roles, dict):
@@ -457,6 +474,20 @@ def muon_update(W, G, M, V, f, mcfg, weight_decay, normuon):
     return W, M, V, O
 
 
+def param_factors(pz, role, in_block, muon_rule):
+    """-> (rate factor, decay factor) of one parameter under the parametrization pz."""
+    if pz["type"] == "sp":
+        return 1.0, 1.0
+    depth = pz["m_l"] ** (pz["alpha"] - 1.0) if pz["type"] == "completep" else 1.0
+    if role == "matrix":
+        if muon_rule:
+            return depth, 1.0
+        return depth / pz["m_n"], pz["m_n"]
+    if role in ("gain", "bias") and in_block:
+        return depth, 1.0
+    return 1.0, 1.0
+
+
 def run(cfg, w0, grads):
     """Apply the K updates; -> the OUT tensor dict (see the module docstring)."""
     typ = cfg["type"]
@@ -473,12 +504,13 @@ def run(cfg, w0, grads):
         g = grads[k - 1]
         for n in sorted(W):
             role = roles[n]
-            decay = lam if role in DECAY_ROLES else 0.0
+            lr_f, decay_f = param_factors(cfg["param"], role, n.startswith("blocks."), uses_muon[n])
+            decay = lam * decay_f if role in DECAY_ROLES else 0.0
             if uses_muon[n]:
-                W[n], M[n], V[n], _ = muon_update(W[n], g[n], M[n], V[n], f, cfg["muon"], decay,
+                W[n], M[n], V[n], _ = muon_update(W[n], g[n], M[n], V[n], f * lr_f, cfg["muon"], decay,
                                                   typ == "normuon")
             else:
-                rate = cfg["lr"] * cfg["lr_mult"][role] * f
+                rate = cfg["lr"] * cfg["lr_mult"][role] * lr_f * f
                 W[n], m[n], v[n] = adamw_update(W[n], g[n], m[n], v[n], k, rate, cfg["betas"],
                                                 cfg["eps"], decay)
     out = {}

@@ -20,6 +20,7 @@
 #include "test_util.h"
 #include "optim/muon.h"
 #include "optim/optimizer.h"
+#include "train/step.h"
 #include "train/safetensors.h"
 
 namespace normlab {
@@ -34,6 +35,7 @@ struct Case {
   bool cautious = false, nesterov = true, tied = true;
   double tol = 1e-3;
   int64_t width = 16;  // d_model; d_ff = 2.5 width
+  ParamType param = ParamType::kSp;  // mup, completep: base width 8 (m_N 2), base depth 1 (m_L 2), alpha 0.5
 };
 
 std::string json_config(const Case& c, const OptimConfig& o, const std::vector<double>& f,
@@ -46,12 +48,12 @@ std::string json_config(const Case& c, const OptimConfig& o, const std::vector<d
       R"({{"type":"{}","K":{},"lr":{:.17g},"f":[{}],"betas":[{:.17g},{:.17g}],"eps":{:.17g},"weight_decay":{:.17g},)"
       R"("lr_mult":{{"embedding":{},"head":{},"gain":{},"bias":{},"mixing":{}}},)"
       R"("muon":{{"lr":{:.17g},"momentum":{:.17g},"nesterov":{},"ns":"{}","ns_steps":{},"ns_dtype":"{}","adjust_lr":"{}","beta2":{:.17g},"cautious_wd":{}}},)"
-      R"("roles":{{{}}}}})",
+      R"("roles":{{{}}},"param":{{"type":"{}","m_n":{:.17g},"m_l":{:.17g},"alpha":{:.17g}}}}})",
       o.type, f.size(), o.lr, fs, o.betas[0], o.betas[1], o.eps, o.weight_decay, o.lr_mult.embedding,
       o.lr_mult.head, o.lr_mult.gain, o.lr_mult.bias, o.lr_mult.mixing, m.lr, m.momentum, m.nesterov ? "true" : "false",
       choice_name(m.ns), m.ns_steps, choice_name(m.ns_dtype), choice_name(m.adjust_lr), m.beta2,
-      m.cautious_wd ? "true" : "false", rs);
-  (void)c;
+      m.cautious_wd ? "true" : "false", rs, choice_name(c.param), c.param == ParamType::kSp ? 1.0 : 2.0,
+      c.param == ParamType::kCompleteP ? 2.0 : 1.0, c.param == ParamType::kCompleteP ? 0.5 : 1.0);
 }
 
 void run_case(const Case& c) {
@@ -94,7 +96,22 @@ void run_case(const Case& c) {
     roles.emplace_back(kv.key(), *role_of(kv.value()));
     in.emplace_back("w0." + kv.key(), kv.value().detach().clone());
   }
-  Optimizer opt(named, o);
+  // The rates of the parametrization, through the code's own path (RoleRates::of and each
+  // parameter's place); the reference computes its factors from the contract's table by itself.
+  Config cfg;
+  cfg.model = mc;
+  cfg.optim = o;
+  cfg.param.type = c.param;
+  if (c.param != ParamType::kSp) cfg.param.base_width = c.width / 2.0;
+  if (c.param == ParamType::kCompleteP) {
+    cfg.param.base_depth = mc.n_layers / 2.0;
+    cfg.param.alpha = 0.5;
+  }
+  std::vector<torch::Tensor> tensors;
+  for (const auto& kv : named) tensors.push_back(kv.second);
+  std::vector<bool> in_block;
+  for (const ParamPlace& p : param_places(*model, tensors)) in_block.push_back(p.block >= 0);
+  Optimizer opt(named, o, RoleRates::of(cfg), in_block);
   const int K = 4;
   std::vector<double> f;
   torch::manual_seed(12);
@@ -148,6 +165,24 @@ void run_case(const Case& c) {
 
 TEST(MuonReferenceTest, AdamwWithRoleMultipliers) { run_case({"adamw", "adamw"}); }
 TEST(MuonReferenceTest, MuonKeller) { run_case({"muon_keller", "muon"}); }
+// The parametrizations' per-role rates and decays (src/model/README.md, "Parametrization") at
+// m_N = 2 (and m_L = 2, alpha 0.5 under completep), under AdamW and Muon.
+TEST(MuonReferenceTest, AdamwUnderMupAndCompletep) {
+  Case mup{"adamw_mup", "adamw"};
+  mup.param = ParamType::kMup;
+  run_case(mup);
+  Case completep{"adamw_completep", "adamw"};
+  completep.param = ParamType::kCompleteP;
+  run_case(completep);
+}
+TEST(MuonReferenceTest, MuonUnderMupAndCompletep) {
+  Case mup{"muon_mup", "muon"};
+  mup.param = ParamType::kMup;
+  run_case(mup);
+  Case completep{"muon_completep", "muon"};
+  completep.param = ParamType::kCompleteP;
+  run_case(completep);
+}
 TEST(MuonReferenceTest, MuonPolarExpress) { run_case({"muon_pe", "muon", NsKind::kPolarExpress}); }
 TEST(MuonReferenceTest, MuonCautiousMatchRmsUntiedNoNesterov) {
   run_case({"muon_cautious", "muon", NsKind::kKeller, NsDtype::kFp32, AdjustLr::kMatchRmsAdamw, true, false, false});
