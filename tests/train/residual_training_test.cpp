@@ -158,17 +158,23 @@ TEST(ResidualGridTest, EveryTypeTrainsUnderEveryLayoutItAccepts) {
       c.eval.every = 0;
       c.train.checkpoint_every = 1000;
       ASSERT_EQ(train(resolved(c), {}), 0) << r.name << " / " << l.name;
-      std::ifstream in(c.out_dir + "/metrics.jsonl");
-      std::string line;
-      int n = 0;
-      while (std::getline(in, line)) {
-        if (line.find("\"kind\": \"train\"") == std::string::npos && line.find("\"kind\":\"train\"") == std::string::npos) continue;
-        const auto at = line.find("\"loss\":");
-        ASSERT_NE(at, std::string::npos) << line;
-        EXPECT_TRUE(std::isfinite(std::stod(line.substr(at + 7)))) << r.name << " / " << l.name << ": " << line;
-        ++n;
+      const auto records = testing::records(c.out_dir, "train");
+      ASSERT_EQ(records.size(), 20u) << r.name << " / " << l.name;
+      for (const auto& rec : records) {
+        EXPECT_TRUE(std::isfinite(rec["loss"].as<double>())) << r.name << " / " << l.name;
       }
-      EXPECT_EQ(n, 20) << r.name << " / " << l.name;
+      // Every block's sublayers are in the forward the loss is computed from: their gradients are
+      // not zero (a type that dropped a sublayer's term would train the embeddings and the head
+      // alone, and its losses would still be finite and falling).
+      for (const char* series : {"grad_norm_attn", "grad_norm_ffn"}) {
+        const auto& g = records.front()["layers"][series];
+        ASSERT_EQ(g.size(), 2u) << series;
+        for (size_t i = 0; i < g.size(); ++i) {
+          EXPECT_GT(g[i].as<double>(), 1e-8) << r.name << " / " << l.name << ": " << series << "[" << i << "]";
+        }
+      }
+      EXPECT_LT(records.back()["loss"].as<double>(), records.front()["loss"].as<double>() - 0.1)
+          << r.name << " / " << l.name << ": 20 updates did not lower the loss";
       ++trained;
     }
   }
