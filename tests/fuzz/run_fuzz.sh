@@ -4,7 +4,7 @@
 # sweep-file parser, expansion, point validation and the dumped sweep.yaml):
 #   tests/fuzz/run_fuzz.sh [seconds per target, default 60]
 # Seeds: the shipped configs and sweeps, a few hand-written ones; small safetensors files written
-# here. Crashes land in build-fuzz/crashes/<target>/; turn each into a test. CI: 60 s each; before
+# here. Crashes land in build-fuzz/crashes/<target>/; turn each into a test. CI: 30 s each (60 s with NORMLAB_CI_FULL=1); before
 # a release: 1800. Only the sources a target needs are compiled (no LibTorch; the sweep target
 # stands in for check_and_resolve, see sweep_fuzz.cpp), so a build takes about a minute a target.
 # The sweep target works on a copy of this checkout's configs/ (path compiled in) made under
