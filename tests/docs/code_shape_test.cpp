@@ -163,7 +163,8 @@ TEST(CodeShapeTest, TheModelHasOneBlockLoopAndNamesNoMethod) {
 TEST(CodeShapeTest, NoReferenceIntoATemporaryParameterDictionary) {
   // named_parameters() returns its dictionary by value: a reference to one of its entries dangles
   // at the end of the statement (an nGPT run with a value residual crashed on exactly that).
-  for (const auto& hit : grep_src(R"(auto\s*&\s*\w+\s*=.*named_parameters\([^)]*\)\s*\[)")) {
+  // Any reference type (auto&, const auto&, const torch::Tensor&, ...), not one spelling.
+  for (const auto& hit : grep_src(R"(&\s*\w+\s*=[^;]*named_parameters\([^)]*\)\s*\[)")) {
     ADD_FAILURE() << "a reference into named_parameters()' temporary: " << hit;
   }
 }
