@@ -77,9 +77,15 @@ Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
   A tuned sweep (tune:, configs/sweeps/README.md) also gets, from the summary's tune.arms[]:
     tune_basin.png      m(v), the mean metric over the search seeds, against the tuned value (log x),
                         one line per arm, the selected value v* starred, l0 and the sensitivity
-                        in the legend
+                        in the legend; on a ladder tune_basin_<key>=<rung>.png per searched rung
     tune_forest.png     each arm's confirm-run difference to the baseline arm, Delta with its 95 %
-                        interval (Welch), a vertical line at 0, the verdict and p beside it
+                        interval (the deciding test's: Welch or paired), a vertical line at 0, the
+                        margin shaded; verdict, Delta, interval, p_adj (and mde beside a tie) in a
+                        column to the right, with the digits the interval supports; an arm that
+                        learned nothing (at the unigram entropy) is an arrow at the edge; a panel
+                        per rung
+    tune_ladder.png     ladders only: the verdict against size, each arm's Delta with its interval
+                        against the ladder's value (log x), filled where better / worse
 Diverged or failed runs are drawn hollow, or as x markers pinned to the top of the axes when they
 have no finite value or are off the scale (with a note), so they do not stretch the y scale.
 

@@ -571,12 +571,52 @@ def tune_arms(sweep):
     return t, [a for a in t["arms"] if isinstance(a, dict)]
 
 
+def tune_rungs(t):
+    """The ladder's rungs as the summary lists them ([None] without a ladder)."""
+    rungs = t.get("rungs") if t.get("ladder") else None
+    return rungs if isinstance(rungs, list) and rungs else [None]
+
+
+def same_rung(arm, rung):
+    return rung is None or str(arm.get("rung")) == str(num(rung) if finite(num(rung)) else rung) or \
+        (finite(num(arm.get("rung"))) and num(arm.get("rung")) == num(rung))
+
+
+def arm_label(sweep, t, arm):
+    """The arm's label: its stem (the arm across rungs) on a ladder, else its name."""
+    if t.get("ladder"):
+        stem = arm.get("stem") or ""
+        return ",".join(sweep.short(p.split("=")[0]) + "=" + p.split("=", 1)[1] for p in stem.split(",") if "=" in p) \
+            or "(all)"
+    return tune_arm_label(sweep, arm)
+
+
+def deciding(t, vs):
+    """The deciding test's (delta, ci, p) of a vs_baseline: the paired one under tune.test: paired."""
+    src = vs.get("paired") if t.get("test") == "paired" and isinstance(vs.get("paired"), dict) else vs
+    ci = src.get("ci") if isinstance(src.get("ci"), list) and len(src.get("ci")) == 2 else None
+    lo, hi = (num(ci[0]), num(ci[1])) if ci else (float("nan"), float("nan"))
+    return num(src.get("delta")), lo, hi, num(src.get("p"))
+
+
 def fig_tune_basin(sweep, axes, outdir):
     """m(v) against v (log x), one line per arm, the selected value v* marked: tune.arms[] of the
-    summary (values, search, selected, at_edge, l0)."""
+    summary (values, search, selected, at_edge, l0). A ladder: one file per searched rung."""
     t, arms = tune_arms(sweep)
     if not arms:
         return None
+    written = None
+    for rung in tune_rungs(t):
+        cell_arms = [a for a in arms if same_rung(a, rung) and a.get("search")]
+        if not cell_arms:
+            continue
+        fname = "tune_basin.png" if rung is None else "tune_basin_%s=%s.png" % (sweep.short(t["ladder"]), fmt_num(num(rung)) if finite(num(rung)) else rung)
+        w = draw_basin(sweep, t, cell_arms, rung, os.path.join(outdir, fname))
+        written = written or w
+    return written
+
+
+def draw_basin(sweep, t, arms, rung, path):
     plt = mpl()
     key = t.get("key", "?")
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -589,11 +629,11 @@ def fig_tune_basin(sweep, axes, outdir):
             continue
         c = cmap(i % cmap.N)
         ls, mk = STYLES[i % len(STYLES)]
-        label = tune_arm_label(sweep, arm)
+        label = arm_label(sweep, t, arm)
         sel = num(arm.get("selected"))
         if finite(sel):
             label += " (%s* = %s%s)" % (sweep.short(key), fmt_num(sel), ", at the grid's edge" if arm.get("at_edge") else "")
-        label += "; l0 %s, sensitivity %s" % (fmt_num(num(arm.get("l0"))), fmt_num(num(arm.get("sensitivity"))))
+        label += "; l0 %.3f, sensitivity %.3f" % (num(arm.get("l0")), num(arm.get("sensitivity")))
         ax.plot(xs, ys, color=c, ls=ls, marker=mk, lw=1.6, ms=5, label=label)
         drawn += 1
         if finite(sel) and sel in xs:
@@ -613,64 +653,175 @@ def fig_tune_basin(sweep, axes, outdir):
     ax.plot([], [], color="black", marker="*", ms=12, ls="none", label="selected value v* (lowest m(v))")
     ax.legend(loc="best", framealpha=0.85, fontsize=8)
     ax.grid(True, alpha=0.3)
-    fig.suptitle(textwrap.fill("sweep %s: search basin of %s per arm (seeds %s; l0: mean step-0 eval loss, what a failed "
-                               "or non-finite run counts as)" % (
-        sweep.label, key, ", ".join(str(x) for x in t.get("seeds") or [])), 75))
+    where = "" if rung is None else " at %s = %s" % (t["ladder"], rung)
+    fig.suptitle(textwrap.fill("sweep %s: search basin of %s per arm%s (seeds %s; l0: mean step-0 eval loss, what a "
+                               "failed or non-finite run counts as)" % (
+        sweep.label, key, where, ", ".join(str(x) for x in t.get("seeds") or [])), 75))
     fig.tight_layout()
-    return save(fig, os.path.join(outdir, "tune_basin.png"))
+    return save(fig, path)
 
 
-VERDICT_COLOURS = {"better": "tab:green", "worse": "tab:red", "tie": "0.35", "baseline": "black"}
+VERDICT_COLOURS = {"better": "tab:green", "worse": "tab:red", "tie": "0.35", "baseline": "black",
+                   "equivalent": "tab:blue", "inconclusive": "0.55"}
 
 
 def fig_tune_forest(sweep, axes, outdir):
-    """Each arm's confirm-run difference to the baseline, Delta with its 95 % interval, a vertical
-    line at 0: tune.arms[].vs_baseline of the summary (delta, ci, p, verdict)."""
+    """Each arm's confirm-run difference to the baseline, Delta with its 95 % interval (the deciding
+    test's), a vertical line at 0, one panel per rung of a ladder: tune.arms[].vs_baseline of the
+    summary. Numbers carry the digits their interval supports (vs_baseline.digits); an arm that
+    learned nothing (at_entropy: at the unigram entropy) is drawn as an arrow at the edge with its
+    numbers, so it does not set the axis."""
     t, arms = tune_arms(sweep)
     if not arms:
         return None
-    rows = []
-    for arm in arms:
-        vs = arm.get("vs_baseline") if isinstance(arm.get("vs_baseline"), dict) else {}
-        verdict = vs.get("verdict") or "pending"
-        if verdict == "baseline" or finite(num(vs.get("delta"))):
-            rows.append((arm, vs, verdict))
-    if not any(finite(num(vs.get("delta"))) for _arm, vs, _v in rows):
+    panels = []
+    for rung in tune_rungs(t):
+        rows = []
+        for arm in arms:
+            if not same_rung(arm, rung):
+                continue
+            vs = arm.get("vs_baseline") if isinstance(arm.get("vs_baseline"), dict) else {}
+            verdict = vs.get("verdict") or "pending"
+            if verdict == "baseline" or finite(deciding(t, vs)[0]):
+                rows.append((arm, vs, verdict))
+        if any(finite(deciding(t, vs)[0]) for _a, vs, _v in rows):
+            panels.append((rung, rows))
+    if not panels:
         note("%s: no confirm comparison to draw yet (verdicts pending)" % sweep.path)
         return None
     plt = mpl()
-    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.6 * len(rows)))
-    labels = []
-    for y, (arm, vs, verdict) in enumerate(rows):
-        c = VERDICT_COLOURS.get(verdict, "tab:blue")
-        sel = num(arm.get("selected"))
-        labels.append("%s\n%s* = %s" % (tune_arm_label(sweep, arm), sweep.short(t.get("key", "?")), fmt_num(sel)))
-        if verdict == "baseline":
-            ax.plot([0], [y], marker="D", color=c, ms=7, ls="none")
-            ax.annotate("baseline", (0, y), textcoords="offset points", xytext=(8, 6), fontsize=8)
-            continue
-        delta = num(vs.get("delta"))
-        ci = vs.get("ci") if isinstance(vs.get("ci"), list) and len(vs.get("ci")) == 2 else None
-        if ci is not None and finite(num(ci[0])) and finite(num(ci[1])):
-            ax.plot([num(ci[0]), num(ci[1])], [y, y], color=c, lw=2.5, solid_capstyle="butt")
-            note_ci = "[%s, %s]" % (fmt_num(num(ci[0])), fmt_num(num(ci[1])))
-        else:
-            note_ci = "interval unbounded (one seed)"
-        ax.plot([delta], [y], marker="o", color=c, ms=8, ls="none")
-        ax.annotate("%s  Δ %s %s  p %s" % (verdict, fmt_num(delta), note_ci, fmt_num(num(vs.get("p")))),
-                    (delta, y), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8, color=c)
-    ax.axvline(0, color="black", lw=1)
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.invert_yaxis()
-    ax.set_xlabel("Δ %s: arm - baseline, confirm runs (95 %% interval, Welch); < 0: lower loss than the baseline"
-                  % t.get("metric", "metric"))
-    ax.grid(True, axis="x", alpha=0.3)
+    n_rows = 0
+    for _rung, r in panels:
+        n_rows += len(r)
+    fig, axs = plt.subplots(len(panels), 1, figsize=(10, 1.4 + 0.55 * n_rows + 0.6 * len(panels)), squeeze=False,
+                            gridspec_kw={"height_ratios": [max(1, len(r)) for _rung, r in panels]})
+    test = "paired t" if t.get("test") == "paired" else "Welch"
+    for ax, (rung, rows) in zip(axs[:, 0], panels):
+        # The axis spans the arms that learned something; the summary marks the others (at_entropy).
+        reach = []
+        for arm, vs, _verdict in rows:
+            d, lo, hi, _p = deciding(t, vs)
+            if finite(d) and not arm.get("at_entropy"):
+                reach += [abs(x) for x in (d, lo, hi) if finite(x)]
+        span = max(reach) * 1.15 if reach and max(reach) > 0 else 1.0
+        labels = []
+        for y, (arm, vs, verdict) in enumerate(rows):
+            c = VERDICT_COLOURS.get(verdict, "tab:blue")
+            sel = num(arm.get("selected"))
+            moved = " (from %s)" % fmt_num(num(arm.get("from_rung"))) if arm.get("transferred") else ""
+            labels.append("%s\n%s* = %s%s" % (arm_label(sweep, t, arm), sweep.short(t.get("key", "?")), fmt_num(sel), moved))
+            if verdict == "baseline":
+                ax.plot([0], [y], marker="D", color=c, ms=7, ls="none")
+                ax.text(1.01, y, "baseline", transform=ax.get_yaxis_transform(), va="center", fontsize=8)
+                continue
+            d, lo, hi, p = deciding(t, vs)
+            dec = int(num(vs.get("digits"))) if finite(num(vs.get("digits"))) else 4
+            far = bool(arm.get("at_entropy")) or max(abs(x) for x in (d, lo, hi) if finite(x)) > span
+            text = "%s  Δ %+.*f" % (verdict, dec, d)
+            text += "  [%+.*f, %+.*f]" % (dec, lo, dec, hi) if finite(lo) else "  (unbounded: one seed)"
+            mde = num(vs.get("mde"))
+            if finite(mde) and verdict in ("tie", "inconclusive", "equivalent"):
+                text += "  mde %.*f" % (dec, mde)
+            text += "  p %s" % fmt_num(p) if finite(p) else ""
+            padj = num(vs.get("p_adj"))
+            text += "  p_adj %s" % fmt_num(padj) if finite(padj) else ""
+            if far:  # off the scale: an arrow at the edge it lies beyond
+                edge = span if d > 0 else -span
+                ax.annotate("", xy=(edge, y), xytext=(edge * 0.8, y),
+                            arrowprops=dict(arrowstyle="->", color=c, lw=2))
+                text += "  (off the scale: learned nothing)" if arm.get("at_entropy") else "  (off the scale)"
+            else:
+                if finite(lo) and finite(hi):
+                    ax.plot([lo, hi], [y, y], color=c, lw=2.5, solid_capstyle="butt")
+                ax.plot([d], [y], marker="o", color=c, ms=8, ls="none")
+            ax.text(1.01, y, text, transform=ax.get_yaxis_transform(), va="center", fontsize=8, color=c)
+        ax.axvline(0, color="black", lw=1)
+        margin = num(t.get("margin"))
+        if finite(margin) and margin > 0:
+            ax.axvspan(-margin, margin, color="tab:blue", alpha=0.08, lw=0)
+        ax.set_xlim(-span, span)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(labels, fontsize=8)
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.invert_yaxis()
+        ax.grid(True, axis="x", alpha=0.3)
+        if rung is not None:
+            ax.set_title("%s = %s" % (t["ladder"], rung), fontsize=9, loc="left")
+    axs[-1, 0].set_xlabel("Δ %s: arm - baseline, confirm runs (95 %% interval, %s, not adjusted for the number of "
+                          "arms%s); < 0: lower loss than the baseline" % (
+                              t.get("metric", "metric"), test,
+                              "; shaded: the equivalence margin" if num(t.get("margin")) > 0 else ""))
     fig.suptitle(textwrap.fill("sweep %s: each arm at its own %s against the baseline (confirm seeds %s)" % (
-        sweep.label, t.get("key", "?"), ", ".join(str(x) for x in t.get("confirm_seeds") or [])), 75))
+        sweep.label, t.get("key", "?"), ", ".join(str(x) for x in t.get("confirm_seeds") or [])), 90))
     fig.tight_layout()
+    fig.subplots_adjust(right=0.62)
     return save(fig, os.path.join(outdir, "tune_forest.png"))
+
+
+def fig_tune_ladder(sweep, axes, outdir):
+    """The verdict against size: each arm's Δ with its 95 % interval (the deciding test's) against
+    the ladder's value (log x), one line per arm, the baseline at 0; filled markers where the
+    verdict is better or worse, hollow where it is not."""
+    t, arms = tune_arms(sweep)
+    if not arms or not t.get("ladder"):
+        return None
+    stems = []
+    for a in arms:
+        if a.get("stem") not in stems and (a.get("vs_baseline") or {}).get("verdict") != "baseline":
+            stems.append(a.get("stem"))
+    plt = mpl()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    cmap = plt.get_cmap("tab10")
+    drawn = 0
+    for i, stem in enumerate(stems):
+        pts = []
+        for a in arms:
+            if a.get("stem") != stem:
+                continue
+            vs = a.get("vs_baseline") if isinstance(a.get("vs_baseline"), dict) else {}
+            d, lo, hi, _p = deciding(t, vs)
+            x = num(a.get("rung"))
+            if finite(d) and finite(x):
+                pts.append((x, d, lo, hi, vs.get("verdict")))
+        if not pts:
+            continue
+        pts.sort()
+        c = cmap(i % cmap.N)
+        # the arms side by side at each rung, a little apart, so that the intervals do not overlap
+        shift = 2 ** (0.04 * (i - (len(stems) - 1) / 2))
+        xs = [p[0] * shift for p in pts]
+        ax.plot(xs, [p[1] for p in pts], color=c, lw=1.4, label=arm_label(sweep, t, {"stem": stem}))
+        for x, (_x0, d, lo, hi, verdict) in zip(xs, pts):
+            if finite(lo) and finite(hi):
+                ax.plot([x, x], [lo, hi], color=c, lw=2)
+            decided = verdict in ("better", "worse")
+            ax.plot([x], [d], marker="o", ms=7, color=c, mfc=c if decided else "white", mec=c, ls="none")
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.axhline(0, color="black", lw=1, label="baseline")
+    margin = num(t.get("margin"))
+    if finite(margin) and margin > 0:
+        ax.axhspan(-margin, margin, color="tab:blue", alpha=0.08, lw=0, label="equivalence margin ±%g" % margin)
+    rungs = [num(r) for r in t.get("rungs") or [] if finite(num(r))]
+    ax.set_xscale("log")
+    if rungs:
+        ax.set_xticks(rungs)
+        ax.set_xticklabels([fmt_num(r) for r in rungs])
+        from matplotlib.ticker import NullFormatter
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("%s (log scale)" % t["ladder"])
+    ax.set_ylabel("Δ %s against the baseline (95 %% interval)" % t.get("metric", "metric"))
+    ax.plot([], [], marker="o", color="0.3", ls="none", label="filled: better / worse (after %s)" % (
+        "Holm" if t.get("correction", "holm") == "holm" else "no correction"))
+    ax.plot([], [], marker="o", color="0.3", mfc="white", ls="none", label="hollow: no verdict either way")
+    ax.legend(loc="best", fontsize=8, framealpha=0.85)
+    ax.grid(True, alpha=0.3)
+    fig.suptitle(textwrap.fill("sweep %s: verdict against %s (%s test, confirm seeds %s)" % (
+        sweep.label, t["ladder"], t.get("test", "welch"), ", ".join(str(x) for x in t.get("confirm_seeds") or [])), 75))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, "tune_ladder.png"))
 
 
 # (file name, function, what it needs): the order is the order of drawing.
@@ -683,6 +834,7 @@ SWEEP_FIGURES = [
     ("block_cos_profile.png", fig_block_cos_profile, "a categorical axis; runs logging layers.block_cos"),
     ("tune_basin.png", fig_tune_basin, "a tuned sweep (tune:) with search results"),
     ("tune_forest.png", fig_tune_forest, "a tuned sweep with confirm results"),
+    ("tune_ladder.png", fig_tune_ladder, "a tuned sweep with a ladder (tune.ladder) and confirm results"),
 ]
 
 

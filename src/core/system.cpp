@@ -19,6 +19,28 @@
 
 namespace normlab {
 
+std::string host_name() {
+  char buf[256] = "";
+  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
+  return buf;
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    // x86: "model name"; some ARM kernels: "Model" or "Processor"
+    for (const char* key : {"model name", "Model", "Processor"}) {
+      if (line.rfind(key, 0) != 0) continue;
+      const auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      const auto start = line.find_first_not_of(" \t", colon + 1);
+      if (start != std::string::npos) return line.substr(start);
+    }
+  }
+  return "unknown";
+}
+
 double physical_memory_bytes() {
   return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
 }

@@ -21,6 +21,14 @@ double physical_memory_bytes();
 // Peak resident set size in MiB.
 double peak_rss_mib();
 
+// Where a run ran (its run directory's machine.json): this machine's host name ("localhost" when
+// it has none), its CPU model as /proc/cpuinfo names it ("unknown" where it does not), and the
+// NormLab commit this binary was built from (git's short hash, "+dirty" with uncommitted changes to
+// tracked files at build time; "unknown" outside a git checkout).
+std::string host_name();
+std::string cpu_model_name();
+const char* normlab_commit();
+
 // Starts `exe` with argv (argv[0] included) and exactly the environment `env` ("NAME=value") as a
 // child of this process that follows it: in a process group of its own (the terminal's Ctrl-C
 // reaches only this process, which forwards it once, so a second SIGINT never kills a child

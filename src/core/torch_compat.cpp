@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #ifdef NORMLAB_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/util/Exception.h>
@@ -21,6 +22,17 @@ std::string torch_build_description() {
 #else
   return s + " (CPU)";
 #endif
+}
+
+std::string device_description(const torch::Device& device) {
+  std::string s = device.str();
+#ifdef NORMLAB_WITH_CUDA
+  if (device.is_cuda()) {
+    const auto index = device.has_index() ? device.index() : c10::DeviceIndex(0);
+    s += fmt::format(" ({})", at::cuda::getDeviceProperties(index)->name);
+  }
+#endif
+  return s;
 }
 
 int64_t cuda_peak_allocated_bytes(const torch::Device& device) {

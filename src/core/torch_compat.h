@@ -23,6 +23,8 @@ namespace normlab {
 
 // "1.13.1 (CPU)", "2.11.0 (CUDA 13.0)": the LibTorch this binary was built against.
 std::string torch_build_description();
+// "cpu", "cuda:0 (NVIDIA H100 80GB HBM3)": a device and, for a GPU, its model.
+std::string device_description(const torch::Device& device);
 
 // Peak bytes allocated by LibTorch's CUDA caching allocator on `device` since the last reset;
 // 0 for the CPU or a build without CUDA.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -21,45 +22,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Continued fraction of the regularised incomplete beta function (modified Lentz).
-double beta_cf(double a, double b, double x) {
-  const double tiny = 1e-300, eps = 1e-15;
-  double c = 1, d = 1 - (a + b) * x / (a + 1);
-  if (std::fabs(d) < tiny) d = tiny;
-  d = 1 / d;
-  double h = d;
-  for (int m = 1; m <= 10000; ++m) {
-    const double m2 = 2.0 * m;
-    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
-    d = 1 + aa * d;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = 1 + aa / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1 / d;
-    h *= d * c;
-    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
-    d = 1 + aa * d;
-    if (std::fabs(d) < tiny) d = tiny;
-    c = 1 + aa / c;
-    if (std::fabs(c) < tiny) c = tiny;
-    d = 1 / d;
-    const double del = d * c;
-    h *= del;
-    if (std::fabs(del - 1) < eps) break;
-  }
-  return h;
-}
-
-// I_x(a, b).
-double incomplete_beta(double a, double b, double x) {
-  if (x <= 0) return 0;
-  if (x >= 1) return 1;
-  const double front =
-      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
-  if (x < (a + 1) / (a + b + 2)) return front * beta_cf(a, b, x) / a;
-  return 1 - front * beta_cf(b, a, 1 - x) / b;
-}
 
 // a != b in any bit, NaN equal to NaN.
 bool differs(double a, double b) {
@@ -169,25 +131,6 @@ std::string diff_text(const SeriesDiff& d) {
 std::string opt_number(const std::optional<double>& v) { return v ? fmt::format("{:.4g}", *v) : "n/a"; }
 }  // namespace
 
-double student_t_cdf(double t, double df) {
-  if (std::isnan(t) || !(df > 0)) return kNaN;
-  if (std::isinf(t)) return t > 0 ? 1 : 0;
-  const double tail = 0.5 * incomplete_beta(df / 2, 0.5, df / (df + t * t));  // P(T > |t|)
-  return t > 0 ? 1 - tail : tail;
-}
-
-double student_t_quantile(double p, double df) {
-  if (!(p > 0 && p < 1) || !(df > 0)) return kNaN;
-  double lo = -1, hi = 1;
-  while (student_t_cdf(lo, df) > p) lo *= 2;
-  while (student_t_cdf(hi, df) < p) hi *= 2;
-  for (int i = 0; i < 200 && hi - lo > 1e-13 * std::max(1.0, std::fabs(hi)); ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (student_t_cdf(mid, df) < p ? lo : hi) = mid;
-  }
-  return 0.5 * (lo + hi);
-}
-
 WelchResult welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
   const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
   const SeedStats sa = seed_stats(a), sb = seed_stats(b);  // the inputs are finite: n = size
@@ -230,6 +173,13 @@ Comparison compare_runs(const std::vector<std::string>& args, const std::string&
     }
     it->runs.push_back(c.runs[i]);
     const double best = recs[i].derived.best_val_loss;
+    it->values.push_back(best);
+    int64_t seed = -1 - static_cast<int64_t>(i);  // a run without a seed pairs with nothing
+    try {
+      seed = std::strtoll(config_value(c.runs[i], "seed").c_str(), nullptr, 10);
+    } catch (const UsageError&) {
+    }
+    it->seeds.push_back(seed);
     if (std::isfinite(best)) {
       it->samples.push_back(best);
     } else {
@@ -261,8 +211,27 @@ Comparison compare_runs(const std::vector<std::string>& args, const std::string&
         t.df = w.df;
         t.p = w.p;
       }
+      // Paired where both groups ran the same seeds, each once.
+      std::vector<int64_t> sa = a.seeds, sb = b.seeds;
+      std::sort(sa.begin(), sa.end());
+      std::sort(sb.begin(), sb.end());
+      if (sa == sb && std::adjacent_find(sa.begin(), sa.end()) == sa.end()) {
+        std::vector<double> va, vb;
+        for (size_t k = 0; k < a.seeds.size(); ++k) {
+          va.push_back(a.values[k]);
+          const size_t m = static_cast<size_t>(std::find(b.seeds.begin(), b.seeds.end(), a.seeds[k]) - b.seeds.begin());
+          vb.push_back(b.values[m]);
+        }
+        t.paired = paired_test(va, vb);
+      }
       c.tests.push_back(t);
     }
+  }
+  std::vector<double> p;
+  for (const auto& t : c.tests) p.push_back(t.paired ? t.paired->p : t.p.value_or(kNaN));
+  const std::vector<double> adjusted = holm_adjust(p);
+  for (size_t i = 0; i < c.tests.size(); ++i) {
+    if (!std::isnan(adjusted[i])) c.tests[i].p_adj = adjusted[i];
   }
   return c;
 }
@@ -290,10 +259,20 @@ std::string comparison_text(const Comparison& c) {
                      opt_number(g.ci_low), opt_number(g.ci_high),
                      g.without_value ? fmt::format("  ({} without a finite value)", g.without_value) : "");
   }
-  if (!c.tests.empty()) o += "Welch's t-test, two-sided:\n";
+  if (!c.tests.empty()) {
+    o += "Welch's t-test, two-sided; paired t test over the seeds where two groups ran the same seeds; p_adj: the "
+         "paired (else Welch's) p, Holm-adjusted over these tests:\n";
+  }
   for (const auto& t : c.tests) {
-    o += fmt::format("  {} - {}: diff {:.5f}  t {}  df {}  p {}\n", t.a, t.b, t.diff, opt_number(t.t), opt_number(t.df),
+    o += fmt::format("  {} - {}: diff {:.5f}  t {}  df {}  p {}", t.a, t.b, t.diff, opt_number(t.t), opt_number(t.df),
                      t.p ? fmt::format("{:.3g}", *t.p) : "n/a (fewer than 2 runs in a group)");
+    if (t.paired) {
+      o += fmt::format("  | paired: n {} diff {:.5f}  95% [{}, {}]  p {}", t.paired->n, t.paired->delta,
+                       opt_number(t.paired->bounded() ? std::optional(t.paired->ci95_low) : std::nullopt),
+                       opt_number(t.paired->bounded() ? std::optional(t.paired->ci95_high) : std::nullopt),
+                       std::isnan(t.paired->p) ? std::string("n/a") : fmt::format("{:.3g}", t.paired->p));
+    }
+    o += fmt::format("  p_adj {}\n", t.p_adj ? fmt::format("{:.3g}", *t.p_adj) : "n/a");
   }
   return o;
 }
@@ -346,6 +325,19 @@ std::string comparison_json(const Comparison& c) {
     JsonObject tj;
     tj.add("a", t.a).add("b", t.b).add("diff", t.diff).add("t", t.t.value_or(kNaN)).add("df", t.df.value_or(kNaN))
         .add("p_value", t.p.value_or(kNaN));
+    if (t.paired) {
+      JsonObject pj;
+      pj.add("n", t.paired->n).add("diff", t.paired->delta).add("df", t.paired->df).add("p_value", t.paired->p);
+      if (t.paired->bounded()) {
+        pj.add("ci95", std::vector<double>{t.paired->ci95_low, t.paired->ci95_high});
+      } else {
+        pj.add_raw("ci95", "null");
+      }
+      tj.add("paired", pj);
+    } else {
+      tj.add_raw("paired", "null");
+    }
+    tj.add("p_adj", t.p_adj.value_or(kNaN));
     tests += (i ? "," : "") + tj.str();
   }
   j.add_raw("tests", tests + "]");

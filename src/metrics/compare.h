@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "metrics/stats.h"
+
 namespace normlab {
 
 // The largest |a - b| of one quantity over the records two runs share.
@@ -35,6 +37,8 @@ struct GroupStats {
   std::string value;
   std::vector<std::string> runs;
   std::vector<double> samples;  // finite best_val_loss values (diverged runs left out, counted)
+  std::vector<int64_t> seeds;   // every run's seed (config.yaml), in runs' order
+  std::vector<double> values;   // every run's best_val_loss (NaN where none), in runs' order
   int64_t without_value = 0;    // runs with no finite best_val_loss
   double mean = 0, std = 0;     // std: sample standard deviation (n - 1)
   std::optional<double> ci_low, ci_high;  // 95 %: mean -+ t(0.975, n-1) std / sqrt(n), n >= 2
@@ -44,6 +48,12 @@ struct GroupTest {
   std::string a, b;  // group values
   double diff = 0;   // mean(a) - mean(b)
   std::optional<double> t, df, p;  // Welch's t-test, two-sided; absent with fewer than 2 samples a side
+  // Where the two groups ran the same seeds (each seed once a side): the paired t test over the
+  // seeds both have a value for (metrics/stats.h), which then decides.
+  std::optional<TTest> paired;
+  // The deciding test's p (paired where there is one, else Welch's) Holm-adjusted over every test
+  // of the comparison; absent where that p is.
+  std::optional<double> p_adj;
 };
 
 struct Comparison {
@@ -61,10 +71,7 @@ Comparison compare_runs(const std::vector<std::string>& args, const std::string&
 std::string comparison_text(const Comparison& c);
 std::string comparison_json(const Comparison& c);
 
-// Student's t distribution and Welch's test (regularised incomplete beta by Lentz's continued
-// fraction), exposed for tests.
-double student_t_cdf(double t, double df);
-double student_t_quantile(double p, double df);  // 0 < p < 1
+// Welch's test as `normlab compare --by` prints it (t, df, p), exposed for tests.
 struct WelchResult {
   double t = 0, df = 0, p = 1;
 };

@@ -242,6 +242,7 @@ RunRecords read_run(const std::string& dir) {
   if (!file_exists(metrics)) throw UsageError(dir + ": no metrics.jsonl (not a NormLab run?)");
   RunRecords r = read_records(metrics, read_info((run / "config.yaml").string()));
   r.dir = dir;
+  r.machines = read_machines(dir);
   const fs::path spikes = run / "spikes";
   if (fs::is_directory(spikes)) {
     for (const auto& e : fs::directory_iterator(spikes)) {
@@ -404,6 +405,55 @@ JsonObject series(const RecordLayers& layers) {
   return o;
 }
 }  // namespace
+
+std::string MachineRecord::kind() const {
+  std::string dev = device;
+  const auto paren = dev.find(" (");
+  if (paren != std::string::npos) {
+    dev = dev.substr(paren + 2, dev.size() - paren - 3);  // the GPU's model
+  } else {
+    dev = dev.substr(0, dev.find(':'));  // "cpu", "cuda" without an index
+  }
+  return cpu + " | " + dev;
+}
+
+std::string machine_json(const std::vector<MachineRecord>& starts) {
+  std::string out = "[";
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const MachineRecord& m = starts[i];
+    out += (i ? ",\n " : "") + JsonObject()
+                                   .add("step", m.step)
+                                   .add("host", m.host)
+                                   .add("cpu", m.cpu)
+                                   .add("device", m.device)
+                                   .add("torch", m.torch)
+                                   .add("commit", m.commit)
+                                   .str();
+  }
+  return out + "]\n";
+}
+
+std::vector<MachineRecord> read_machines(const std::string& run_dir) {
+  std::vector<MachineRecord> out;
+  const std::string path = (fs::path(run_dir) / "machine.json").string();
+  if (!file_exists(path)) return out;
+  try {
+    const YAML::Node j = YAML::Load(read_file(path));
+    if (!j.IsSequence()) return {};
+    for (const auto& e : j) {
+      MachineRecord m;
+      m.step = e["step"].as<int64_t>();
+      for (auto [key, field] : {std::pair{"host", &m.host}, std::pair{"cpu", &m.cpu}, std::pair{"device", &m.device},
+                                std::pair{"torch", &m.torch}, std::pair{"commit", &m.commit}}) {
+        *field = e[key].as<std::string>();
+      }
+      out.push_back(m);
+    }
+  } catch (const YAML::Exception&) {
+    return {};
+  }
+  return out;
+}
 
 std::string to_json(const TrainRecord& r) {
   JsonObject j;

@@ -116,6 +116,19 @@ struct Autopsy {
   std::optional<StepCapture> before;  // step N-1 (none for N = 0)
 };
 
+// machine.json: where a run ran, one entry per start of the process (a resume appends one).
+struct MachineRecord {
+  int64_t step = 0;  // the step that start began at
+  std::string host, cpu, device, torch, commit;  // core/system.h, core/torch_compat.h
+  // What a comparison must not mix: the CPU model and the device's kind ("cpu", or the GPU's model
+  // without its index): "Intel(R) Xeon(R) Platinum 8481C | cpu".
+  std::string kind() const;
+};
+std::string machine_json(const std::vector<MachineRecord>& starts);  // the whole file
+// <dir>/machine.json's entries; empty when the file is missing or does not parse (runs from
+// before it existed).
+std::vector<MachineRecord> read_machines(const std::string& run_dir);
+
 // The JSON line of each record kind, keys in the order the contract lists them.
 std::string to_json(const TrainRecord& r);
 std::string to_json(const EvalRecord& r);
@@ -178,6 +191,7 @@ struct AutopsyRecord {
 
 struct RunRecords {
   std::string dir;
+  std::vector<MachineRecord> machines;  // machine.json
   std::vector<AutopsyRecord> autopsies;  // by step
   RunInfo info;
   std::vector<TrainRecord> train;

@@ -12,6 +12,7 @@
 
 #include "core/errors.h"
 #include "core/json.h"
+#include "core/system.h"
 #include "metrics/records.h"
 #include "metrics/tensorboard_event.h"
 
@@ -40,12 +41,6 @@ std::string le32(uint32_t v) {
   std::string s(4, '\0');
   for (int b = 0; b < 4; ++b) s[b] = static_cast<char>(v >> (8 * b));
   return s;
-}
-
-std::string host_name() {
-  char buf[256] = "";
-  if (::gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) return "localhost";
-  return buf;
 }
 
 double now_seconds() {

@@ -13,17 +13,12 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "sweep/sweep_yaml.h"
 #include "train/run_config.h"
 
 namespace normlab {
-namespace {
-namespace fs = std::filesystem;
 
-// Point names become directory names; keep well below the usual 255-byte limit.
-constexpr size_t kMaxNameLength = 200;
-// Each point is a training run of minutes; a larger product is a mistake in the file (and would
-// take expand_sweep and validate_points minutes and gigabytes before anything runs).
-constexpr size_t kMaxPoints = 1000;
+namespace sweep_yaml {
 
 std::string at(const std::string& file, const YAML::Node& n) {
   return fmt::format("{}:{}", file, n.Mark().line + 1);
@@ -45,13 +40,49 @@ std::string value_text(const YAML::Node& n) {
   return e.c_str();
 }
 
-template <class T>
-std::string join(const std::vector<T>& v, const std::string& sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + fmt::format("{}", v[i]);
+std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
+                                 const std::string& section, Problems& problems) {
+  std::vector<int64_t> out;
+  if (!n.IsSequence() || n.size() == 0) {
+    problems.add_at(at(file, n), section,
+                 "expected a non-empty list of integer seeds, got " + describe_node(n));
+    return out;
+  }
+  for (const auto& v : n) {
+    try {
+      const int64_t s = v.as<int64_t>();
+      if (std::find(out.begin(), out.end(), s) != out.end()) {
+        problems.add_at(at(file, v), section, fmt::format("seed {} is listed twice", s));
+      }
+      out.push_back(s);
+    } catch (const YAML::Exception&) {
+      problems.add_at(at(file, v), section, "expected an integer seed, got " + describe_node(v));
+    }
+  }
   return out;
 }
 
+void reject_unknown(const YAML::Node& n, const std::string& file, const std::string& prefix,
+                    const std::vector<std::string>& known, Problems& problems) {
+  for (const auto& kv : n) {
+    const std::string k = kv.first.Scalar();
+    if (std::find(known.begin(), known.end(), k) == known.end()) {
+      problems.add_at(at(file, kv.first), prefix + k,
+                   "unknown key; expected one of: " + join(known, ", "));
+    }
+  }
+}
+
+YAML::Node load_sweep_yaml(const std::string& path) { return load_strict_yaml(read_file(path), path); }
+
+}  // namespace sweep_yaml
+
+namespace {
+namespace fs = std::filesystem;
+using namespace sweep_yaml;
+
+// Point names become directory names; keep well below the usual 255-byte limit.
+constexpr size_t kMaxNameLength = 200;
 
 // A run-config key as written in a sweep: dotted, non-empty parts, no '='. `seed` and `out_dir`
 // belong to the sweep itself (`seeds:`, one run directory per point).
@@ -172,280 +203,6 @@ std::vector<SweepAxis> parse_zip(const YAML::Node& n, const std::string& file,
   }
   return out;
 }
-
-std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
-                                 const std::string& section, Problems& problems) {
-  std::vector<int64_t> out;
-  if (!n.IsSequence() || n.size() == 0) {
-    problems.add_at(at(file, n), section,
-                 "expected a non-empty list of integer seeds, got " + describe_node(n));
-    return out;
-  }
-  for (const auto& v : n) {
-    try {
-      const int64_t s = v.as<int64_t>();
-      if (std::find(out.begin(), out.end(), s) != out.end()) {
-        problems.add_at(at(file, v), section, fmt::format("seed {} is listed twice", s));
-      }
-      out.push_back(s);
-    } catch (const YAML::Exception&) {
-      problems.add_at(at(file, v), section, "expected an integer seed, got " + describe_node(v));
-    }
-  }
-  return out;
-}
-
-void reject_unknown(const YAML::Node& n, const std::string& file, const std::string& prefix,
-                    const std::vector<std::string>& known, Problems& problems) {
-  for (const auto& kv : n) {
-    const std::string k = kv.first.Scalar();
-    if (std::find(known.begin(), known.end(), k) == known.end()) {
-      problems.add_at(at(file, kv.first), prefix + k,
-                   "unknown key; expected one of: " + join(known, ", "));
-    }
-  }
-}
-
-// A config key as `tune.key` names it: dotted like an axis key, and not one the sweep owns.
-bool check_tune_key(const std::string& key, const std::string& where, Problems& problems) {
-  const bool well_formed =
-      !key.empty() && key.front() != '.' && key.back() != '.' &&
-      key.find("..") == std::string::npos && std::all_of(key.begin(), key.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
-      });
-  if (!well_formed) {
-    problems.add_at(where, "tune.key", "expected a dotted numeric config key such as optim.lr, got '" + key + "'");
-    return false;
-  }
-  if (key == "seed") {
-    problems.add_at(where, "tune.key",
-                    "seed cannot be tuned; the seeds are tune.seeds (search) and tune.confirm_seeds");
-    return false;
-  }
-  if (key == "out_dir") {
-    problems.add_at(where, "tune.key", "out_dir cannot be tuned; expected a numeric config key such as optim.lr");
-    return false;
-  }
-  return true;
-}
-
-// `tune.values` (and `quick.tune.values`): at least 3 numbers > 0, strictly ascending.
-void parse_tune_values(const YAML::Node& n, const std::string& file, const std::string& section,
-                       SweepTune& t, Problems& problems) {
-  t.values.clear();
-  t.numbers.clear();
-  if (!n.IsSequence() || n.size() < 3) {
-    problems.add_at(at(file, n), section,
-                    "expected a list of at least 3 ascending numbers > 0, got " +
-                        (n.IsSequence() ? fmt::format("{} value{}", n.size(), n.size() == 1 ? "" : "s")
-                                        : describe_node(n)));
-    return;
-  }
-  for (const auto& v : n) {
-    double x = std::nan("");
-    try {
-      const std::string text = v.IsScalar() ? v.Scalar() : "";
-      if (text != "true" && text != "false") x = v.as<double>();
-    } catch (const YAML::Exception&) {
-    }
-    if (!std::isfinite(x) || !(x > 0)) {
-      problems.add_at(at(file, v), section, "expected a number > 0, got " + describe_node(v));
-      return;
-    }
-    if (!t.numbers.empty() && !(x > t.numbers.back())) {
-      problems.add_at(at(file, v), section,
-                      fmt::format("values must be ascending, got {} after {}", v.Scalar(), t.values.back()));
-      return;
-    }
-    t.values.push_back(value_text(v));
-    t.numbers.push_back(x);
-  }
-}
-
-std::vector<int64_t> parse_seeds(const YAML::Node& n, const std::string& file,
-                                 const std::string& section, Problems& problems);
-
-// The `tune:` block as written; its relations to the rest of the sweep are check_tune's.
-std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file, Problems& problems) {
-  if (!n.IsMap()) {
-    problems.add_at(at(file, n), "tune",
-                    "expected a mapping {key, values, seeds, confirm_seeds, metric, baseline}, got " +
-                        describe_node(n));
-    return std::nullopt;
-  }
-  const size_t before = problems.lines().size();
-  reject_unknown(n, file, "tune.", {"key", "values", "seeds", "confirm_seeds", "metric", "baseline"},
-                 problems);
-  SweepTune t;
-  t.where["tune"] = at(file, n);
-  for (const char* k : {"key", "values", "seeds", "confirm_seeds", "baseline"}) {
-    if (!n[k]) {
-      problems.add_at(at(file, n), fmt::format("tune.{}", k), "missing; tune: needs key, values, seeds, "
-                                                            "confirm_seeds and baseline (metric is optional)");
-    }
-  }
-  if (const YAML::Node k = n["key"]) {
-    t.where["key"] = at(file, k);
-    if (!k.IsScalar()) {
-      problems.add_at(at(file, k), "tune.key", "expected a dotted numeric config key such as optim.lr, got " +
-                                                   describe_node(k));
-    } else if (check_tune_key(k.Scalar(), at(file, k), problems)) {
-      t.key = k.Scalar();
-    }
-  }
-  if (const YAML::Node v = n["values"]) {
-    t.where["values"] = at(file, v);
-    parse_tune_values(v, file, "tune.values", t, problems);
-  }
-  if (const YAML::Node v = n["seeds"]) {
-    t.where["seeds"] = at(file, v);
-    t.seeds = parse_seeds(v, file, "tune.seeds", problems);
-  }
-  if (const YAML::Node v = n["confirm_seeds"]) {
-    t.where["confirm_seeds"] = at(file, v);
-    t.confirm_seeds = parse_seeds(v, file, "tune.confirm_seeds", problems);
-  }
-  if (const YAML::Node m = n["metric"]) {
-    t.where["metric"] = at(file, m);
-    const std::string text = m.IsScalar() ? m.Scalar() : "";
-    if (text == tune_metric_name(TuneMetric::kBestVal)) {
-      t.metric = TuneMetric::kBestVal;
-    } else if (text == tune_metric_name(TuneMetric::kFinalVal)) {
-      t.metric = TuneMetric::kFinalVal;
-    } else {
-      problems.add_at(at(file, m), "tune.metric", "expected best_val or final_val, got " + describe_node(m));
-    }
-  }
-  if (const YAML::Node b = n["baseline"]) {
-    t.where["baseline"] = at(file, b);
-    if (!b.IsMap()) {
-      problems.add_at(at(file, b), "tune.baseline",
-                      "expected a mapping of axis keys to values naming one arm, e.g. {model.layout: pre}, got " +
-                          describe_node(b));
-    } else {
-      for (const auto& kv : b) {
-        if (!kv.second.IsScalar()) {
-          problems.add_at(at(file, kv.first), "tune.baseline." + kv.first.Scalar(),
-                          "expected one value of the axis, got " + describe_node(kv.second));
-          continue;
-        }
-        t.baseline.emplace_back(kv.first.Scalar(), kv.second.Scalar());
-      }
-    }
-  }
-  if (problems.lines().size() != before) return std::nullopt;
-  return t;
-}
-
-// `quick.tune:` replaces the search grid and seeds of the file's tune block.
-void parse_quick_tune(const YAML::Node& n, const std::string& file, SweepTune& t, Problems& problems) {
-  if (!n.IsMap()) {
-    problems.add_at(at(file, n), "quick.tune",
-                    "expected a mapping with any of values, seeds, confirm_seeds, got " + describe_node(n));
-    return;
-  }
-  reject_unknown(n, file, "quick.tune.", {"values", "seeds", "confirm_seeds"}, problems);
-  if (const YAML::Node v = n["values"]) {
-    t.where["values"] = at(file, v);
-    parse_tune_values(v, file, "quick.tune.values", t, problems);
-  }
-  if (const YAML::Node v = n["seeds"]) {
-    t.where["seeds"] = at(file, v);
-    t.seeds = parse_seeds(v, file, "quick.tune.seeds", problems);
-  }
-  if (const YAML::Node v = n["confirm_seeds"]) {
-    t.where["confirm_seeds"] = at(file, v);
-    t.confirm_seeds = parse_seeds(v, file, "quick.tune.confirm_seeds", problems);
-  }
-}
-
-// The tune block against the rest of the sweep: the key is no axis, zip key or set: key, the
-// seed lists are disjoint and replace `seeds:`, and the baseline names exactly one arm. `what`
-// says which variant ("" or "quick.") for the lines.
-void check_tune(const Sweep& s, const std::string& what, Problems& problems) {
-  if (!s.tune) return;
-  const SweepTune& t = *s.tune;
-  if (!t.key.empty()) {
-    for (const auto& a : s.axes) {
-      if (std::find(a.keys.begin(), a.keys.end(), t.key) == a.keys.end()) continue;
-      problems.add_at(t.where.at("key"), "tune.key",
-                      fmt::format("{} is {} ({}); the tuned key is searched per arm and cannot also be one",
-                                  t.key, a.zip ? "a zip key" : "an axis", s.where.count(t.key) ? s.where.at(t.key) : s.file));
-    }
-    for (const auto& [k, v] : s.set) {
-      if (k != t.key) continue;
-      problems.add_at(s.where.count(k) ? s.where.at(k) : s.file, what + "set." + k,
-                      "the tuned key takes its values from tune.values; remove it from set: / --set");
-    }
-  }
-  for (int64_t seed : t.seeds) {
-    if (std::find(t.confirm_seeds.begin(), t.confirm_seeds.end(), seed) != t.confirm_seeds.end()) {
-      problems.add_at(t.where.count("confirm_seeds") ? t.where.at("confirm_seeds") : t.where.at("tune"),
-                      what + "tune.confirm_seeds",
-                      fmt::format("seed {} is also a search seed; confirm seeds must be fresh (disjoint from "
-                                  "tune.seeds)", seed));
-    }
-  }
-  // The baseline: axis keys only, matching exactly one arm.
-  const auto keys = s.axis_keys();
-  bool keys_ok = true;
-  for (const auto& [k, v] : t.baseline) {
-    if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
-      problems.add_at(t.where.at("baseline"), what + "tune.baseline." + k,
-                      fmt::format("not an axis; expected axis keys naming one arm ({})",
-                                  keys.empty() ? "the sweep has no axes: baseline: {}" : join(keys, ", ")));
-      keys_ok = false;
-    }
-  }
-  if (!keys_ok || !t.where.count("baseline")) return;
-  size_t arms = 1;
-  for (const auto& a : s.axes) arms = arms > kMaxPoints ? arms : arms * a.values.size();
-  if (arms > kMaxPoints) return;  // expand_sweep says the sweep is too large
-  std::vector<std::string> matches, all;
-  for (const SweepPoint& arm : tune_arms(s)) {
-    all.push_back(arm.name.empty() ? "(the one arm)" : arm.name);
-    const bool match = std::all_of(t.baseline.begin(), t.baseline.end(), [&](const auto& kv) {
-      return std::find(arm.overrides.begin(), arm.overrides.end(), kv) != arm.overrides.end();
-    });
-    if (match) matches.push_back(all.back());
-  }
-  if (matches.size() == 1) return;
-  problems.add_at(t.where.at("baseline"), what + "tune.baseline",
-                  matches.empty()
-                      ? fmt::format("names no arm; expected the axis values of one of: {}", join(all, "; "))
-                      : fmt::format("names {} arms ({}); expected the axis values of exactly one",
-                                    matches.size(), join(matches, "; ")));
-}
-
-// A tuned key must be numeric in the run config the points start from (base with set:).
-void check_tune_key_is_numeric(const Sweep& s, Problems& problems) {
-  if (!s.tune || s.tune->key.empty() || !file_exists(s.base)) return;
-  std::vector<std::string> overrides;
-  for (const auto& [k, v] : s.set) overrides.push_back(k + "=" + v);
-  std::vector<std::pair<std::string, std::string>> flat;
-  try {
-    flat = flat_values(parse_config_file(s.base, overrides).config);
-  } catch (const std::exception&) {
-    return;  // the points' validation names the problem
-  }
-  const auto it = std::find_if(flat.begin(), flat.end(), [&](const auto& kv) { return kv.first == s.tune->key; });
-  if (it == flat.end()) {
-    problems.add_at(s.tune->where.at("key"), "tune.key",
-                    fmt::format("'{}' is not a config key (build/normlab keys lists them); expected a numeric "
-                                "key such as optim.lr", s.tune->key));
-    return;
-  }
-  char* end = nullptr;
-  const std::string& text = it->second;
-  std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size()) {
-    problems.add_at(s.tune->where.at("key"), "tune.key",
-                    fmt::format("{} is not numeric (its value is '{}'); expected a numeric key such as optim.lr",
-                                s.tune->key, text));
-  }
-}
-
-YAML::Node load_sweep_yaml(const std::string& path) { return load_strict_yaml(read_file(path), path); }
 
 // The sweep's own key a run-config problem comes from: the override key equal to the problem's
 // key, or the nearest one above or below it in the dotted path.
@@ -668,10 +425,6 @@ std::string sanitize_value(const std::string& text) {
   return out;
 }
 
-const char* tune_metric_name(TuneMetric m) {
-  return m == TuneMetric::kFinalVal ? "final_val" : "best_val";
-}
-
 const char* phase_name(PointPhase p) {
   switch (p) {
     case PointPhase::kSearch: return "search";
@@ -693,21 +446,25 @@ namespace {
 // its overrides and its name parts ("layout=pre") as group, no seed.
 std::vector<SweepPoint> combinations(const Sweep& sweep) {
   const auto shorts = short_names(name_keys(sweep));
+  const int ladder = ladder_axis(sweep);
   std::vector<SweepPoint> out;
   std::vector<size_t> index(sweep.axes.size(), 0);
   while (true) {
     SweepPoint base;
-    std::vector<std::string> parts;
+    std::vector<std::string> parts, stem;
     for (size_t a = 0; a < sweep.axes.size(); ++a) {
       const SweepAxis& axis = sweep.axes[a];
       for (size_t k = 0; k < axis.keys.size(); ++k) {
         const std::string& v = axis.values[index[a]][k];
         base.overrides.emplace_back(axis.keys[k], v);
         parts.push_back(shorts.at(axis.keys[k]) + "=" + sanitize_value(v));
+        if (static_cast<int>(a) != ladder) stem.push_back(parts.back());
       }
     }
     base.group = join(parts, ",");
     base.name = base.group;
+    base.stem = join(stem, ",");
+    base.rung = ladder >= 0 ? index[static_cast<size_t>(ladder)] : 0;
     out.push_back(base);
     size_t a = sweep.axes.size();
     while (a > 0 && ++index[a - 1] == sweep.axes[a - 1].values.size()) index[--a] = 0;
@@ -801,6 +558,7 @@ std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
   const auto arms = combinations(sweep);
   for (size_t a = 0; a < arms.size(); ++a) {
     if (tune) {
+      if (!rung_searched(sweep, arms[a].rung)) continue;  // a ladder's rung its v* is transferred to
       for (size_t v = 0; v < tune->values.size(); ++v) {
         for (int64_t seed : tune->seeds) points.push_back(tuned_point(sweep, arms[a], a, v, seed, PointPhase::kSearch));
       }

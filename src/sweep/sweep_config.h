@@ -28,10 +28,18 @@ struct SweepAxis {
 // What a tuned comparison ranks runs by: the lowest eval loss of the run, or its last eval.
 enum class TuneMetric { kBestVal, kFinalVal };
 const char* tune_metric_name(TuneMetric m);  // "best_val", "final_val"
+// Which test decides a verdict (src/metrics/stats.h) and how the tests of several arms against
+// one baseline are corrected.
+enum class TestKind { kWelch, kPaired };
+enum class Correction { kHolm, kNone };
+const char* test_name(TestKind t);          // "welch", "paired"
+const char* correction_name(Correction c);  // "holm", "none"
 
 // The `tune:` block (configs/sweeps/README.md, "Tuned comparisons"). An arm is one point of the
-// sweep's axes; every arm runs at every value with every search seed, then at its selected value
-// (sweep/tune.h) with every confirm seed.
+// sweep's axes other than the ladder's; a cell is an arm at one rung of the ladder (without a
+// ladder, the arm itself). Every cell at a searched rung runs at every value with every search
+// seed, then every cell at its selected value (sweep/tune.h; transferred from a searched rung
+// where its own was not searched) with every confirm seed.
 struct SweepTune {
   std::string key;                  // "optim.lr": numeric, not an axis, not a zip key, not seed
   std::vector<std::string> values;  // YAML text as written, ascending: {"1e-3", "2e-3", "4e-3"}
@@ -40,6 +48,14 @@ struct SweepTune {
   std::vector<int64_t> confirm_seeds;   // {2001, 2002, 2003}, disjoint from seeds
   TuneMetric metric = TuneMetric::kBestVal;
   std::vector<std::pair<std::string, std::string>> baseline;  // axis key -> value text
+  // The ladder (configs/sweeps/README.md, "Ladders"): an axis key (a zip key: its whole group)
+  // whose values are the rungs; empty: one rung. search_at: the ladder's values (text as the
+  // axis writes them) where the search runs; empty: every rung.
+  std::string ladder;
+  std::vector<std::string> search_at;
+  TestKind test = TestKind::kWelch;  // the test that decides a verdict
+  double margin = 0;                 // equivalence margin in the metric's unit; 0: no equivalence
+  Correction correction = Correction::kHolm;  // over the arms against the baseline, per rung
   std::map<std::string, std::string> where;  // "key", "values", ... and "tune" -> "file:line"
 };
 
@@ -83,7 +99,9 @@ struct SweepPoint {
   std::vector<std::pair<std::string, std::string>> overrides;
   int64_t seed = 0;
   PointPhase phase = PointPhase::kPlain;
-  size_t arm = 0;  // tuned sweeps: the index of the arm (tune_arms' order)
+  size_t arm = 0;  // tuned sweeps: the index of the cell (tune_arms' order)
+  size_t rung = 0;  // tuned sweeps: the index of the cell's ladder value (0 without a ladder)
+  std::string stem;  // tuned sweeps: the name without the ladder's parts (the arm across rungs)
 };
 
 // Parses and checks a sweep file; every problem is reported at once (ConfigError, lines
@@ -96,9 +114,16 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options = {}
 // the same name or there would be more than 1000 points (a tuned sweep's confirm points counted).
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep);
 
-// A tuned sweep's arms, in axis order: one SweepPoint each with the axis overrides, name and group
-// the arm's name ("layout=pre"; empty without axes), no seed.
+// A tuned sweep's cells (arm x rung), in axis order: one SweepPoint each with the axis overrides,
+// name and group the cell's name ("layout=pre,d_model=64"; empty without axes), rung and stem
+// ("layout=pre"), no seed.
 std::vector<SweepPoint> tune_arms(const Sweep& sweep);
+
+// A tuned sweep's ladder: the index of the axis holding tune.ladder (-1: no ladder), its rung
+// values as text (one rung, "", without a ladder), and whether rung r is searched.
+int ladder_axis(const Sweep& sweep);
+std::vector<std::string> ladder_rungs(const Sweep& sweep);
+bool rung_searched(const Sweep& sweep, size_t rung);
 
 // A tuned sweep's confirm points: arm i at values[selected[i]] with every confirm seed, marked
 // `confirm` before the seed ("layout=pre,lr=2e-3,confirm,seed=2001"); arms with selected[i] < 0

@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/fs.h"
 #include "core/json.h"
 #include "metrics/compare.h"
 #include "metrics/records.h"
+#include "metrics/stats.h"
 #include "sweep/summary.h"
 
 namespace normlab {
@@ -29,10 +31,47 @@ TuneRun read_tune_run(const std::string& sweep_dir, const SweepPoint& p, TuneMet
   const RunRecords records = read_run(run);
   r.metric = metric == TuneMetric::kBestVal ? records.derived.best_val_loss
                                             : records.derived.final_val_loss;
+  r.entropy_floor = records.derived.entropy_floor;
   for (const EvalRecord& e : records.eval) {
     if (e.step == 0) r.step0_val = e.val_loss;  // a resumed run does not repeat it; the last wins
   }
+  for (const MachineRecord& m : records.machines) r.machines.push_back(m.kind());
   return r;
+}
+
+// Adds the kinds of `more` that `kinds` lacks.
+void add_kinds(std::vector<std::string>& kinds, const std::vector<std::string>& more) {
+  for (const auto& k : more) {
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+  }
+}
+
+// Least-squares slope of y against x; NaN with fewer than two distinct x.
+double slope(const std::vector<double>& x, const std::vector<double>& y) {
+  if (x.size() < 2) return kNaN;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) mx += x[i], my += y[i];
+  mx /= static_cast<double>(x.size());
+  my /= static_cast<double>(x.size());
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  return sxx > 0 ? sxy / sxx : kNaN;
+}
+
+// A ladder value as a number (NaN when it is not one).
+double ladder_number(const std::string& text) {
+  char* end = nullptr;
+  const double x = std::strtod(text.c_str(), &end);
+  return !text.empty() && end == text.c_str() + text.size() ? x : kNaN;
+}
+
+std::string joined(const std::vector<std::string>& v, const char* sep) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+  return out;
 }
 
 template <class T>
@@ -105,27 +144,36 @@ void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm) {
   arm.confirm_n = st.n;
 }
 
-TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<double>& baseline) {
+int interval_digits(const TTest& t) {
+  const double half = t.bounded() ? (t.ci95_high - t.ci95_low) / 2 : kNaN;
+  return half > 0 ? std::clamp(1 - static_cast<int>(std::floor(std::log10(half))), 2, 6) : 4;
+}
+
+TuneVerdict tune_tests(const std::vector<double>& arm, const std::vector<double>& baseline) {
   TuneVerdict v;
-  const SeedStats a = seed_stats(arm), b = seed_stats(baseline);
-  v.delta = a.mean - b.mean;
-  v.verdict = "tie";
-  if (a.n < 2 || b.n < 2) return v;  // no variance estimate: the interval is unbounded
-  const double n1 = static_cast<double>(a.n), n2 = static_cast<double>(b.n);
-  const double q1 = a.std * a.std / n1, q2 = b.std * b.std / n2;
-  const double se = std::sqrt(q1 + q2);
-  if (se == 0) {
-    v.p = v.delta != 0 ? 0 : 1;
-    v.ci_low = v.ci_high = v.delta;
-  } else {
-    v.df = (q1 + q2) * (q1 + q2) / (q1 * q1 / (n1 - 1) + q2 * q2 / (n2 - 1));
-    v.p = 2 * student_t_cdf(-std::fabs(v.delta / se), v.df);
-    const double half = student_t_quantile(0.975, v.df) * se;
-    v.ci_low = v.delta - half;
-    v.ci_high = v.delta + half;
+  v.welch = welch_test(arm, baseline);
+  v.paired = paired_test(arm, baseline);
+  return v;
+}
+
+void tune_decide(const std::vector<TuneVerdict*>& rung, const SweepTune& t) {
+  std::vector<double> p;
+  for (const TuneVerdict* v : rung) p.push_back(v->deciding(t.test).p);
+  const std::vector<double> adjusted = t.correction == Correction::kHolm ? holm_adjust(p) : p;
+  for (size_t i = 0; i < rung.size(); ++i) {
+    TuneVerdict& v = *rung[i];
+    const TTest& d = v.deciding(t.test);
+    v.p_adj = adjusted[i];
+    v.mde = minimum_detectable_effect(d);
+    v.verdict = decide(d, std::isnan(v.p_adj) ? 1.0 : v.p_adj, t.margin);
   }
-  if (v.ci_high < 0) v.verdict = "better";
-  if (v.ci_low > 0) v.verdict = "worse";
+}
+
+TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<double>& baseline, const SweepTune& t) {
+  TuneVerdict v = tune_tests(arm, baseline);
+  SweepTune alone = t;
+  alone.correction = Correction::kNone;
+  tune_decide({&v}, alone);
   return v;
 }
 
@@ -133,48 +181,131 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
   TuneSummary s;
   s.tune = *sweep.tune;
   const SweepTune& t = s.tune;
-  const auto arms = tune_arms(sweep);
+  const auto cells = tune_arms(sweep);
+  const bool has_ladder = ladder_axis(sweep) >= 0;
+  s.rungs = ladder_rungs(sweep);
+  s.baselines.assign(s.rungs.size(), 0);
   const auto search_points = expand_sweep(sweep);
   s.search_complete = true;
-  for (const SweepPoint& arm_point : arms) {
+  for (const SweepPoint& cell : cells) {
     TuneArmResult arm;
-    arm.name = arm_point.name;
-    arm.axes = arm_point.overrides;
-    std::vector<std::vector<TuneRun>> search(t.values.size());
-    for (const SweepPoint& p : search_points) {
-      if (p.arm != arm_point.arm) continue;
-      const size_t v =
-          std::find(t.values.begin(), t.values.end(), p.overrides.back().second) - t.values.begin();
-      search[v].push_back(read_tune_run(sweep_dir, p, t.metric));
+    arm.name = cell.name;
+    arm.stem = cell.stem;
+    arm.axes = cell.overrides;
+    arm.rung = cell.rung;
+    arm.rung_value = has_ladder ? s.rungs[cell.rung] : "";
+    arm.searched = rung_searched(sweep, cell.rung);
+    if (arm.searched) {
+      std::vector<std::vector<TuneRun>> search(t.values.size());
+      for (const SweepPoint& p : search_points) {
+        if (p.arm != cell.arm) continue;
+        const size_t v =
+            std::find(t.values.begin(), t.values.end(), p.overrides.back().second) - t.values.begin();
+        search[v].push_back(read_tune_run(sweep_dir, p, t.metric));
+      }
+      tune_search(search, arm);
+      s.search_complete = s.search_complete && arm.search_finished;
     }
-    tune_search(search, arm);
-    s.search_complete = s.search_complete && arm.search_finished;
     const bool match = std::all_of(t.baseline.begin(), t.baseline.end(), [&](const auto& kv) {
       return std::find(arm.axes.begin(), arm.axes.end(), kv) != arm.axes.end();
     });
-    if (match) s.baseline = s.arms.size();
+    if (match) s.baselines[cell.rung] = s.arms.size();
     s.arms.push_back(arm);
   }
-  // Confirm runs exist only for arms with a selection (their names carry v*).
+  // Transferred selections: the same arm's at the nearest searched rung before, else the first
+  // searched rung.
+  for (TuneArmResult& arm : s.arms) {
+    if (arm.searched) continue;
+    const TuneArmResult *before = nullptr, *first = nullptr;
+    for (const TuneArmResult& o : s.arms) {
+      if (o.stem != arm.stem || !o.searched) continue;
+      if (o.rung < arm.rung && (!before || o.rung > before->rung)) before = &o;
+      if (!first || o.rung < first->rung) first = &o;
+    }
+    const TuneArmResult* from = before ? before : first;
+    arm.transferred = true;
+    if (!from) continue;
+    arm.from_rung = from->rung_value;
+    arm.selected = from->selected;
+    arm.at_edge = from->at_edge;
+    arm.search_finished = from->search_finished;
+  }
+  // Confirm runs exist only for cells with a selection (their names carry v*).
   const auto confirm = confirm_points(sweep, s.selected());
   for (size_t i = 0; i < s.arms.size(); ++i) {
     std::vector<TuneRun> runs;
     for (const SweepPoint& p : confirm) {
       if (p.arm == i) runs.push_back(read_tune_run(sweep_dir, p, t.metric));
     }
-    tune_confirm(runs, s.arms[i]);
-  }
-  const TuneArmResult& base = s.arms[s.baseline];
-  for (size_t i = 0; i < s.arms.size(); ++i) {
     TuneArmResult& arm = s.arms[i];
-    if (i == s.baseline) {
-      arm.vs_baseline.verdict = "baseline";
-    } else if (arm.confirm_complete && base.confirm_complete) {
-      arm.vs_baseline = tune_verdict(arm.confirm_values, base.confirm_values);
-    } else {
-      const bool stuck =
-          (arm.selected < 0 && arm.search_finished) || (base.selected < 0 && base.search_finished);
-      arm.vs_baseline.verdict = stuck ? "none" : "pending";
+    if (arm.transferred) {  // no search runs: l0 from its confirm runs' step-0 evals
+      std::vector<double> step0;
+      for (const TuneRun& r : runs) step0.push_back(r.step0_val);
+      arm.l0 = seed_stats(step0).mean;
+    }
+    tune_confirm(runs, arm);
+    std::vector<double> floors;
+    for (const TuneRun& r : runs) {
+      if (!r.finished) continue;
+      add_kinds(arm.machines, r.machines);
+      floors.push_back(r.entropy_floor);
+    }
+    arm.entropy_floor = seed_stats(floors).mean;
+    arm.at_entropy = std::isfinite(arm.entropy_floor) && std::isfinite(arm.confirm_mean) &&
+                     arm.confirm_mean >= arm.entropy_floor - kAtEntropyNats;
+  }
+  // Verdicts per rung, corrected over the rung's arms; the machines of each rung's confirm runs.
+  s.rung_machines.assign(s.rungs.size(), {});
+  for (size_t r = 0; r < s.rungs.size(); ++r) {
+    const TuneArmResult& base = s.arms[s.baselines[r]];
+    std::vector<TuneVerdict*> decided;
+    for (size_t i = 0; i < s.arms.size(); ++i) {
+      TuneArmResult& arm = s.arms[i];
+      if (arm.rung != r) continue;
+      add_kinds(s.rung_machines[r], arm.machines);
+      if (i == s.baselines[r]) {
+        arm.vs_baseline.verdict = "baseline";
+      } else if (arm.confirm_complete && base.confirm_complete) {
+        arm.vs_baseline = tune_tests(arm.confirm_values, base.confirm_values);
+        decided.push_back(&arm.vs_baseline);
+      } else {
+        const bool stuck =
+            (arm.selected < 0 && arm.search_finished) || (base.selected < 0 && base.search_finished);
+        arm.vs_baseline.verdict = stuck ? "none" : "pending";
+      }
+    }
+    tune_decide(decided, t);
+    s.mixed_machines = s.mixed_machines || s.rung_machines[r].size() > 1;
+  }
+  // The transfer audit: two or more searched rungs.
+  std::vector<size_t> searched;
+  for (size_t r = 0; r < s.rungs.size(); ++r) {
+    if (has_ladder && rung_searched(sweep, r)) searched.push_back(r);
+  }
+  if (searched.size() >= 2) {
+    std::vector<std::string> stems;
+    for (const TuneArmResult& a : s.arms) {
+      if (std::find(stems.begin(), stems.end(), a.stem) == stems.end()) stems.push_back(a.stem);
+    }
+    for (const std::string& stem : stems) {
+      TuneTransfer tr;
+      tr.stem = stem;
+      std::vector<double> x, y;
+      for (size_t r : searched) {
+        for (const TuneArmResult& a : s.arms) {
+          if (a.stem != stem || a.rung != r) continue;
+          tr.rungs.push_back(a.rung_value);
+          tr.selected.push_back(a.selected >= 0 ? t.numbers[static_cast<size_t>(a.selected)] : kNaN);
+          tr.at_edge.push_back(a.at_edge);
+          const double rung = ladder_number(a.rung_value);
+          if (a.selected >= 0 && rung > 0) {
+            x.push_back(std::log2(rung));
+            y.push_back(std::log2(tr.selected.back()));
+          }
+        }
+      }
+      tr.slope = slope(x, y);
+      s.transfer.push_back(tr);
     }
   }
   return s;
@@ -183,49 +314,106 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
 std::string tune_markdown(const TuneSummary& s) {
   const SweepTune& t = s.tune;
   const std::string metric = tune_metric_name(t.metric);
-  const std::string base_name =
-      s.arms[s.baseline].name.empty() ? "baseline" : s.arms[s.baseline].name;
+  const bool ladder = !t.ladder.empty();
+  const TuneArmResult& base0 = s.arms[s.baselines[0]];
+  const std::string base_name = base0.stem.empty() ? "baseline" : base0.stem;
+  const char* test = t.test == TestKind::kPaired ? "the paired t test over the confirm seeds (df n - 1)"
+                                                 : "Welch's t (Welch-Satterthwaite df)";
   std::string out = fmt::format("## Tuned comparison: {} per arm, by {}\n\n", t.key, metric);
   out += fmt::format(
-      "Search: every arm at {} = {} with seeds {}; m(v) = mean {} over the search seeds, a failed "
-      "or "
-      "non-finite run counted as l0 (the arm's mean step-0 eval loss); selected = argmin m(v) "
-      "(ties: "
-      "the smaller value); edge: the selected value is the first or last of the grid (widen it); "
-      "sensitivity = mean over v of (min(m(v), l0) - m(selected)). Confirm: every arm at its "
-      "selected value with the fresh seeds {}; mean ± sample std (n). Δ = confirm mean - the "
-      "baseline's ({}), 95 % interval from Welch's t (Welch-Satterthwaite df), p two-sided; "
-      "verdict better / worse when the interval lies below / above 0, else tie.\n\n",
-      t.key, list(t.values), list(t.seeds), metric, list(t.confirm_seeds), base_name);
-  out += fmt::format(
-      "| arm | selected {} | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | "
-      "verdict |\n",
-      t.key);
-  out += "|---|---:|---|---:|---:|---:|---:|---|\n";
-  for (const TuneArmResult& a : s.arms) {
-    const TuneVerdict& v = a.vs_baseline;
-    std::string confirm = "-";
-    if (a.confirm_n > 0) {
-      confirm =
-          number(a.confirm_mean) +
-          (std::isfinite(a.confirm_std) ? " ± " + number(a.confirm_std) : "") +
-          fmt::format(" ({}{})", a.confirm_n,
-                      a.confirm_complete ? "" : fmt::format(" of {}", t.confirm_seeds.size()));
+      "Search: every arm{} at {} = {} with seeds {}; m(v) = mean {} over the search seeds, a failed or "
+      "non-finite run counted as l0 (the arm's mean step-0 eval loss); selected = argmin m(v) (ties: the "
+      "smaller value); edge: the selected value is the first or last of the grid (widen it); sensitivity = "
+      "mean over v of (min(m(v), l0) - m(selected)). Confirm: every arm{} at its selected value with the "
+      "fresh seeds {}; mean ± sample std (n). Δ = confirm mean - the baseline's ({}{}), its 95 % interval "
+      "and p (two-sided) from {}; p_adj: {}; verdict better / worse when the interval lies below / above 0 "
+      "and p_adj < 0.05, {}. mde: the smallest |Δ| this test detects with 80 % power (a tie says nothing "
+      "about differences below it). The intervals are not adjusted for the number of arms.\n\n",
+      ladder ? " at each searched rung" : "", t.key, list(t.values), list(t.seeds), metric,
+      ladder ? " at each rung" : "", list(t.confirm_seeds), base_name, ladder ? " at the same rung" : "", test,
+      t.correction == Correction::kHolm ? "Holm's step-down correction over the arms against the baseline"
+                                        : "p (no correction)",
+      t.margin > 0 ? fmt::format("equivalent when the 90 % interval lies inside ±{} (two one-sided tests at 5 %), "
+                                 "else inconclusive",
+                                 t.margin)
+                   : "else tie");
+  if (ladder) {
+    std::vector<std::string> searched;
+    for (size_t r = 0; r < s.rungs.size(); ++r) {
+      bool any = false;
+      for (const auto& a : s.arms) any = any || (a.rung == r && a.searched);
+      if (any) searched.push_back(s.rungs[r]);
     }
-    std::string delta = "-";
-    if (std::isfinite(v.delta)) {
-      delta = fmt::format("{:+.4f}", v.delta) +
-              (std::isfinite(v.ci_low) ? fmt::format(" [{:+.4f}, {:+.4f}]", v.ci_low, v.ci_high)
-                                       : " [unbounded]");
+    out += fmt::format(
+        "Ladder: {} = {}, searched at {}; at any other rung an arm runs at the value it selected at the "
+        "nearest searched rung before (the first searched rung when none comes before): `from X` in the "
+        "table.\n\n",
+        t.ladder, list(s.rungs), list(searched));
+  }
+  for (size_t r = 0; r < s.rungs.size(); ++r) {
+    if (s.rung_machines[r].size() > 1) {
+      out += fmt::format(
+          "**Machines mixed{}**: the confirm runs come from {} kinds of machine ({}); float differences "
+          "between machines grow over a run near a stability cliff, so these verdicts mix two effects.\n\n",
+          ladder ? " at " + t.ladder + " = " + s.rungs[r] : "", s.rung_machines[r].size(),
+          joined(s.rung_machines[r], "; "));
     }
-    out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                       a.name.empty() ? "(all)" : a.name,
-                       a.selected >= 0 ? t.values[a.selected] : "-", a.at_edge ? "edge" : "",
-                       number(a.sensitivity), confirm, delta, number(v.p, "{:.3g}"), v.verdict);
+  }
+  for (size_t r = 0; r < s.rungs.size(); ++r) {
+    if (ladder) out += fmt::format("### {} = {}\n\n", t.ladder, s.rungs[r]);
+    out += fmt::format(
+        "| arm | selected {} | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | p_adj | mde "
+        "| verdict |\n",
+        t.key);
+    out += "|---|---:|---|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const TuneArmResult& a : s.arms) {
+      if (a.rung != r) continue;
+      const TuneVerdict& v = a.vs_baseline;
+      const TTest& d = v.deciding(t.test);
+      std::string confirm = "-";
+      if (a.confirm_n > 0) {
+        confirm = number(a.confirm_mean) + (std::isfinite(a.confirm_std) ? " ± " + number(a.confirm_std) : "") +
+                  fmt::format(" ({}{})", a.confirm_n,
+                              a.confirm_complete ? "" : fmt::format(" of {}", t.confirm_seeds.size()));
+      }
+      const int dec = interval_digits(d);
+      std::string delta = "-";
+      if (std::isfinite(d.delta)) {
+        delta = fmt::format("{:+.{}f}", d.delta, dec) +
+                (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
+      }
+      std::string selected = a.selected >= 0 ? t.values[static_cast<size_t>(a.selected)] : "-";
+      if (a.transferred && a.selected >= 0) selected += " from " + a.from_rung;
+      const std::string name = (ladder ? a.stem : a.name).empty() ? "(all)" : (ladder ? a.stem : a.name);
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name, selected,
+                         a.at_edge ? "edge" : "", number(a.sensitivity), confirm, delta, number(d.p, "{:.2g}"),
+                         number(v.p_adj, "{:.2g}"), std::isfinite(v.mde) ? fmt::format("{:.{}f}", v.mde, dec) : "-",
+                         v.verdict + (a.at_entropy ? " (learned nothing: at the unigram entropy)" : ""));
+    }
+    out += "\n";
+  }
+  if (!s.transfer.empty()) {
+    out += fmt::format("Transfer audit: the value each arm selected at each searched rung, and the least-squares "
+                       "slope of log2 {} against log2 {} (about -1 where the optimum falls in proportion; about 0 "
+                       "where it transfers)\n\n| arm |",
+                       t.key, t.ladder);
+    std::string rule = "|---|";
+    for (const auto& rung : s.transfer[0].rungs) {
+      out += " " + t.ladder + " = " + rung + " |";
+      rule += "---:|";
+    }
+    out += " slope |\n" + rule + "---:|\n";
+    for (const TuneTransfer& tr : s.transfer) {
+      out += "| " + (tr.stem.empty() ? std::string("(all)") : tr.stem) + " |";
+      for (size_t i = 0; i < tr.selected.size(); ++i) {
+        out += " " + number(tr.selected[i], "{:g}") + (tr.at_edge[i] ? " (edge)" : "") + " |";
+      }
+      out += " " + number(tr.slope, "{:+.2f}") + " |\n";
+    }
+    out += "\n";
   }
   out += fmt::format(
-      "\nSearch grid: m(v), mean {} over the search seeds (* the selected value; - runs not "
-      "finished)\n\n| arm | l0 |",
+      "Search grid: m(v), mean {} over the search seeds (* the selected value; - runs not finished)\n\n| arm | l0 |",
       metric);
   std::string rule = "|---|---:|";
   for (const auto& v : t.values) {
@@ -234,17 +422,57 @@ std::string tune_markdown(const TuneSummary& s) {
   }
   out += "\n" + rule + "\n";
   for (const TuneArmResult& a : s.arms) {
+    if (!a.searched) continue;
+    // Enough digits to show the order of the grid's lowest two values.
+    int dec = 4;
+    std::vector<double> sorted;
+    for (double m : a.search) {
+      if (std::isfinite(m)) sorted.push_back(m);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    while (sorted.size() >= 2 && sorted[0] != sorted[1] && dec < 8 &&
+           fmt::format("{:.{}f}", sorted[0], dec) == fmt::format("{:.{}f}", sorted[1], dec)) {
+      ++dec;
+    }
     out += fmt::format("| {} | {} |", a.name.empty() ? "(all)" : a.name, number(a.l0));
     for (size_t v = 0; v < a.search.size(); ++v) {
-      out += " " + number(a.search[v]) + (static_cast<int>(v) == a.selected ? "*" : "") + " |";
+      out += " " + (std::isfinite(a.search[v]) ? fmt::format("{:.{}f}", a.search[v], dec) : "-") +
+             (static_cast<int>(v) == a.selected ? "*" : "") + " |";
     }
     out += "\n";
   }
   return out;
 }
 
+namespace {
+
+JsonObject ttest_json(const TTest& t) {
+  JsonObject j;
+  j.add("delta", t.delta);
+  if (t.bounded()) {
+    j.add("ci", std::vector<double>{t.ci95_low, t.ci95_high});
+  } else {
+    j.add_raw("ci", "null");
+  }
+  j.add("p", t.p).add("df", t.df);
+  return j;
+}
+
+// A ladder value as JSON: the number where it is one, else the text.
+void add_rung(JsonObject& j, const std::string& key, const std::string& text) {
+  const double x = ladder_number(text);
+  if (std::isfinite(x)) {
+    j.add(key, x);
+  } else {
+    j.add(key, text);
+  }
+}
+
+}  // namespace
+
 std::string tune_json(const TuneSummary& s) {
   const SweepTune& t = s.tune;
+  const bool ladder = !t.ladder.empty();
   JsonObject baseline;
   for (const auto& [k, v] : t.baseline) baseline.add(k, v);
   std::vector<JsonObject> arms;
@@ -252,9 +480,13 @@ std::string tune_json(const TuneSummary& s) {
     JsonObject axes;
     for (const auto& [k, v] : a.axes) axes.add(k, v);
     JsonObject arm;
-    arm.add("name", a.name).add("axes", axes).add("values", t.numbers).add("search", a.search);
+    arm.add("name", a.name).add("stem", a.stem).add("axes", axes);
+    if (ladder) add_rung(arm, "rung", a.rung_value);
+    arm.add("transferred", a.transferred);
+    if (a.transferred) add_rung(arm, "from_rung", a.from_rung);
+    arm.add("values", t.numbers).add("search", a.searched ? a.search : std::vector<double>{});
     if (a.selected >= 0) {
-      arm.add("selected", t.numbers[a.selected]);
+      arm.add("selected", t.numbers[static_cast<size_t>(a.selected)]);
     } else {
       arm.add_raw("selected", "null");
     }
@@ -264,29 +496,62 @@ std::string tune_json(const TuneSummary& s) {
                            .add("std", a.confirm_std)
                            .add("n", a.confirm_n)
                            .add("values", a.confirm_values)
-                           .add("complete", a.confirm_complete));
+                           .add("complete", a.confirm_complete)
+                           .add("machines", a.machines));
     const TuneVerdict& v = a.vs_baseline;
-    JsonObject vs;
-    vs.add("delta", v.delta);
-    if (std::isfinite(v.ci_low)) {
-      vs.add("ci", std::vector<double>{v.ci_low, v.ci_high});
+    JsonObject vs = ttest_json(v.welch);  // the Welch fields at the top, as without the paired test
+    vs.add("paired", ttest_json(v.paired)).add("test", test_name(t.test)).add("p_adj", v.p_adj).add("mde", v.mde);
+    const TTest& d = v.deciding(t.test);
+    if (std::isfinite(d.ci90_low)) {
+      vs.add("ci90", std::vector<double>{d.ci90_low, d.ci90_high});
     } else {
-      vs.add_raw("ci", "null");
+      vs.add_raw("ci90", "null");
     }
-    vs.add("p", v.p).add("df", v.df).add("verdict", v.verdict);
+    vs.add("digits", static_cast<int64_t>(interval_digits(d))).add("verdict", v.verdict);
+    arm.add("entropy_floor", a.entropy_floor).add("at_entropy", a.at_entropy);
     arm.add("vs_baseline", vs);
     arms.push_back(arm);
   }
-  return JsonObject()
-      .add("key", t.key)
+  JsonObject j;
+  j.add("key", t.key)
       .add("metric", tune_metric_name(t.metric))
       .add("values", t.numbers)
       .add("seeds", t.seeds)
       .add("confirm_seeds", t.confirm_seeds)
       .add("baseline", baseline)
-      .add("search_complete", s.search_complete)
-      .add("arms", arms)
-      .str();
+      .add("test", test_name(t.test))
+      .add("margin", t.margin)
+      .add("correction", correction_name(t.correction));
+  if (ladder) {
+    j.add("ladder", t.ladder).add("rungs", s.rungs);
+    std::vector<std::string> searched;
+    for (size_t r = 0; r < s.rungs.size(); ++r) {
+      if (std::any_of(s.arms.begin(), s.arms.end(), [&](const auto& a) { return a.rung == r && a.searched; }))
+        searched.push_back(s.rungs[r]);
+    }
+    j.add("search_at", searched);
+  }
+  std::vector<JsonObject> machines;
+  for (size_t r = 0; r < s.rungs.size(); ++r) {
+    JsonObject m;
+    if (ladder) add_rung(m, "rung", s.rungs[r]);
+    m.add("kinds", s.rung_machines[r]);
+    machines.push_back(m);
+  }
+  j.add("machines", machines).add("mixed_machines", s.mixed_machines);
+  std::vector<JsonObject> transfer;
+  for (const TuneTransfer& tr : s.transfer) {
+    std::vector<JsonObject> at;
+    for (size_t i = 0; i < tr.rungs.size(); ++i) {
+      JsonObject e;
+      add_rung(e, "rung", tr.rungs[i]);
+      e.add("selected", tr.selected[i]).add("at_edge", static_cast<bool>(tr.at_edge[i]));
+      at.push_back(e);
+    }
+    transfer.push_back(JsonObject().add("stem", tr.stem).add("searched", at).add("slope", tr.slope));
+  }
+  if (ladder) j.add("transfer", transfer);
+  return j.add("search_complete", s.search_complete).add("arms", arms).str();
 }
 
 }  // namespace normlab

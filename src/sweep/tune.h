@@ -1,7 +1,10 @@
-// A tuned sweep's comparison (configs/sweeps/README.md, "Tuned comparisons"): for every arm the
-// mean metric m(v) of its search runs at each tuned value, the selected value v* (ties: the
-// smaller), whether it sits at the grid's edge, its sensitivity (Wortsman et al. 2023), and the
-// confirm runs at v* against the baseline arm's (Welch's t, 95 % interval, verdict). Every number
+// A tuned sweep's comparison (configs/sweeps/README.md, "Tuned comparisons" and "Ladders"): for
+// every cell (an arm at a rung of the ladder) the mean metric m(v) of its search runs at each tuned
+// value, the selected value v* (ties: the smaller; transferred from a searched rung where its own
+// was not searched), whether it sits at the grid's edge, its sensitivity (Wortsman et al. 2023),
+// the confirm runs at v* against the baseline arm's at the same rung (Welch's and the paired t
+// test, Holm's correction, the equivalence margin, the detectable effect), the transfer audit and
+// the machines the confirm runs came from. Every number
 // here is computed from the runs' records (src/metrics/records.h) and point.json; the summary
 // (summary.h), `normlab report`, `normlab compare` and scripts/plot.py show them and compute none.
 #pragma once
@@ -12,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "metrics/stats.h"
 #include "sweep/sweep_config.h"
 
 namespace normlab {
@@ -21,43 +25,85 @@ struct TuneRun {
   bool finished = false;            // point.json says done, diverged or failed: its number is final
   double metric = std::nan("");     // best_val_loss or final_val_loss (NaN: missing or non-finite)
   double step0_val = std::nan("");  // val_loss of its step-0 eval record
+  double entropy_floor = std::nan("");  // its validation data's unigram entropy (records.h)
+  std::vector<std::string> machines;  // the kinds of machine it ran on (core/machine.h), in order
 };
 
-// An arm's confirm runs against the baseline arm's. verdict: better (the interval lies below 0),
-// worse (above 0), tie, baseline (the baseline arm itself), pending (confirm runs of either arm
-// not finished), none (no value could be selected for either arm: no finite m(v)).
+// A cell's confirm runs against the baseline cell's at the same rung: both tests (Welch's and
+// the paired one, by confirm seed), the deciding test's p after the correction over the rung's
+// arms, the smallest effect it detects with 80 % power, and the verdict. verdict: better / worse
+// (the deciding test's 95 % interval lies below / above 0 and p_adj < 0.05), tie (margin 0), or
+// equivalent / inconclusive (margin > 0), baseline (the baseline cell itself), pending (confirm
+// runs of either cell not finished), none (no value could be selected for either cell).
 struct TuneVerdict {
-  double delta = std::nan(""), ci_low = std::nan(""), ci_high = std::nan("");
-  double p = std::nan(""), df = std::nan("");
+  TTest welch, paired;
+  double p_adj = std::nan(""), mde = std::nan("");
   std::string verdict = "pending";
+  const TTest& deciding(TestKind t) const { return t == TestKind::kPaired ? paired : welch; }
 };
+
+constexpr double kAtEntropyNats = 0.05;
 
 struct TuneArmResult {
-  std::string name;                                       // "layout=pre" (empty without axes)
+  std::string name;                                       // "layout=pre,d_model=64" (empty without axes)
+  std::string stem;                                       // the arm across rungs: "layout=pre"
   std::vector<std::pair<std::string, std::string>> axes;  // axis key -> value text
+  size_t rung = 0;          // index of its ladder value (0 without a ladder)
+  std::string rung_value;   // the ladder value as written (empty without a ladder)
+  bool searched = true;     // its rung is searched (else its v* is transferred)
+  bool transferred = false;  // v* came from the same arm at another rung
+  std::string from_rung;    // that rung's ladder value (transferred cells)
   std::vector<double> search;    // m(v) per value; NaN until every search run at v finished
-  bool search_finished = false;  // every search run of the arm finished
+  bool search_finished = false;  // every search run of the cell finished (transferred: its source's)
   // index of v* in the values; -1 until every search run finished (or no m(v) is finite)
   int selected = -1;
-  bool at_edge = false;               // v* is the first or the last value
-  double sensitivity = std::nan("");  // mean over v of (min(m(v), l0) - m(v*))
-  double l0 = std::nan("");           // mean step-0 eval loss of the arm's search runs
+  bool at_edge = false;               // v* is the first or the last value (of the rung it comes from)
+  double sensitivity = std::nan("");  // mean over v of (min(m(v), l0) - m(v*)); searched cells
+  // mean step-0 eval loss of the cell's search runs (transferred cells: of its confirm runs)
+  double l0 = std::nan("");
   // The confirm runs at v* that finished (missing or non-finite metric counted as l0): mean,
   // sample std (seed_stats), how many; complete when all confirm seeds finished.
   double confirm_mean = std::nan(""), confirm_std = std::nan("");
   int64_t confirm_n = 0;
   bool confirm_complete = false;
   std::vector<double> confirm_values;  // the values behind confirm_mean, in confirm-seed order
+  std::vector<std::string> machines;   // the kinds of machine its finished confirm runs ran on
+  // Learned nothing beyond symbol frequencies: its confirm mean is within kAtEntropyNats of (or
+  // above) the unigram entropy of its validation data (the mean entropy_floor of its confirm runs).
+  // Figures draw such an arm apart so that it does not set the axis for the others.
+  double entropy_floor = std::nan("");
+  bool at_entropy = false;
   TuneVerdict vs_baseline;
+};
+
+// Decimals a difference needs beside its interval: two significant digits of the interval's
+// half-width, at least 2 and at most 6 (4 without a bounded interval). summary.md and the figures
+// print Δ, its interval and the mde with them.
+int interval_digits(const TTest& t);
+
+// The transfer audit of one arm (two or more searched rungs): its selected value at each searched
+// rung and the least-squares slope of log2 v* against log2 of the rung's ladder value.
+struct TuneTransfer {
+  std::string stem;
+  std::vector<std::string> rungs;   // the searched rungs' ladder values
+  std::vector<double> selected;     // v* there (NaN: none)
+  std::vector<bool> at_edge;
+  double slope = std::nan("");      // NaN with fewer than two selections or non-numeric rungs
 };
 
 struct TuneSummary {
   SweepTune tune;
-  size_t baseline = 0;  // index of the baseline arm
-  // every search run of every arm finished: the selections are final and the confirm points known
+  std::vector<std::string> rungs;  // the ladder's values ({""} without a ladder)
+  std::vector<size_t> baselines;   // per rung: the index of the baseline cell
+  // every search run of every searched cell finished: the selections are final and the confirm
+  // points known
   bool search_complete = false;
-  std::vector<TuneArmResult> arms;
-  std::vector<int> selected() const;  // arms' selected indices (-1: none yet)
+  std::vector<TuneArmResult> arms;   // every cell, in tune_arms' order
+  std::vector<TuneTransfer> transfer;  // per arm, with two or more searched rungs
+  // per rung: the kinds of machine (CPU model and device) its finished confirm runs ran on
+  std::vector<std::vector<std::string>> rung_machines;
+  bool mixed_machines = false;  // some rung's confirm runs come from more than one kind
+  std::vector<int> selected() const;  // cells' selected (or transferred) indices (-1: none yet)
 };
 
 // The search half of one arm from its runs, search[v][k] the run at value v with search seed k:
@@ -65,12 +111,17 @@ struct TuneSummary {
 void tune_search(const std::vector<std::vector<TuneRun>>& search, TuneArmResult& arm);
 // The confirm half from the arm's confirm runs (in confirm-seed order) and its l0.
 void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm);
-// Welch's comparison of an arm's confirm values against the baseline's (both finite, n >= 1):
-// delta = mean - mean_baseline, se = sqrt(s1^2/n1 + s2^2/n2), Welch-Satterthwaite df, two-sided p
-// of t = delta / se, 95 % interval delta -+ t_{0.975,df} se. se = 0: p = 0 and the interval
-// [delta, delta] if delta != 0, else p = 1 and tie (df NaN). Fewer than 2 values on a side: no
-// variance estimate, so the interval is unbounded (NaN), p and df NaN, verdict tie.
-TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<double>& baseline);
+// Both tests of a cell's confirm values against the baseline cell's (in confirm-seed order;
+// metrics/stats.h): Welch's and the paired one; verdict left pending.
+TuneVerdict tune_tests(const std::vector<double>& arm, const std::vector<double>& baseline);
+// The verdicts of one rung's cells against its baseline (the tests filled in): the deciding test's
+// p values Holm-adjusted over the cells (or not, correction none), mde, and the verdict with the
+// tune block's margin.
+void tune_decide(const std::vector<TuneVerdict*>& rung, const SweepTune& t);
+// One cell against a baseline on its own: tune_tests, then tune_decide with t's test and margin
+// (no other arm, so no correction).
+TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<double>& baseline,
+                         const SweepTune& t = {});
 
 // Reads the search and confirm runs of a tuned sweep from its directory.
 TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir);

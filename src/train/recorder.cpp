@@ -8,6 +8,9 @@
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/sha256.h"
+#include "core/system.h"
+#include "core/torch_compat.h"
+#include "metrics/records.h"
 
 namespace normlab {
 namespace fs = std::filesystem;
@@ -49,7 +52,7 @@ Recorder::Recorder(const Config& cfg, bool resume) : cfg_(cfg) {
 
 Recorder::~Recorder() = default;
 
-void Recorder::start(int64_t resume_step) {
+void Recorder::start(int64_t resume_step, const torch::Device& device) {
   const fs::path out(cfg_.out_dir);
   if (starting_over_) {
     // A start that died before its first checkpoint: nothing in it can be continued.
@@ -61,6 +64,11 @@ void Recorder::start(int64_t resume_step) {
   const std::string cfg_path = (out / "config.yaml").string();
   const bool config_changed = resuming_ && file_exists(cfg_path) && read_file(cfg_path) != config_yaml_;
   write_file_atomic(cfg_path, config_yaml_);
+  // A start-over's or a fresh run's machine.json begins anew; a resume appends its start.
+  std::vector<MachineRecord> machines = resuming_ ? read_machines(cfg_.out_dir) : std::vector<MachineRecord>{};
+  machines.push_back(MachineRecord{resuming_ ? resume_step : 0, host_name(), cpu_model_name(),
+                                   device_description(device), torch_build_description(), normlab_commit()});
+  write_file_atomic((out / "machine.json").string(), machine_json(machines));
   log_file_ = std::make_unique<LogFile>((out / "train.log").string());
   if (starting_over_) {
     spdlog::warn("warning: {} holds a run that stopped before its first checkpoint; starting it over",

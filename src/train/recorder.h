@@ -32,9 +32,10 @@ class Recorder {
   bool resuming() const { return resuming_; }
   const std::string& checkpoint_dir() const { return checkpoint_dir_; }  // the one a resume loads
 
-  // Once everything is checked: clears a start-over's files, writes config.yaml, starts train.log
-  // and the metrics files (a resume keeps the records of the steps before `resume_step`).
-  void start(int64_t resume_step);
+  // Once everything is checked: clears a start-over's files, writes config.yaml, adds this start to
+  // machine.json (where the run ran: host, CPU, `device`, LibTorch, commit), starts train.log and
+  // the metrics files (a resume keeps the records of the steps before `resume_step`).
+  void start(int64_t resume_step, const torch::Device& device);
   void record(const std::string& json_record);  // one line of metrics.jsonl (metrics/records.h's to_json)
   // spikes/step_<N>.json, written atomically.
   void spike_forensics(int64_t step, const std::string& json);

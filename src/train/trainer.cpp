@@ -157,7 +157,7 @@ class Run {
     if (comm_) broadcast_parameters(*comm_, t_.params);  // every rank starts from rank 0's weights
     if (!writer()) return loop();
     // Everything is checked: only now is the run directory written to.
-    rec_->start(state_.step);
+    rec_->start(state_.step, device_);
     warn_about_setup(cfg_, t_.model, device_);
     if (start_.resuming) spdlog::info("resumed from {} (step {})", start_.checkpoint_dir, state_.step);
     log_header(cfg_, t_.model, data_.train, data_.val, floor_);

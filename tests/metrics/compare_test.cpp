@@ -1,5 +1,6 @@
 #include "metrics/compare.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <yaml-cpp/yaml.h>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/errors.h"
 #include "core/fs.h"
@@ -58,7 +60,7 @@ TEST(CompareStatsTest, WelchFollowsItsDefinition) {
 
 // A run directory with the given train losses, a layers.grad_norm series and eval losses.
 void write_run(const std::string& dir, const std::vector<double>& losses, const std::vector<double>& grad_block1,
-               const std::vector<double>& val, const std::string& layout = "pre") {
+               const std::vector<double>& val, const std::string& layout = "pre", int seed = -1) {
   fs::create_directories(dir);
   std::ofstream m(dir + "/metrics.jsonl");
   for (size_t s = 0; s < losses.size(); ++s) {
@@ -66,7 +68,8 @@ void write_run(const std::string& dir, const std::vector<double>& losses, const 
       << grad_block1[s] << "]}}\n";
   }
   for (size_t k = 0; k < val.size(); ++k) m << "{\"kind\":\"eval\",\"step\":" << k * 10 << ",\"val_loss\":" << val[k] << "}\n";
-  std::ofstream(dir + "/config.yaml") << "model:\n  layout: \"" << layout << "\"\n  n_layers: 2\n";
+  std::ofstream(dir + "/config.yaml") << "model:\n  layout: \"" << layout << "\"\n  n_layers: 2\n"
+                                      << (seed >= 0 ? "seed: " + std::to_string(seed) + "\n" : "");
 }
 
 TEST(CompareTest, FindsTheFirstDivergentStepAndTheLargestDifferences) {
@@ -127,6 +130,65 @@ TEST(CompareTest, GroupsBySeedsGiveMeansIntervalsAndWelchsP) {
   EXPECT_DOUBLE_EQ(j["p_value"].as<double>(), w.p);
   EXPECT_EQ(j["groups"][1]["n"].as<int>(), 2);
   EXPECT_THROW(compare_runs({dir / "sweep"}, "model.nothing"), UsageError);
+}
+
+// Groups that ran the same seeds are compared pairwise by seed too, and every test's deciding p
+// (paired where there is one) is Holm-adjusted over the tests.
+TEST(CompareTest, GroupsSharingSeedsGetThePairedTestAndHolm) {
+  testing::TempDir dir;
+  // Seeds 1, 2, 3 shift every layout alike (0, +0.3, -0.2); post is 0.05 above pre on each seed.
+  const std::map<std::string, double> base = {{"pre", 3.0}, {"post", 3.05}, {"sandwich", 3.01}};
+  const double shift[3] = {0.0, 0.3, -0.2};
+  int i = 0;
+  for (const char* layout : {"pre", "post", "sandwich"}) {
+    for (int seed : {1, 2, 3}) {
+      const double best = base.at(layout) + shift[seed - 1] + (layout == std::string("sandwich") ? 0.004 * seed : 0);
+      write_run(dir / fmt::format("sweep/runs/p{:02d}", i++), {5, 4}, {1, 1}, {4.0, best, best + 0.05}, layout, 4 - seed);
+    }
+  }
+  // deepnorm ran other seeds: Welch only.
+  for (int seed : {7, 8, 9}) {
+    write_run(dir / fmt::format("sweep/runs/p{:02d}", i++), {5, 4}, {1, 1}, {4.0, 3.5 + 0.01 * seed, 4.0}, "deepnorm",
+              seed);
+  }
+  const Comparison c = compare_runs({dir / "sweep"}, "model.layout");
+  ASSERT_EQ(c.groups.size(), 4u);
+  ASSERT_EQ(c.tests.size(), 6u);
+  std::vector<double> deciding;
+  for (const GroupTest& t : c.tests) {
+    SCOPED_TRACE(t.a + " - " + t.b);
+    const bool shared = t.a != "deepnorm" && t.b != "deepnorm";
+    ASSERT_EQ(t.paired.has_value(), shared);
+    if (shared) {
+      // The test's own pairing: group values by seed.
+      std::vector<double> va, vb;
+      for (int seed : {1, 2, 3}) {
+        auto value = [&](const std::string& layout) {
+          return base.at(layout) + shift[seed - 1] + (layout == "sandwich" ? 0.004 * seed : 0);
+        };
+        va.push_back(value(t.a));
+        vb.push_back(value(t.b));
+      }
+      const TTest expect = paired_test(va, vb);
+      EXPECT_NEAR(t.paired->delta, expect.delta, 1e-12);
+      EXPECT_NEAR(t.paired->p, expect.p, 1e-12);
+      EXPECT_EQ(t.paired->n, 3);
+      deciding.push_back(t.paired->p);
+    } else {
+      deciding.push_back(*t.p);
+    }
+  }
+  const std::vector<double> adjusted = holm_adjust(deciding);
+  for (size_t k = 0; k < c.tests.size(); ++k) EXPECT_DOUBLE_EQ(*c.tests[k].p_adj, adjusted[k]);
+  // pre - post: 0.05 on every seed, which Welch cannot see through the seed shifts.
+  EXPECT_EQ(c.tests[0].a, "pre");
+  EXPECT_EQ(c.tests[0].b, "post");
+  EXPECT_LT(c.tests[0].paired->p, 1e-6);
+  EXPECT_GT(*c.tests[0].p, 0.5);
+  const YAML::Node j = YAML::Load(comparison_json(c));
+  EXPECT_NEAR(j["tests"][0]["paired"]["diff"].as<double>(), -0.05, 1e-12);
+  EXPECT_TRUE(j["tests"][2]["paired"].IsNull());
+  EXPECT_NE(comparison_text(c).find("paired: n 3"), std::string::npos);
 }
 
 // Real runs through the command line: the same config and seed twice is bit-identical; another

@@ -337,9 +337,10 @@ if "rows" in j:
     if isinstance(j.get("tune"), dict):  # a tuned sweep: sentinel m(v), v*, l0 and verdicts
         for i, a in enumerate(j["tune"]["arms"]):
             a.update(search=[3.25 + i, 2.5 + i, 2.75 + i], selected=a["values"][1], l0=5.125, at_edge=False,
-                     sensitivity=0.375)
+                     sensitivity=0.375, at_entropy=False)
             a["vs_baseline"] = ({"delta": None, "ci": None, "p": None, "df": None, "verdict": "baseline"} if i == 0 else
-                                {"delta": -0.125, "ci": [-0.25, -0.0625], "p": 0.03125, "df": 3.5, "verdict": "better"})
+                                {"delta": -0.125, "ci": [-0.25, -0.0625], "p": 0.03125, "df": 3.5, "verdict": "better",
+                                 "p_adj": 0.0625, "digits": 4, "mde": 0.1875})
 else:
     j.update({k: (v if mode == "sentinel" else None) for k, v in RUN.items()})
 print(json.dumps(j))
@@ -467,7 +468,7 @@ has_text(tune, "tune_basin.png", "LAYOUT_S=post (LR_S* = 0.003); l0 5.125, sensi
 has_xy(tune, "tune_forest.png", [-0.25, -0.0625], [1.0, 1.0])  # the 95 % interval of the second arm
 has_xy(tune, "tune_forest.png", [-0.125], [1.0])  # its delta
 has_xy(tune, "tune_forest.png", [0.0], [0.0])  # the baseline arm at 0
-has_text(tune, "tune_forest.png", "better Δ -0.125 [-0.25, -0.0625] p 0.03125")
+has_text(tune, "tune_forest.png", "better Δ -0.1250 [-0.2500, -0.0625] p 0.03125 p_adj 0.0625")
 has_text(tune, "tune_forest.png", "LAYOUT_S=pre")
 tunen = load("cap_tune_null.json")  # no sweep summary: no tune figures at all
 for f in ("tune_basin.png", "tune_forest.png"):

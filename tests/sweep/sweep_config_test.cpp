@@ -479,18 +479,42 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
        ":4: tune.baseline.optim.warmup: not an axis; expected axis keys naming one arm (model.layout, "
        "model.n_heads, model.n_layers)"},
       {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3]"),
-       ":4: tune.baseline: missing; tune: needs key, values, seeds, confirm_seeds and baseline (metric is "
-       "optional)"},
+       ":4: tune.baseline: missing; tune: needs key, values, seeds, confirm_seeds and baseline (metric, ladder, "
+       "search_at, test, margin and correction are optional)"},
       {tune("optim.lr", values, good_rest + ", sweeps: 3"),
-       ":4: tune.sweeps: unknown key; expected one of: key, values, seeds, confirm_seeds, metric, baseline"},
+       ":4: tune.sweeps: unknown key; expected one of: key, values, seeds, confirm_seeds, metric, baseline, ladder, "
+       "search_at, test, margin, correction"},
       {"tune: [optim.lr]\n",
-       ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline}, got a list"},
+       ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, search_at, test, "
+       "margin, correction}, got a list"},
+      {tune("optim.lr", values, good_rest + ", ladder: model.d_model"),
+       ":4: tune.ladder: 'model.d_model' is not an axis; expected one of the sweep's axis keys (model.layout, "
+       "model.n_heads, model.n_layers)"},
+      {tune("optim.lr", values, good_rest + ", search_at: [1]"),
+       ":4: tune.search_at: needs tune.ladder (the axis whose values the searched rungs name)"},
+      {tune("optim.lr", values, good_rest + ", ladder: model.n_layers, search_at: [1, 3]"),
+       ":4: tune.search_at: 3 is not a value of the ladder model.n_layers; expected some of: 1, 2"},
+      {tune("optim.lr", values, good_rest + ", ladder: model.n_layers, search_at: [1, 1.0]"),
+       ":4: tune.search_at: 1.0 is listed twice"},
+      {tune("optim.lr", values, good_rest + ", ladder: model.n_layers, search_at: []"),
+       ":4: tune.search_at: expected a non-empty list of the ladder's values, got a list"},
+      {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre, model.n_heads: 2}, "
+                                "ladder: model.n_layers"),
+       ":4: tune.baseline.model.n_heads: belongs to the ladder's axis; the baseline names an arm by the other axes and is "
+       "compared with every arm at each rung"},
+      {tune("optim.lr", values, good_rest + ", test: ttest"), ":4: tune.test: expected welch or paired, got 'ttest'"},
+      {tune("optim.lr", values, good_rest + ", correction: bonferroni"),
+       ":4: tune.correction: expected holm or none, got 'bonferroni'"},
+      {tune("optim.lr", values, good_rest + ", margin: -0.01"),
+       ":4: tune.margin: expected a number >= 0 in the metric's unit (nats), e.g. 0.01, got '-0.01'"},
+      {tune("optim.lr", values, good_rest + ", margin: small"),
+       ":4: tune.margin: expected a number >= 0 in the metric's unit (nats), e.g. 0.01, got 'small'"},
       {tune("optim.lr", values, good_rest) + "set: {optim.lr: 0.01}\n",
        ":5: set.optim.lr: the tuned key takes its values from tune.values; remove it from set: / --set"},
       {tune("optim.lr", values, good_rest) + "quick: {seeds: [5]}\n",
        ":5: quick.seeds: a sweep with tune: has no seeds:; set quick.tune.seeds and quick.tune.confirm_seeds"},
       {tune("optim.lr", values, good_rest) + "quick: {tune: {values: [1.0e-3, 2.0e-3, 3.0e-3], key: optim.warmup}}\n",
-       ":5: quick.tune.key: unknown key; expected one of: values, seeds, confirm_seeds"},
+       ":5: quick.tune.key: unknown key; expected one of: values, seeds, confirm_seeds, search_at"},
       {tune("optim.lr", values, good_rest) + "quick: {tune: {confirm_seeds: [1]}}\n",
        ":5: quick.tune.confirm_seeds: seed 1 is also a search seed; confirm seeds must be fresh (disjoint from "
        "tune.seeds)"},

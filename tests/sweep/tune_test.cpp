@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +16,7 @@
 #include <map>
 
 #include "core/fs.h"
-#include "metrics/compare.h"
+#include "metrics/stats.h"
 #include "sweep/summary.h"
 #include "test_util.h"
 
@@ -51,28 +52,28 @@ TEST(TuneStatsTest, VerdictIsTheWelchIntervalAgainstZero) {
   const std::vector<double> base = {1.0, 1.0625, 1.125}, better = {0.5, 0.5625, 0.625};
   const TuneVerdict v = tune_verdict(better, base);
   const double se = std::sqrt(2 * 0.00390625 / 3);
-  EXPECT_DOUBLE_EQ(v.delta, -0.5);
-  EXPECT_NEAR(v.df, 4, 1e-12);
-  EXPECT_NEAR(v.ci_low, -0.5 - 2.776445 * se, 1e-5);
-  EXPECT_NEAR(v.ci_high, -0.5 + 2.776445 * se, 1e-5);
+  EXPECT_DOUBLE_EQ(v.welch.delta, -0.5);
+  EXPECT_NEAR(v.welch.df, 4, 1e-12);
+  EXPECT_NEAR(v.welch.ci95_low, -0.5 - 2.776445 * se, 1e-5);
+  EXPECT_NEAR(v.welch.ci95_high, -0.5 + 2.776445 * se, 1e-5);
   const double t = -0.5 / se;
-  EXPECT_NEAR(v.p, 2 * (0.5 + t * (t * t + 6) / (2 * std::pow(t * t + 4, 1.5))), 1e-10);
+  EXPECT_NEAR(v.welch.p, 2 * (0.5 + t * (t * t + 6) / (2 * std::pow(t * t + 4, 1.5))), 1e-10);
   EXPECT_EQ(v.verdict, "better");
   EXPECT_EQ(tune_verdict(base, better).verdict, "worse");
   EXPECT_EQ(tune_verdict({1.0, 1.2, 1.4}, {1.1, 1.3, 1.2}).verdict, "tie");
   // se = 0: p 0 and the interval [delta, delta] when the means differ, else p 1 and tie.
   const TuneVerdict flat = tune_verdict({1.0, 1.0}, {2.0, 2.0});
-  EXPECT_EQ(flat.p, 0);
-  EXPECT_EQ(flat.ci_low, -1);
-  EXPECT_EQ(flat.ci_high, -1);
+  EXPECT_EQ(flat.welch.p, 0);
+  EXPECT_EQ(flat.welch.ci95_low, -1);
+  EXPECT_EQ(flat.welch.ci95_high, -1);
   EXPECT_EQ(flat.verdict, "better");
   const TuneVerdict same = tune_verdict({1.0, 1.0}, {1.0, 1.0});
-  EXPECT_EQ(same.p, 1);
+  EXPECT_EQ(same.welch.p, 1);
   EXPECT_EQ(same.verdict, "tie");
   // One value on a side: no variance estimate, an unbounded interval.
   const TuneVerdict one = tune_verdict({0.1}, {1.0, 1.1});
-  EXPECT_NEAR(one.delta, -0.95, 1e-12);
-  EXPECT_TRUE(std::isnan(one.ci_low) && std::isnan(one.p));
+  EXPECT_NEAR(one.welch.delta, -0.95, 1e-12);
+  EXPECT_TRUE(std::isnan(one.welch.ci95_low) && std::isnan(one.welch.p));
   EXPECT_EQ(one.verdict, "tie");
 }
 
@@ -242,7 +243,7 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
 
   const TuneSummary t = summarise_tune(sweep_, dir_ / "out");
   ASSERT_EQ(t.arms.size(), 3u);
-  EXPECT_EQ(t.baseline, 0u);
+  EXPECT_EQ(t.baselines, std::vector<size_t>{0});
   auto mean = [](const std::vector<double>& x) {
     double s = 0;
     for (double v : x) s += v;
@@ -272,21 +273,21 @@ TEST_P(TuneSummaryTest, SelectionSensitivityAndVerdictsAreThoseOfTheRunsOwnRecor
     const double q1 = var(confirm[a]) / 3, q0 = var(confirm[0]) / 3, se = std::sqrt(q1 + q0);
     const double df = (q1 + q0) * (q1 + q0) / (q1 * q1 / 2 + q0 * q0 / 2);
     const double delta = mean(confirm[a]) - mean(confirm[0]);
-    EXPECT_NEAR(r.vs_baseline.delta, delta, 1e-12);
-    EXPECT_NEAR(r.vs_baseline.df, df, 1e-9);
+    EXPECT_NEAR(r.vs_baseline.welch.delta, delta, 1e-12);
+    EXPECT_NEAR(r.vs_baseline.welch.df, df, 1e-9);
     if (a == 1) {
       // equal variances: df 4, the table's t_{0.975,4} and df 4's closed-form CDF
       EXPECT_NEAR(df, 4, 1e-9);
-      EXPECT_NEAR(r.vs_baseline.ci_low, delta - 2.776445 * se, 1e-5);
-      EXPECT_NEAR(r.vs_baseline.ci_high, delta + 2.776445 * se, 1e-5);
+      EXPECT_NEAR(r.vs_baseline.welch.ci95_low, delta - 2.776445 * se, 1e-5);
+      EXPECT_NEAR(r.vs_baseline.welch.ci95_high, delta + 2.776445 * se, 1e-5);
       const double tt = -std::fabs(delta / se);
-      EXPECT_NEAR(r.vs_baseline.p,
+      EXPECT_NEAR(r.vs_baseline.welch.p,
                   2 * (0.5 + tt * (tt * tt + 6) / (2 * std::pow(tt * tt + 4, 1.5))), 1e-10);
       EXPECT_EQ(r.vs_baseline.verdict, "better");
     } else {
       // the failed confirm run (l0 ~ 5.6) spreads sandwich's runs: the interval holds 0
-      EXPECT_LT(r.vs_baseline.ci_low, 0);
-      EXPECT_GT(r.vs_baseline.ci_high, 0);
+      EXPECT_LT(r.vs_baseline.welch.ci95_low, 0);
+      EXPECT_GT(r.vs_baseline.welch.ci95_high, 0);
       EXPECT_EQ(r.vs_baseline.verdict, "tie");
     }
   }
@@ -340,6 +341,170 @@ TEST(TuneSearchTest, NothingIsSelectedUntilEverySearchRunFinished) {
   tune_search({{failed}, {failed}, {failed}}, arm);
   EXPECT_TRUE(arm.search_finished);
   EXPECT_EQ(arm.selected, -1);
+}
+
+
+// A ladder: search at two rungs, the middle rung's values transferred, paired verdicts per rung
+// with Holm and a margin, the transfer audit's slopes and the machines of each rung's confirm
+// runs, recomputed here from the hand-written runs.
+TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns) {
+  testing::TempDir dir;
+  write_text(dir / "s.yaml",
+             std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
+                 "\naxes: {model.layout: [pre, post, sandwich], model.d_model: [32, 64, 128]}\n"
+                 "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12, 13],\n"
+                 "       baseline: {model.layout: pre}, ladder: model.d_model, search_at: [32, 128],\n"
+                 "       test: paired, margin: 0.01}\n");
+  SweepOptions o;
+  o.check_base = false;
+  const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
+  const auto cells = tune_arms(sweep);
+  ASSERT_EQ(cells.size(), 9u);
+  EXPECT_EQ(cells[4].name, "layout=post,d_model=64");
+  EXPECT_EQ(cells[4].stem, "layout=post");
+  EXPECT_EQ(cells[4].rung, 1u);
+  // Search points only at the searched rungs.
+  const auto search = expand_sweep(sweep);
+  EXPECT_EQ(search.size(), 3u * 2 * 3);
+  for (const auto& p : search) EXPECT_EQ(p.name.find("d_model=64"), std::string::npos) << p.name;
+  auto run = [&](const std::string& name) { return std::string(dir / "out/runs/") + name; };
+  // Selections: pre 4e-3 at 32 and 1e-3 at 128 (slope -1); post 2e-3 at both (slope 0); sandwich
+  // 1e-3 at 32 (the grid's edge) and 2e-3 at 128 (slope +1/2).
+  const std::map<std::string, std::vector<double>> grid = {
+      {"pre,d_model=32", {2.0, 1.9, 1.8}},      {"pre,d_model=128", {1.5, 1.6, 1.7}},
+      {"post,d_model=32", {2.0, 1.8, 1.9}},     {"post,d_model=128", {1.6, 1.5, 1.7}},
+      {"sandwich,d_model=32", {1.8, 1.9, 2.0}}, {"sandwich,d_model=128", {1.6, 1.5, 1.7}}};
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "4.0e-3"};
+  for (const auto& [cell, m] : grid) {
+    for (size_t v = 0; v < 3; ++v) write_run(run("layout=" + cell + ",lr=" + values[v] + ",seed=1"), "done", 5.5, m[v]);
+  }
+  const TuneSummary half = summarise_tune(sweep, dir / "out");
+  ASSERT_TRUE(half.search_complete);
+  std::vector<std::string> names;
+  for (const auto& p : confirm_points(sweep, half.selected())) {
+    if (p.seed == 11) names.push_back(p.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "layout=pre,d_model=32,lr=4.0e-3,confirm,seed=11", "layout=pre,d_model=64,lr=4.0e-3,confirm,seed=11",
+                       "layout=pre,d_model=128,lr=1.0e-3,confirm,seed=11",
+                       "layout=post,d_model=32,lr=2.0e-3,confirm,seed=11",
+                       "layout=post,d_model=64,lr=2.0e-3,confirm,seed=11",
+                       "layout=post,d_model=128,lr=2.0e-3,confirm,seed=11",
+                       "layout=sandwich,d_model=32,lr=1.0e-3,confirm,seed=11",
+                       "layout=sandwich,d_model=64,lr=1.0e-3,confirm,seed=11",
+                       "layout=sandwich,d_model=128,lr=2.0e-3,confirm,seed=11"}));
+  // Confirm runs: seeds share an offset (0, +0.2, -0.1) that Welch sees as noise and the pairing
+  // removes. At d_model 64 post is better by ~0.03 on every seed, sandwich within 0.002 of pre
+  // (equivalent at margin 0.01); at 32 post and sandwich differ from pre by a noisy ~0 (inconclusive);
+  // at 128 one of pre's runs ran on another CPU.
+  const std::vector<double> seed_offset = {0.0, 0.2, -0.1};
+  const std::map<std::string, std::vector<double>> arm_offset = {
+      {"pre,d_model=32", {1.70, 1.70, 1.70}},      {"post,d_model=32", {1.66, 1.74, 1.71}},
+      {"sandwich,d_model=32", {1.75, 1.66, 1.70}}, {"pre,d_model=64", {1.60, 1.60, 1.60}},
+      {"post,d_model=64", {1.571, 1.569, 1.572}},  {"sandwich,d_model=64", {1.601, 1.599, 1.6015}},
+      {"pre,d_model=128", {1.50, 1.50, 1.50}},     {"post,d_model=128", {1.49, 1.47, 1.48}},
+      {"sandwich,d_model=128", {1.52, 1.53, 1.51}}};
+  const auto confirm = confirm_points(sweep, half.selected());
+  std::map<std::string, std::vector<double>> values_of;
+  for (const auto& p : confirm) {
+    const std::string cell = p.name.substr(7, p.name.find(",lr=") - 7);
+    const size_t k = static_cast<size_t>(p.seed - 11);
+    const double x = arm_offset.at(cell)[k] + seed_offset[k];
+    write_run(run(p.name), "done", 5.25 + 0.01 * static_cast<double>(k), x);
+    values_of[cell].push_back(x);
+    const std::string cpu = cell == "pre,d_model=128" && k == 2 ? "AMD EPYC" : "Intel Xeon";
+    write_text(run(p.name) + "/machine.json", "[{\"step\": 0, \"host\": \"h\", \"cpu\": \"" + cpu +
+                                                  "\", \"device\": \"cpu\", \"torch\": \"2.11.0 (CPU)\", "
+                                                  "\"commit\": \"abc\"}]\n");
+  }
+  const TuneSummary t = summarise_tune(sweep, dir / "out");
+  ASSERT_EQ(t.arms.size(), 9u);
+  EXPECT_EQ(t.rungs, (std::vector<std::string>{"32", "64", "128"}));
+  EXPECT_EQ(t.baselines, (std::vector<size_t>{0, 1, 2}));
+  // The test's own paired statistics: d over seeds, t quantiles at df 2.
+  auto paired = [&](const std::string& a, const std::string& b) {
+    std::vector<double> d;
+    for (size_t k = 0; k < 3; ++k) d.push_back(values_of[a][k] - values_of[b][k]);
+    const double mean = (d[0] + d[1] + d[2]) / 3;
+    double ss = 0;
+    for (double x : d) ss += (x - mean) * (x - mean);
+    const double se = std::sqrt(ss / 2 / 3);
+    const double p = 2 * (0.5 - std::fabs(mean / se) / (2 * std::sqrt(2 + (mean / se) * (mean / se))));
+    return std::array<double, 3>{mean, se, p};
+  };
+  std::map<std::string, std::string> verdicts;
+  for (const TuneArmResult& a : t.arms) {
+    SCOPED_TRACE(a.name);
+    const std::string cell = a.name.substr(7);
+    verdicts[cell] = a.vs_baseline.verdict;
+    EXPECT_EQ(a.transferred, a.rung == 1);
+    EXPECT_EQ(a.searched, a.rung != 1);
+    if (a.transferred) {
+      EXPECT_EQ(a.from_rung, "32");
+      EXPECT_TRUE(a.search.empty());
+      EXPECT_NEAR(a.l0, 5.26, 1e-12);  // its confirm runs' step-0 evals: 5.25, 5.26, 5.27
+    }
+    if (a.stem == "layout=pre") {
+      EXPECT_EQ(a.vs_baseline.verdict, "baseline");
+      continue;
+    }
+    const std::string base = "pre,d_model=" + t.rungs[a.rung];
+    const auto [mean, se, p] = paired(cell, base);
+    const TuneVerdict& v = a.vs_baseline;
+    EXPECT_NEAR(v.paired.delta, mean, 1e-12);
+    EXPECT_NEAR(v.paired.se, se, 1e-12);
+    EXPECT_NEAR(v.paired.p, p, 1e-9);
+    EXPECT_NEAR(v.mde, (4.302653 + 1.060660) * se, 1e-5);  // t_{0.975,2} + t_{0.80,2}
+    EXPECT_NEAR(v.welch.delta, mean, 1e-12);             // Welch beside it, on the same means
+  }
+  // Holm within each rung over its two arms: p_adj = the larger of 2 p_min and p_max for the larger,
+  // 2 p_min for the smaller.
+  for (size_t r = 0; r < 3; ++r) {
+    const TuneArmResult &post = t.arms[3 + r], &sandwich = t.arms[6 + r];
+    const double p1 = post.vs_baseline.paired.p, p2 = sandwich.vs_baseline.paired.p;
+    const double lo = std::min(p1, p2), hi = std::max(p1, p2);
+    EXPECT_NEAR(std::min(post.vs_baseline.p_adj, sandwich.vs_baseline.p_adj), std::min(1.0, 2 * lo), 1e-12);
+    EXPECT_NEAR(std::max(post.vs_baseline.p_adj, sandwich.vs_baseline.p_adj), std::max(std::min(1.0, 2 * lo), hi),
+                1e-12);
+  }
+  EXPECT_EQ(verdicts["post,d_model=64"], "better");
+  EXPECT_EQ(verdicts["sandwich,d_model=64"], "equivalent");
+  EXPECT_EQ(verdicts["post,d_model=32"], "inconclusive");
+  EXPECT_EQ(verdicts["sandwich,d_model=32"], "inconclusive");
+  // Welch would not have found d_model=64's post better: the seed offsets swamp it.
+  EXPECT_GT(t.arms[4].vs_baseline.welch.p, 0.05);
+  // Machines: only rung 128 is mixed.
+  EXPECT_EQ(t.rung_machines[0], std::vector<std::string>{"Intel Xeon | cpu"});
+  EXPECT_EQ(t.rung_machines[2].size(), 2u);
+  EXPECT_TRUE(t.mixed_machines);
+  // The transfer audit: log2 v* against log2 d_model.
+  ASSERT_EQ(t.transfer.size(), 3u);
+  EXPECT_EQ(t.transfer[0].stem, "layout=pre");
+  EXPECT_EQ(t.transfer[0].rungs, (std::vector<std::string>{"32", "128"}));
+  EXPECT_NEAR(t.transfer[0].slope, -1, 1e-12);
+  EXPECT_NEAR(t.transfer[1].slope, 0, 1e-12);
+  EXPECT_NEAR(t.transfer[2].slope, 0.5, 1e-12);
+  EXPECT_TRUE(t.transfer[2].at_edge[0]);
+  // summary.json and summary.md carry them.
+  const YAML::Node j = YAML::Load(tune_json(t));
+  EXPECT_EQ(j["ladder"].as<std::string>(), "model.d_model");
+  EXPECT_EQ(j["test"].as<std::string>(), "paired");
+  EXPECT_EQ(j["correction"].as<std::string>(), "holm");
+  EXPECT_EQ(j["margin"].as<double>(), 0.01);
+  EXPECT_TRUE(j["mixed_machines"].as<bool>());
+  EXPECT_EQ(j["arms"][4]["rung"].as<double>(), 64);
+  EXPECT_TRUE(j["arms"][4]["transferred"].as<bool>());
+  EXPECT_EQ(j["arms"][4]["from_rung"].as<double>(), 32);
+  EXPECT_EQ(j["arms"][4]["vs_baseline"]["verdict"].as<std::string>(), "better");
+  EXPECT_NEAR(j["arms"][4]["vs_baseline"]["paired"]["p"].as<double>(), t.arms[4].vs_baseline.paired.p, 1e-12);
+  EXPECT_NEAR(j["arms"][4]["vs_baseline"]["mde"].as<double>(), t.arms[4].vs_baseline.mde, 1e-12);
+  EXPECT_NEAR(j["transfer"][0]["slope"].as<double>(), -1, 1e-12);
+  const std::string md = tune_markdown(t);
+  EXPECT_NE(md.find("### model.d_model = 64"), std::string::npos) << md;
+  EXPECT_NE(md.find("| layout=post | 2.0e-3 from 32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("**Machines mixed at model.d_model = 128**"), std::string::npos) << md;
+  EXPECT_NE(md.find("| equivalent |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Transfer audit"), std::string::npos) << md;
 }
 
 }  // namespace

@@ -217,7 +217,9 @@ TEST(TrainerRunDirTest, ASecondWriterIsRefusedWhileTheFirstRuns) {
   for (int i = 0; i < 600 && testing::records(c.out_dir, "train").size() < 2; ++i) ::usleep(50000);
   ASSERT_GE(testing::records(c.out_dir, "train").size(), 2u);
   for (const char* extra : {"", " --resume"}) {
-    auto r = testing::run_command(bin + " train -c " + cfg_path + extra, dir / "err.txt");
+    // Bounded: a second writer that is let in trains toward 100000 steps; killed after 30 s it
+    // fails this test at once instead of holding it until the test runner's timeout.
+    auto r = testing::run_command("timeout -s KILL 30 " + bin + " train -c " + cfg_path + extra, dir / "err.txt");
     EXPECT_EQ(r.status, 2) << extra;
     const std::string err = read_file(dir / "err.txt");
     EXPECT_EQ(err, "error: " + c.out_dir + ": another normlab train is writing to this run directory "
