@@ -317,4 +317,19 @@ std::optional<EntropyFloor> read_entropy_floor(const std::string& data_path) {
   }
 }
 
+std::optional<double> read_unigram_entropy(const std::string& data_path) {
+  if (auto f = read_entropy_floor(data_path)) return f->unigram;
+  namespace fs = std::filesystem;
+  const fs::path p(data_path);
+  const std::string manifest = (p.parent_path() / "manifest.json").string();
+  if (!file_exists(manifest)) return std::nullopt;
+  try {
+    const YAML::Node root = YAML::Load(read_file(manifest));
+    const YAML::Node e = root[p.stem().string()]["unigram_entropy"];
+    if (e && e.IsScalar()) return e.as<double>();
+  } catch (const YAML::Exception&) {
+  }
+  return std::nullopt;
+}
+
 }  // namespace normlab

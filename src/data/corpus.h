@@ -96,5 +96,8 @@ struct EntropyFloor {
   double unigram = 0;
 };
 std::optional<EntropyFloor> read_entropy_floor(const std::string& data_path);
+// The unigram entropy (nats per token) of a data file: floor.json's unigram_entropy beside it, else
+// the data folder's manifest.json (scripts/shakespeare_corpus.py writes one) under the file's stem.
+std::optional<double> read_unigram_entropy(const std::string& data_path);
 
 }  // namespace normlab

@@ -691,7 +691,19 @@ std::string dump_sweep(const Sweep& sweep) {
       e << YAML::Key << k << YAML::Value;
       value(v);
     }
-    e << YAML::EndMap << YAML::EndMap;
+    e << YAML::EndMap;
+    if (!t.ladder.empty()) {
+      e << YAML::Key << "ladder" << YAML::Value << t.ladder;
+      if (!t.search_at.empty()) {
+        e << YAML::Key << "search_at" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+        for (const auto& v : t.search_at) value(v);
+        e << YAML::EndSeq;
+      }
+    }
+    e << YAML::Key << "test" << YAML::Value << test_name(t.test);
+    e << YAML::Key << "margin" << YAML::Value << fmt::format("{}", t.margin);
+    e << YAML::Key << "correction" << YAML::Value << correction_name(t.correction);
+    e << YAML::EndMap;
   } else {
     e << YAML::Key << "seeds" << YAML::Value << YAML::Flow << sweep.seeds;
   }

@@ -8,6 +8,7 @@
 
 #include "core/fs.h"
 #include "core/json.h"
+#include "data/corpus.h"
 #include "metrics/compare.h"
 #include "metrics/records.h"
 #include "metrics/stats.h"
@@ -31,7 +32,7 @@ TuneRun read_tune_run(const std::string& sweep_dir, const SweepPoint& p, TuneMet
   const RunRecords records = read_run(run);
   r.metric = metric == TuneMetric::kBestVal ? records.derived.best_val_loss
                                             : records.derived.final_val_loss;
-  r.entropy_floor = records.derived.entropy_floor;
+  if (auto u = read_unigram_entropy(records.info.val_path)) r.unigram_entropy = *u;
   for (const EvalRecord& e : records.eval) {
     if (e.step == 0) r.step0_val = e.val_loss;  // a resumed run does not repeat it; the last wins
   }
@@ -248,11 +249,11 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     for (const TuneRun& r : runs) {
       if (!r.finished) continue;
       add_kinds(arm.machines, r.machines);
-      floors.push_back(r.entropy_floor);
+      floors.push_back(r.unigram_entropy);
     }
-    arm.entropy_floor = seed_stats(floors).mean;
-    arm.at_entropy = std::isfinite(arm.entropy_floor) && std::isfinite(arm.confirm_mean) &&
-                     arm.confirm_mean >= arm.entropy_floor - kAtEntropyNats;
+    arm.unigram_entropy = seed_stats(floors).mean;
+    arm.at_entropy = std::isfinite(arm.unigram_entropy) && std::isfinite(arm.confirm_mean) &&
+                     arm.confirm_mean >= arm.unigram_entropy - kAtEntropyNats;
   }
   // Verdicts per rung, corrected over the rung's arms; the machines of each rung's confirm runs.
   s.rung_machines.assign(s.rungs.size(), {});
@@ -508,7 +509,7 @@ std::string tune_json(const TuneSummary& s) {
       vs.add_raw("ci90", "null");
     }
     vs.add("digits", static_cast<int64_t>(interval_digits(d))).add("verdict", v.verdict);
-    arm.add("entropy_floor", a.entropy_floor).add("at_entropy", a.at_entropy);
+    arm.add("unigram_entropy", a.unigram_entropy).add("at_entropy", a.at_entropy);
     arm.add("vs_baseline", vs);
     arms.push_back(arm);
   }

@@ -25,7 +25,7 @@ struct TuneRun {
   bool finished = false;            // point.json says done, diverged or failed: its number is final
   double metric = std::nan("");     // best_val_loss or final_val_loss (NaN: missing or non-finite)
   double step0_val = std::nan("");  // val_loss of its step-0 eval record
-  double entropy_floor = std::nan("");  // its validation data's unigram entropy (records.h)
+  double unigram_entropy = std::nan("");  // of its validation data (data/corpus.h), NaN where unknown
   std::vector<std::string> machines;  // the kinds of machine it ran on (core/machine.h), in order
 };
 
@@ -69,9 +69,10 @@ struct TuneArmResult {
   std::vector<double> confirm_values;  // the values behind confirm_mean, in confirm-seed order
   std::vector<std::string> machines;   // the kinds of machine its finished confirm runs ran on
   // Learned nothing beyond symbol frequencies: its confirm mean is within kAtEntropyNats of (or
-  // above) the unigram entropy of its validation data (the mean entropy_floor of its confirm runs).
-  // Figures draw such an arm apart so that it does not set the axis for the others.
-  double entropy_floor = std::nan("");
+  // above) the unigram entropy of its validation data (the mean over its confirm runs; unknown
+  // where the data folder has neither floor.json nor manifest.json: then never flagged). Figures
+  // draw such an arm apart so that it does not set the axis for the others.
+  double unigram_entropy = std::nan("");
   bool at_entropy = false;
   TuneVerdict vs_baseline;
 };

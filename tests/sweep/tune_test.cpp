@@ -358,6 +358,15 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   SweepOptions o;
   o.check_base = false;
   const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
+  // The resolved sweep.yaml keeps the ladder and the tests (`normlab report` reads it back).
+  write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
+  const Sweep back = parse_sweep_file(dir / "out/sweep.yaml", o);
+  ASSERT_TRUE(back.tune);
+  EXPECT_EQ(back.tune->ladder, "model.d_model");
+  EXPECT_EQ(back.tune->search_at, (std::vector<std::string>{"32", "128"}));
+  EXPECT_EQ(back.tune->test, TestKind::kPaired);
+  EXPECT_EQ(back.tune->margin, 0.01);
+  EXPECT_EQ(back.tune->correction, Correction::kHolm);
   const auto cells = tune_arms(sweep);
   ASSERT_EQ(cells.size(), 9u);
   EXPECT_EQ(cells[4].name, "layout=post,d_model=64");
