@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
+#include "config/load.h"
 #include "sweep/sweep_config.h"
 
 namespace normlab {

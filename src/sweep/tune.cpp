@@ -13,6 +13,7 @@
 #include "metrics/records.h"
 #include "metrics/stats.h"
 #include "sweep/summary.h"
+#include "sweep/sweep_yaml.h"
 
 namespace normlab {
 namespace {
@@ -67,12 +68,6 @@ double ladder_number(const std::string& text) {
   char* end = nullptr;
   const double x = std::strtod(text.c_str(), &end);
   return !text.empty() && end == text.c_str() + text.size() ? x : kNaN;
-}
-
-std::string joined(const std::vector<std::string>& v, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
-  return out;
 }
 
 template <class T>
@@ -357,7 +352,7 @@ std::string tune_markdown(const TuneSummary& s) {
           "**Machines mixed{}**: the confirm runs come from {} kinds of machine ({}); float differences "
           "between machines grow over a run near a stability cliff, so these verdicts mix two effects.\n\n",
           ladder ? " at " + t.ladder + " = " + s.rungs[r] : "", s.rung_machines[r].size(),
-          joined(s.rung_machines[r], "; "));
+          sweep_yaml::join(s.rung_machines[r], "; "));
     }
   }
   for (size_t r = 0; r < s.rungs.size(); ++r) {
