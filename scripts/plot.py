@@ -56,6 +56,10 @@ Run (from metrics.jsonl and normlab report --json RUN):
                           loss of every row at N against N-1, per-block gradient norms and update
                           ratios, per-head max logit and entropy
     scripts/plot.py --autopsy FILE.autopsy.json  draws one autopsy to FILE.autopsy.png
+Coordinate check (`normlab coordcheck` calls it; src/train/README.md, "Coordinate check"):
+    scripts/plot.py --coord DIR/coord.json  draws DIR/coord_check.png: a row per check, a column per
+                          drawn t (1, 2, the middle, the last), mean |x| against size, log-log, a line
+                          per module kind with coord.json's slope in the legend
 Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
     loss_curves.png     every run's train loss (lightly smoothed) and val loss (markers), one colour
                         per value of the group-by axis, seeds of a point in the same colour
@@ -86,12 +90,17 @@ Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
                         per rung
     tune_ladder.png     ladders only: the verdict against size, each arm's Delta with its interval
                         against the ladder's value (log x), filled where better / worse
+    tune_transfer.png   ladders searched at two or more rungs: per arm m(v) against v, a line per
+                        rung, v* starred and the fitted optimum (tune.fit) dashed with its interval;
+                        and each arm's optimum against the ladder's value (log-log) with the
+                        summary's slopes
 Diverged or failed runs are drawn hollow, or as x markers pinned to the top of the axes when they
 have no finite value or are off the scale (with a note), so they do not stretch the y scale.
 
 Parts (scripts/plotlib/): read.py reads runs and sweeps (no matplotlib), run_figures.py holds
 RUN_FIGURES and sweep_figures.py SWEEP_FIGURES, the tables of (file name, function, what it
-needs), draw.py what the figures share; this file is the command line.
+needs), coord_figures.py the coordinate check's figure, draw.py what the figures share; this file
+is the command line.
 
 Environment: matplotlib (Agg backend, headless) and numpy. When they are missing the script
 re-execs itself under /usr/bin/python3; if they are still missing it installs nothing: it prints the
@@ -183,6 +192,11 @@ def main(argv):
         ensure_environment()
         from plotlib.run_figures import draw_autopsy
         draw_autopsy(argv[1], argv[1][:-len(".json")] + ".png")
+        return 0
+    if len(argv) == 2 and argv[0] == "--coord":  # normlab coordcheck: coord_check.png beside coord.json
+        ensure_environment()
+        from plotlib.coord_figures import coord_png_path, draw_coord
+        draw_coord(argv[1], coord_png_path(argv[1]))
         return 0
     args = parse_args(argv)
     read.NORMLAB["path"] = args.normlab

@@ -824,6 +824,86 @@ def fig_tune_ladder(sweep, axes, outdir):
     return save(fig, os.path.join(outdir, "tune_ladder.png"))
 
 
+def fig_tune_transfer(sweep, axes, outdir):
+    """Does the optimum move with size? A ladder with a transfer audit (tune.transfer[]): one panel
+    per arm with m(v) against v, one line per searched rung, each rung's optimum marked (the fitted
+    one with its bootstrap interval where tune.fit is quadratic, else v*); and a last panel with
+    each arm's optimum against the ladder's value (log-log), its slope from the summary."""
+    t, arms = tune_arms(sweep)
+    transfer = t.get("transfer") if t else None
+    if not arms or not t.get("ladder") or not isinstance(transfer, list) or not transfer:
+        return None
+    plt = mpl()
+    key, ladder = t.get("key", "?"), t["ladder"]
+    n = len(transfer) + 1
+    fig, axs = plt.subplots(1, n, figsize=(5.2 * n, 4.6), squeeze=False)
+    rungs = [r for r in tune_rungs(t) if r is not None]
+    cmap = plt.get_cmap("viridis")
+    colour = {str(r): cmap(i / max(1, len(rungs) - 1) * 0.9) for i, r in enumerate(rungs)}
+    from matplotlib.ticker import NullFormatter
+    for k, tr in enumerate(transfer):
+        ax = axs[0][k]
+        stem = tr.get("stem")
+        fits = {str(f.get("rung")): f for f in tr.get("fitted") or [] if isinstance(f, dict)}
+        for a in arms:
+            if a.get("stem") != stem or not a.get("search"):
+                continue
+            xs = [num(v) for v in a.get("values") or []]
+            ys = [num(v) for v in a.get("search") or []]
+            c = colour.get(str(a.get("rung")), "0.3")
+            ax.plot(xs, ys, color=c, marker="o", ms=3.5, lw=1.4, label="%s = %s" % (sweep.short(ladder), a.get("rung")))
+            sel = num(a.get("selected"))
+            if finite(sel) and sel in xs:
+                ax.plot([sel], [ys[xs.index(sel)]], color=c, marker="*", ms=13, mec="black", ls="none")
+            f = fits.get(str(a.get("rung")))
+            if f and finite(num(f.get("value"))):
+                ax.axvline(num(f.get("value")), color=c, lw=1, ls="--")
+                if finite(num(f.get("low"))) and finite(num(f.get("high"))):
+                    ax.axvspan(num(f.get("low")), num(f.get("high")), color=c, alpha=0.12, lw=0)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(key + " (log)")
+        ax.set_ylabel("m(v): mean %s over the search seeds" % t.get("metric", "metric"))
+        ax.set_title(arm_label(sweep, t, {"stem": stem}), fontsize=10)
+        ax.legend(fontsize=7.5, title="star: v*; dashed: fitted optimum" if fits else "star: v*", title_fontsize=7.5)
+    ax = axs[0][n - 1]
+    tab = plt.get_cmap("tab10")
+    for k, tr in enumerate(transfer):
+        fitted = [f for f in tr.get("fitted") or [] if isinstance(f, dict) and finite(num(f.get("value")))]
+        c = tab(k % tab.N)
+        label = arm_label(sweep, t, {"stem": tr.get("stem")})
+        if fitted:
+            xs = [num(f.get("rung")) for f in fitted]
+            ys = [num(f.get("value")) for f in fitted]
+            ax.plot(xs, ys, color=c, marker="o", lw=1.6, label="%s: fitted, slope %s" % (label, fmt_slope(tr.get("fitted_slope"))))
+            for x, f in zip(xs, fitted):
+                if finite(num(f.get("low"))) and finite(num(f.get("high"))):
+                    ax.plot([x, x], [num(f.get("low")), num(f.get("high"))], color=c, lw=2.5, alpha=0.6)
+        sel = [e for e in tr.get("searched") or [] if isinstance(e, dict) and finite(num(e.get("selected")))]
+        if sel:
+            ax.plot([num(e.get("rung")) for e in sel], [num(e.get("selected")) for e in sel], color=c,
+                    marker="*", ms=10, ls=":" if fitted else "-", lw=1.2,
+                    label="%s: grid v*, slope %s" % (label, fmt_slope(tr.get("slope"))))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    xr = [num(r) for r in rungs if finite(num(r))]
+    if xr:
+        ax.set_xticks(xr)
+        ax.set_xticklabels([fmt_num(r) for r in xr])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("%s (log)" % ladder)
+    ax.set_ylabel("optimum %s (log)" % key)
+    ax.set_title("optimum against %s (slope -1: falls in proportion; 0: transfers)" % sweep.short(ladder), fontsize=9)
+    ax.legend(fontsize=7.5)
+    fig.suptitle(textwrap.fill("sweep %s: does the optimal %s move with %s?" % (sweep.label, key, ladder), 90))
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, "tune_transfer.png"))
+
+
+def fmt_slope(v):
+    return "%+.2f" % num(v) if finite(num(v)) else "-"
+
+
 # (file name, function, what it needs): the order is the order of drawing.
 SWEEP_FIGURES = [
     ("loss_curves.png", fig_loss_curves, "runs with metrics.jsonl"),
@@ -835,6 +915,7 @@ SWEEP_FIGURES = [
     ("tune_basin.png", fig_tune_basin, "a tuned sweep (tune:) with search results"),
     ("tune_forest.png", fig_tune_forest, "a tuned sweep with confirm results"),
     ("tune_ladder.png", fig_tune_ladder, "a tuned sweep with a ladder (tune.ladder) and confirm results"),
+    ("tune_transfer.png", fig_tune_transfer, "a ladder searched at two or more rungs (the transfer audit)"),
 ]
 
 

@@ -19,6 +19,7 @@
 #include "bench/norm_bench.h"
 #include "config/load.h"
 #include "core/errors.h"
+#include "core/fs.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/system.h"
@@ -38,6 +39,7 @@
 #include "sweep/summary.h"
 #include "train/bench.h"
 #include "train/checkpoint.h"
+#include "train/coordcheck.h"
 #include "train/device.h"
 #include "train/evaluate.h"
 #include "train/inference.h"
@@ -61,6 +63,21 @@ extern "C" void on_sigint(int) {
 extern "C" void on_sigterm(int) {
   g_stop.store(true);
   std::signal(SIGTERM, SIG_DFL);
+}
+
+// A PNG beside a file a command wrote, by the one plotting script (scripts/plot.py FLAG FILE),
+// found next to the build directory; its stdout goes to stderr so that ours stays the result.
+// Without python3 or the script: a warning, and the command's own result stands.
+void plot_beside(const std::string& flag, const std::string& file, const std::string& what) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const auto plot = exe.parent_path().parent_path() / "scripts" / "plot.py";
+  if (!ec && std::filesystem::exists(plot)) {
+    const std::string cmd = "python3 '" + plot.string() + "' " + flag + " '" + file + "' 1>&2";
+    if (std::system(cmd.c_str()) != 0) spdlog::warn("warning: no {}: {} failed", what, cmd);
+  } else {
+    spdlog::warn("warning: no {}: scripts/plot.py not found beside {}", what, exe.string());
+  }
 }
 
 // Each subcommand is a struct holding its flags, an `add` that declares them and a `run` that
@@ -256,17 +273,7 @@ struct ReplayCommand {
 
   int run() {
     const ReplayResult r = replay_step(run_dir, step);
-    // The PNG beside the autopsy, by the one plotting script (scripts/plot.py --autopsy), found
-    // next to the build directory; its stdout goes to stderr so that ours stays the result.
-    std::error_code ec;
-    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    const auto plot = exe.parent_path().parent_path() / "scripts" / "plot.py";
-    if (!ec && std::filesystem::exists(plot)) {
-      const std::string cmd = "python3 '" + plot.string() + "' --autopsy '" + r.autopsy_path + "' 1>&2";
-      if (std::system(cmd.c_str()) != 0) spdlog::warn("warning: no autopsy PNG: {} failed", cmd);
-    } else {
-      spdlog::warn("warning: no autopsy PNG: scripts/plot.py not found beside {}", exe.string());
-    }
+    plot_beside("--autopsy", r.autopsy_path, "autopsy PNG");
     std::cout << (json ? replay_json(r) : replay_text(r)) << std::endl;
     return 0;
   }
@@ -450,6 +457,38 @@ struct ReportCommand {
   }
 };
 
+// coordcheck: the coordinate check (src/train/README.md, "Coordinate check").
+struct CoordCheckCommand {
+  CLI::App* cmd = nullptr;
+  CoordCheckOptions opts;
+  std::string out_dir = "runs/coordcheck";
+
+  void add(CLI::App& app) {
+    cmd = app.add_subcommand("coordcheck", "coordinate check: mean |x| of each module over widths and/or depths after "
+                                           "each of a few updates on one batch, and its slope against size");
+    cmd->add_option("-c,--config", opts.config_path, "YAML config file (its optimizer, lr and param.type)")->required();
+    cmd->add_option("--widths", opts.widths, "d_model values (d_ff scaled with them): 64,128,256,512")->delimiter(',');
+    cmd->add_option("--depths", opts.depths, "n_layers values: 2,4,8,16")->delimiter(',');
+    cmd->add_option("--steps", opts.steps, "updates on the fixed batch (t = 1..steps)")->capture_default_str();
+    cmd->add_option("--seeds", opts.seeds, "seeds per size (seed, seed + 1, ...)")->capture_default_str();
+    cmd->add_option("--set", opts.overrides, "override a key: --set optim.lr=0.01 (value is YAML)");
+    cmd->add_option("--out", out_dir, "directory for coord.json and coord_check.png")->capture_default_str();
+    cmd->add_flag("--compare", opts.compare, "also run it under param.type sp, drawn beside the config's mode");
+  }
+
+  int run() {
+    if (out_dir.empty()) throw UsageError("--out: must name a directory, got an empty string");
+    const std::vector<CoordCheck> checks = run_coordcheck(opts);
+    std::filesystem::create_directories(out_dir);
+    const std::string json_path = (std::filesystem::path(out_dir) / "coord.json").string();
+    write_file_atomic(json_path, coord_json(checks));
+    plot_beside("--coord", json_path, "coord_check.png");
+    for (const auto& c : checks) std::cout << coord_table(c) << "\n";
+    std::cout << "wrote " << json_path << std::endl;
+    return 0;
+  }
+};
+
 struct KeysCommand {
   CLI::App* cmd = nullptr;
 
@@ -484,6 +523,7 @@ int run_cli(int argc, char** argv) {
   CompareCommand compare_cmd;
   ExportTbCommand export_tb_cmd;
   ReplayCommand replay_cmd;
+  CoordCheckCommand coordcheck_cmd;
   train_cmd.add(app);
   eval_cmd.add(app);
   sample_cmd.add(app);
@@ -495,6 +535,7 @@ int run_cli(int argc, char** argv) {
   compare_cmd.add(app);
   export_tb_cmd.add(app);
   replay_cmd.add(app);
+  coordcheck_cmd.add(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -512,6 +553,7 @@ int run_cli(int argc, char** argv) {
   if (*compare_cmd.cmd) return compare_cmd.run();
   if (*export_tb_cmd.cmd) return export_tb_cmd.run();
   if (*replay_cmd.cmd) return replay_cmd.run();
+  if (*coordcheck_cmd.cmd) return coordcheck_cmd.run();
   return 2;
 }
 

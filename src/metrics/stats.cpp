@@ -148,4 +148,23 @@ std::string decide(const TTest& t, double p_adj, double margin) {
   return inside ? "equivalent" : "inconclusive";
 }
 
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const double nan = std::nan("");
+  if (x.size() != y.size() || x.size() < 2) return nan;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i]) || !std::isfinite(y[i])) return nan;
+    mx += x[i];
+    my += y[i];
+  }
+  mx /= static_cast<double>(x.size());
+  my /= static_cast<double>(x.size());
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  return sxx > 0 ? sxy / sxx : nan;
+}
+
 }  // namespace normlab

@@ -16,6 +16,10 @@ namespace normlab {
 double student_t_cdf(double t, double df);
 double student_t_quantile(double p, double df);  // 0 < p < 1
 
+// Least-squares slope of y against x (the transfer audit's and the coordinate check's fits); NaN
+// with fewer than two distinct x or any non-finite value.
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y);
+
 // A two-sided t test of a difference: delta (a - b), its standard error and degrees of freedom,
 // p, and the 95 % and 90 % intervals delta -+ t_{q,df} se. se = 0: p = 0 and every interval
 // [delta, delta] when delta != 0, else p = 1 (df NaN). Without a variance estimate (fewer than 2

@@ -173,6 +173,18 @@ AttentionPath choose_attention_path(const torch::Tensor& q, double softcap, bool
   return AttentionPath::reference;
 }
 
+torch::Tensor mean_abs(const torch::Tensor& x) {
+  torch::NoGradGuard ng;
+  return x.detach().to(torch::kFloat).abs().mean();
+}
+
+torch::Tensor score_mean_abs(const torch::Tensor& q, const torch::Tensor& k) {
+  torch::NoGradGuard ng;
+  const double dh = static_cast<double>(q.size(3));
+  auto qf = q.detach().to(torch::kFloat).transpose(1, 2), kf = k.detach().to(torch::kFloat).transpose(1, 2);
+  return (torch::matmul(qf, kf.transpose(-2, -1)) * (1.0 / std::sqrt(dh))).abs().mean();  // (B, H, T, T)
+}
+
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,
                                          const torch::Tensor& v, double softcap,
                                          AttentionStats* stats) {
@@ -329,6 +341,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   }
   if (o_.qk_map) std::tie(q, k) = o_.qk_map(*this, q, k, v.scalar_type());
   if (o_.score_q_mult != 1.0) q = q * o_.score_q_mult;
+  if (coord_) coord_score_ = score_mean_abs(q, k);
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);
   auto o = last_path_ == AttentionPath::cpu_kernel || last_path_ == AttentionPath::cpu_kernel_bf16_native
                ? causal_attention_fast(q, k, v.to(q.scalar_type()), st)

@@ -63,6 +63,13 @@ struct AttentionStats {
   torch::Tensor vres_lambda;   // value residual: the mean weight on block 0's values (1 in block 0)
 };
 
+// mean |x| over every entry, in fp32, detached (the coordinate check's statistic, src/train/coordcheck.h).
+torch::Tensor mean_abs(const torch::Tensor& x);
+
+// mean |s| over every entry of the scores s = q k^T / sqrt(dh) of (B, T, H, dh) q and k, masked
+// entries included (the scores before the mask and any softcap), in fp32, detached.
+torch::Tensor score_mean_abs(const torch::Tensor& q, const torch::Tensor& k);
+
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
 // 1/sqrt(dh), optional softcap c*tanh(s/c). `stats`, when not null, receives the diagnostics.
 // The reference is composed LibTorch ops (any dtype or device); the fast path is the fused CPU
@@ -100,6 +107,10 @@ class AttentionImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x);
 
   void set_capture(bool on) { capture_ = on; }
+  // Coordinate check: keep the next forwards' mean |s| (score_mean_abs of the q and k the
+  // scores read, after the parametrization's score scale), read by coord_score().
+  void set_coord_capture(bool on) { coord_ = on; }
+  const torch::Tensor& coord_score() const { return coord_score_; }
   // QK-Clip: keep the running max over forwards of each head's max logit (see take_head_max).
   void set_track_head_max(bool on) { track_head_max_ = on; }
   // [H] max of stats().head_max over the forwards since the last call (undefined if none).
@@ -131,6 +142,8 @@ class AttentionImpl : public torch::nn::Module {
   AttentionOptions o_;
   int64_t dh_;
   bool capture_ = false;
+  bool coord_ = false;
+  torch::Tensor coord_score_;
   bool track_head_max_ = false;
   torch::Tensor head_max_accum_;
   bool fast_path_ = true;

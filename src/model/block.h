@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <utility>
 
 #include "model/attention.h"
 #include "model/ffn.h"
@@ -41,8 +42,16 @@ class BlockImpl : public torch::nn::Module {
   torch::Tensor branch(const torch::Tensor& t) const { return branch_mult_ == 1.0 ? t : t * branch_mult_; }
 
   // Building blocks for layouts.
-  torch::Tensor attn(const torch::Tensor& x) { return attn_stub_ ? attn_stub_(x) : attn_->forward(x); }
-  torch::Tensor ffn(const torch::Tensor& x) { return ffn_stub_ ? ffn_stub_(x) : ffn_->forward(x); }
+  torch::Tensor attn(const torch::Tensor& x) {
+    auto y = attn_stub_ ? attn_stub_(x) : attn_->forward(x);
+    if (coord_on_) coord_.attn_out = mean_abs(y);
+    return y;
+  }
+  torch::Tensor ffn(const torch::Tensor& x) {
+    auto y = ffn_stub_ ? ffn_stub_(x) : ffn_->forward(x);
+    if (coord_on_) coord_.ffn_out = mean_abs(y);
+    return y;
+  }
   torch::Tensor norm(const std::string& slot, const torch::Tensor& x);
   // LayerScale: t * ls{which} when model.layerscale > 0, else t (which: 1 attention, 2 FFN).
   torch::Tensor ls(int which, const torch::Tensor& t) {
@@ -53,6 +62,19 @@ class BlockImpl : public torch::nn::Module {
   torch::Tensor scaled(const std::string& name, const torch::Tensor& x);
   // The plan's vector `name` (it must declare it).
   const torch::Tensor& vector(const std::string& name) const;
+
+  // Coordinate check (src/train/coordcheck.h): the next forwards keep mean |x| of the attention's
+  // and the FFN's outputs (the sublayers' terms before LayerScale, the branch multiplier and the
+  // stream) and the attention's mean |s|. take_coord() hands them over and forgets them.
+  struct CoordTerms {
+    torch::Tensor attn_out, ffn_out;
+  };
+  void set_coord_capture(bool on) {
+    coord_on_ = on;
+    coord_ = CoordTerms();
+    attn_->set_coord_capture(on);
+  }
+  CoordTerms take_coord() { return std::exchange(coord_, CoordTerms()); }
 
   const BlockPlan& plan() const { return plan_; }
   Attention& attention() { return attn_; }
@@ -75,6 +97,8 @@ class BlockImpl : public torch::nn::Module {
   std::map<std::string, torch::Tensor> vectors_;
   torch::Tensor ls1_, ls2_;
   std::function<torch::Tensor(const torch::Tensor&)> attn_stub_, ffn_stub_;
+  bool coord_on_ = false;
+  CoordTerms coord_;
 };
 TORCH_MODULE(Block);
 

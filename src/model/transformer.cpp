@@ -243,6 +243,12 @@ void TransformerImpl::set_capture(bool on) {
   for (auto& b : blocks_) b->attention()->set_capture(on);
 }
 
+void TransformerImpl::set_coord_capture(bool on) {
+  coord_ = on;
+  coord_stats_.clear();
+  for (auto& b : blocks_) b->set_coord_capture(on);
+}
+
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens) { return head(hidden(tokens)); }
 
 torch::Tensor TransformerImpl::head(const torch::Tensor& hidden) {
@@ -252,6 +258,13 @@ torch::Tensor TransformerImpl::head(const torch::Tensor& hidden) {
   auto logits = lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());  // (B, T, V)
   if (entries_.layout->head) logits = entries_.layout->head(*this, logits);
   if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
+  if (coord_) {
+    // Before the readout multiplier (what a hook on the final norm sees): under mup the entries
+    // after it are (output_mult / m_N) times these by construction, and the readout's own
+    // coordinate is the logits (src/train/README.md, "Coordinate check").
+    coord_stats_.add("head_in", mean_abs(hidden));
+    coord_stats_.add("logits", mean_abs(logits));
+  }
   return logits;
 }
 
@@ -274,6 +287,16 @@ void TransformerImpl::block_stats(int64_t i, const torch::Tensor& x_in, const to
   if (entries_.layout->block_stats) entries_.layout->block_stats(*blocks_[i], m_, stats_);
 }
 
+void TransformerImpl::coord_block(int64_t i, const torch::Tensor& x_out) {
+  // A sublayer a layout did not call this forward leaves NaN (the series stay one entry a block).
+  auto or_nan = [](const torch::Tensor& t) { return t.defined() ? t : torch::full({}, std::nan("")); };
+  const BlockImpl::CoordTerms terms = blocks_[i]->take_coord();
+  coord_stats_.add("attn_out", or_nan(terms.attn_out));
+  coord_stats_.add("ffn_out", or_nan(terms.ffn_out));
+  coord_stats_.add("attn_logits", or_nan(blocks_[i]->attention()->coord_score()));
+  coord_stats_.add("stream", mean_abs(x_out));
+}
+
 void TransformerImpl::after_update() {
   if (entries_.layout->after_update) entries_.layout->after_update(*this);
 }
@@ -294,6 +317,10 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   ResidualStream& S = *stream_;
   S.set_capture(capture_);
   S.start(x);
+  if (coord_) {
+    coord_stats_.clear();
+    coord_stats_.add("embed", mean_abs(S.view()));
+  }
   for (int64_t i = 0; i < n_blocks(); ++i) {
     torch::Tensor x_in;
     if (capture_) {
@@ -303,6 +330,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
     value_residual_around(i, /*before=*/true);
     S.block(i, *blocks_[i]);
     value_residual_around(i, /*before=*/false);
+    if (coord_) coord_block(i, S.view());
     if (capture_) {
       block_stats(i, x_in, S.view());
       S.end_block(i, stats_);

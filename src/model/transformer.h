@@ -62,6 +62,12 @@ class TransformerImpl : public torch::nn::Module {
 
   // Record activation and attention statistics during the next forwards.
   void set_capture(bool on);
+  // Coordinate check (src/train/coordcheck.h): each next forward fills coord_stats() anew with
+  // mean |x| (fp32) of `embed` (the stream entering block 0), per block `attn_out`, `ffn_out` (the
+  // sublayers' outputs), `attn_logits` (the scores s before the mask) and `stream` (the stream
+  // after the block), then `head_in` (the head's input, before the readout multiplier) and `logits`.
+  void set_coord_capture(bool on);
+  const LayerSeries& coord_stats() const { return coord_stats_; }
   // QK-Clip: every block's attention keeps each head's max logit over the next forwards.
   void set_track_head_max(bool on);
   const LayerSeries& stats() const { return stats_; }
@@ -95,12 +101,16 @@ class TransformerImpl : public torch::nn::Module {
   std::vector<Block> blocks_;
   bool capture_ = false;
   LayerSeries stats_;
+  bool coord_ = false;
+  LayerSeries coord_stats_;
   std::unique_ptr<ResidualStream> stream_;  // the residual type's carrier, or the layout's own (ResiDual)
   ResolvedModel entries_;  // the config's registry entries, looked up once
   std::set<const c10::TensorImpl*> kept_init_, late_init_;
   torch::Tensor v0_;  // value residual: block 0's raw values during a forward
   // Diagnostics of block i (capture on): block_cos and its attention's statistics.
   void block_stats(int64_t i, const torch::Tensor& x_in, const torch::Tensor& x_out);
+  // Coordinate check: block i's terms, scores and the stream after it (x_out) into coord_stats_.
+  void coord_block(int64_t i, const torch::Tensor& x_out);
   // Value residual: hand block 0's raw values to block i before it runs (before) / take them
   // from block 0 after it ran; release them when the forward is done.
   void value_residual_around(int64_t i, bool before);

@@ -529,10 +529,19 @@ std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int
   std::vector<SweepPoint> out;
   if (!sweep.tune) return out;
   const auto arms = tune_arms(sweep);
+  const int n = static_cast<int>(sweep.tune->values.size());
   for (size_t a = 0; a < arms.size() && a < selected.size(); ++a) {
-    if (selected[a] < 0) continue;
-    for (int64_t seed : sweep.tune->confirm_seeds) {
-      out.push_back(tuned_point(sweep, arms[a], a, static_cast<size_t>(selected[a]), seed, PointPhase::kConfirm));
+    const int s = selected[a];
+    if (s < 0) continue;
+    std::vector<int> at = {s};
+    if (sweep.tune->fit) {
+      if (s > 0) at.push_back(s - 1);
+      if (s + 1 < n) at.push_back(s + 1);
+    }
+    for (const int v : at) {
+      for (int64_t seed : sweep.tune->confirm_seeds) {
+        out.push_back(tuned_point(sweep, arms[a], a, static_cast<size_t>(v), seed, PointPhase::kConfirm));
+      }
     }
   }
   return out;
@@ -541,7 +550,8 @@ std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
   const SweepTune* tune = sweep.tune ? &*sweep.tune : nullptr;
   // Runs per combination of the axes: seeds, or a tuned sweep's search and confirm runs.
-  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() : sweep.seeds.size();
+  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() * (tune->fit ? 3 : 1)
+                      : sweep.seeds.size();
   std::vector<std::string> sizes;
   for (const auto& a : sweep.axes) {
     count = count > kMaxPoints ? count : count * a.values.size();  // saturates past the limit
@@ -573,9 +583,12 @@ std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
   }
   std::vector<SweepPoint> all = points;
   if (tune) {
-    // Every confirm point the selection could give, so that no name can collide later.
+    // Every confirm point the selection could give, so that no name can collide later (a fit's
+    // points either side of v* are some other selection's confirm points: counted once).
+    Sweep plain = sweep;
+    plain.tune->fit = false;
     for (size_t v = 0; v < tune->values.size(); ++v) {
-      const auto more = confirm_points(sweep, std::vector<int>(arms.size(), static_cast<int>(v)));
+      const auto more = confirm_points(plain, std::vector<int>(arms.size(), static_cast<int>(v)));
       all.insert(all.end(), more.begin(), more.end());
     }
   }
@@ -702,6 +715,7 @@ std::string dump_sweep(const Sweep& sweep) {
     }
     e << YAML::Key << "test" << YAML::Value << test_name(t.test);
     e << YAML::Key << "margin" << YAML::Value << fmt::format("{}", t.margin);
+    if (t.fit) e << YAML::Key << "fit" << YAML::Value << "quadratic";
     e << YAML::Key << "correction" << YAML::Value << correction_name(t.correction);
     e << YAML::EndMap;
   } else {

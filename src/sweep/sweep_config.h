@@ -56,6 +56,10 @@ struct SweepTune {
   TestKind test = TestKind::kWelch;  // the test that decides a verdict
   double margin = 0;                 // equivalence margin in the metric's unit; 0: no equivalence
   Correction correction = Correction::kHolm;  // over the arms against the baseline, per rung
+  // fit: quadratic: the confirm seeds also run at the grid values either side of each cell's v*,
+  // and the cell's optimum is the vertex of the parabola fitted to the metric against log2 v
+  // there, with a bootstrap interval over the confirm seeds (configs/sweeps/README.md, "Ladders").
+  bool fit = false;
   std::map<std::string, std::string> where;  // "key", "values", ... and "tune" -> "file:line"
 };
 
@@ -128,6 +132,7 @@ bool rung_searched(const Sweep& sweep, size_t rung);
 // A tuned sweep's confirm points: arm i at values[selected[i]] with every confirm seed, marked
 // `confirm` before the seed ("layout=pre,lr=2e-3,confirm,seed=2001"); arms with selected[i] < 0
 // (no selection) get none.
+// With tune.fit quadratic, also at the values either side of v* (those in the grid), after v*'s.
 std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int>& selected);
 
 // Every key a point name carries: the axis keys, then a tuned sweep's key.

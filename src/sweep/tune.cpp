@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
+#include <tuple>
 
 #include "core/fs.h"
 #include "core/json.h"
@@ -46,21 +48,6 @@ void add_kinds(std::vector<std::string>& kinds, const std::vector<std::string>& 
   for (const auto& k : more) {
     if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
   }
-}
-
-// Least-squares slope of y against x; NaN with fewer than two distinct x.
-double slope(const std::vector<double>& x, const std::vector<double>& y) {
-  if (x.size() < 2) return kNaN;
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < x.size(); ++i) mx += x[i], my += y[i];
-  mx /= static_cast<double>(x.size());
-  my /= static_cast<double>(x.size());
-  double sxy = 0, sxx = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    sxy += (x[i] - mx) * (y[i] - my);
-    sxx += (x[i] - mx) * (x[i] - mx);
-  }
-  return sxx > 0 ? sxy / sxx : kNaN;
 }
 
 // A ladder value as a number (NaN when it is not one).
@@ -127,6 +114,60 @@ void tune_search(const std::vector<std::vector<TuneRun>>& search, TuneArmResult&
   arm.sensitivity = sum / static_cast<double>(arm.search.size());
 }
 
+namespace {
+
+// The minimum over [x0, x2] of the parabola through (x_i, m_i) and whether it is an end.
+std::pair<double, bool> parabola_minimum(const std::vector<double>& x, const std::vector<double>& m) {
+  const double x0 = x[0], x1 = x[1], x2 = x[2];
+  const double denom = (x0 - x1) * (x0 - x2) * (x1 - x2);
+  const double a = (x2 * (m[1] - m[0]) + x1 * (m[0] - m[2]) + x0 * (m[2] - m[1])) / denom;
+  const double b = (x2 * x2 * (m[0] - m[1]) + x1 * x1 * (m[2] - m[0]) + x0 * x0 * (m[1] - m[2])) / denom;
+  if (a > 0) {
+    const double v = -b / (2 * a);
+    if (v <= x0) return {x0, true};
+    if (v >= x2) return {x2, true};
+    return {v, false};
+  }
+  // Flat or curving down: the lower end (the parabola passes through the end means).
+  return {m[0] <= m[2] ? x0 : x2, true};
+}
+
+}  // namespace
+
+QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vector<std::vector<double>>& y,
+                                   int resamples) {
+  QuadraticOptimum out;
+  const size_t K = y.size();
+  if (x.size() != 3 || K == 0 || !(x[0] < x[1] && x[1] < x[2])) return out;
+  for (const auto& row : y) {
+    if (row.size() != 3 || !std::all_of(row.begin(), row.end(), [](double v) { return std::isfinite(v); })) return out;
+  }
+  auto means = [&](const std::vector<size_t>& seeds) {
+    std::vector<double> m(3, 0.0);
+    for (const size_t k : seeds) {
+      for (size_t i = 0; i < 3; ++i) m[i] += y[k][i] / static_cast<double>(seeds.size());
+    }
+    return m;
+  };
+  std::vector<size_t> all(K);
+  for (size_t k = 0; k < K; ++k) all[k] = k;
+  std::tie(out.x, out.at_edge) = parabola_minimum(x, means(all));
+  if (K < 2 || resamples < 1) return out;
+  std::mt19937_64 rng(0x5eed2026);
+  std::uniform_int_distribution<size_t> pick(0, K - 1);
+  std::vector<double> boot;
+  std::vector<size_t> seeds(K);
+  for (int b = 0; b < resamples; ++b) {
+    for (auto& k : seeds) k = pick(rng);
+    boot.push_back(parabola_minimum(x, means(seeds)).first);
+  }
+  std::sort(boot.begin(), boot.end());
+  auto at = [&](double q) { return boot[static_cast<size_t>(std::floor(q * static_cast<double>(boot.size() - 1)))]; };
+  out.low = at(0.025);
+  out.high = at(0.975);
+  return out;
+}
+
 void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm) {
   arm.confirm_values.clear();
   arm.confirm_complete = !confirm.empty();
@@ -143,6 +184,29 @@ void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm) {
 int interval_digits(const TTest& t) {
   const double half = t.bounded() ? (t.ci95_high - t.ci95_low) / 2 : kNaN;
   return half > 0 ? std::clamp(1 - static_cast<int>(std::floor(std::log10(half))), 2, 6) : 4;
+}
+
+void tune_fit(const std::vector<std::vector<TuneRun>>& bracket, const SweepTune& t, TuneArmResult& arm) {
+  arm.fitted = arm.fitted_low = arm.fitted_high = kNaN;
+  arm.fitted_at_edge = false;
+  const int s = arm.selected;
+  if (s <= 0 || s + 1 >= static_cast<int>(t.numbers.size())) return;  // v* at the grid's edge: no bracket
+  const size_t K = t.confirm_seeds.size();
+  std::vector<std::vector<double>> y(K, std::vector<double>(3, kNaN));
+  for (size_t i = 0; i < 3; ++i) {
+    if (bracket[i].size() != K) return;
+    for (size_t k = 0; k < K; ++k) {
+      if (!bracket[i][k].finished) return;
+      y[k][i] = counted(bracket[i][k], arm.l0);
+    }
+  }
+  std::vector<double> x;
+  for (int v = s - 1; v <= s + 1; ++v) x.push_back(std::log2(t.numbers[static_cast<size_t>(v)]));
+  const QuadraticOptimum q = quadratic_optimum(x, y);
+  arm.fitted = std::exp2(q.x);
+  arm.fitted_low = std::exp2(q.low);
+  arm.fitted_high = std::exp2(q.high);
+  arm.fitted_at_edge = q.at_edge;
 }
 
 TuneVerdict tune_tests(const std::vector<double>& arm, const std::vector<double>& baseline) {
@@ -226,20 +290,28 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     arm.at_edge = from->at_edge;
     arm.search_finished = from->search_finished;
   }
-  // Confirm runs exist only for cells with a selection (their names carry v*).
+  // Confirm runs exist only for cells with a selection (their names carry v*); with a fit, also
+  // at the values either side of v*.
   const auto confirm = confirm_points(sweep, s.selected());
   for (size_t i = 0; i < s.arms.size(); ++i) {
-    std::vector<TuneRun> runs;
-    for (const SweepPoint& p : confirm) {
-      if (p.arm == i) runs.push_back(read_tune_run(sweep_dir, p, t.metric));
-    }
     TuneArmResult& arm = s.arms[i];
+    std::vector<TuneRun> runs;
+    std::vector<std::vector<TuneRun>> bracket(3);  // at v* - 1, v*, v* + 1
+    for (const SweepPoint& p : confirm) {
+      if (p.arm != i) continue;
+      const int v = static_cast<int>(
+          std::find(t.values.begin(), t.values.end(), p.overrides.back().second) - t.values.begin());
+      const TuneRun r = read_tune_run(sweep_dir, p, t.metric);
+      if (v == arm.selected) runs.push_back(r);
+      if (std::abs(v - arm.selected) <= 1) bracket[static_cast<size_t>(v - arm.selected + 1)].push_back(r);
+    }
     if (arm.transferred) {  // no search runs: l0 from its confirm runs' step-0 evals
       std::vector<double> step0;
       for (const TuneRun& r : runs) step0.push_back(r.step0_val);
       arm.l0 = seed_stats(step0).mean;
     }
     tune_confirm(runs, arm);
+    if (t.fit) tune_fit(bracket, t, arm);
     std::vector<double> floors;
     for (const TuneRun& r : runs) {
       if (!r.finished) continue;
@@ -300,7 +372,21 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
           }
         }
       }
-      tr.slope = slope(x, y);
+      tr.slope = least_squares_slope(x, y);
+      std::vector<double> fx, fy;
+      for (const TuneArmResult& a : s.arms) {
+        if (a.stem != stem || !std::isfinite(a.fitted)) continue;
+        tr.fit_rungs.push_back(a.rung_value);
+        tr.fitted.push_back(a.fitted);
+        tr.fitted_low.push_back(a.fitted_low);
+        tr.fitted_high.push_back(a.fitted_high);
+        const double rung = ladder_number(a.rung_value);
+        if (rung > 0) {
+          fx.push_back(std::log2(rung));
+          fy.push_back(std::log2(a.fitted));
+        }
+      }
+      tr.fitted_slope = least_squares_slope(fx, fy);
       s.transfer.push_back(tr);
     }
   }
@@ -408,6 +494,37 @@ std::string tune_markdown(const TuneSummary& s) {
     }
     out += "\n";
   }
+  if (t.fit) {
+    out += fmt::format(
+        "Fitted optimum (tune.fit quadratic): per cell, the minimum over [v*-, v*+] (the grid values either side "
+        "of the selected one) of the parabola through the confirm runs' seed means of {} against log2 {}, with "
+        "its 95 % bootstrap interval over the confirm seeds; edge: the minimum is at an end of that bracket (the "
+        "metric still falls beyond it); - where the selected value is at the grid's edge or runs are not finished\n\n"
+        "| cell | selected | fitted [95 % interval] |\n|---|---:|---:|\n",
+        metric, t.key);
+    for (const TuneArmResult& a : s.arms) {
+      const std::string sel = a.selected >= 0 ? t.values[static_cast<size_t>(a.selected)] : "-";
+      std::string fit = "-";
+      if (std::isfinite(a.fitted)) {
+        fit = number(a.fitted, "{:.3g}") +
+              (std::isfinite(a.fitted_low)
+                   ? " [" + number(a.fitted_low, "{:.3g}") + ", " + number(a.fitted_high, "{:.3g}") + "]"
+                   : "") +
+              (a.fitted_at_edge ? " (edge)" : "");
+      }
+      out += fmt::format("| {} | {} | {} |\n", a.name.empty() ? "(all)" : a.name, sel, fit);
+    }
+    out += "\n";
+    if (!s.transfer.empty()) {
+      out += fmt::format("Slope of log2 (fitted optimum) against log2 {}, over the rungs with a fit:", t.ladder);
+      for (const TuneTransfer& tr : s.transfer) {
+        out += fmt::format(" {} {} ({} rungs);", tr.stem.empty() ? "(all)" : tr.stem,
+                           number(tr.fitted_slope, "{:+.2f}"), tr.fit_rungs.size());
+      }
+      out.back() = '\n';
+      out += "\n";
+    }
+  }
   out += fmt::format(
       "Search grid: m(v), mean {} over the search seeds (* the selected value; - runs not finished)\n\n| arm | l0 |",
       metric);
@@ -505,6 +622,13 @@ std::string tune_json(const TuneSummary& s) {
     }
     vs.add("digits", static_cast<int64_t>(interval_digits(d))).add("verdict", v.verdict);
     arm.add("unigram_entropy", a.unigram_entropy).add("at_entropy", a.at_entropy);
+    if (t.fit) {
+      arm.add("fit", JsonObject()
+                         .add("value", a.fitted)
+                         .add("low", a.fitted_low)
+                         .add("high", a.fitted_high)
+                         .add("at_edge", a.fitted_at_edge));
+    }
     arm.add("vs_baseline", vs);
     arms.push_back(arm);
   }
@@ -517,7 +641,8 @@ std::string tune_json(const TuneSummary& s) {
       .add("baseline", baseline)
       .add("test", test_name(t.test))
       .add("margin", t.margin)
-      .add("correction", correction_name(t.correction));
+      .add("correction", correction_name(t.correction))
+      .add("fit", t.fit ? "quadratic" : "none");
   if (ladder) {
     j.add("ladder", t.ladder).add("rungs", s.rungs);
     std::vector<std::string> searched;
@@ -544,7 +669,19 @@ std::string tune_json(const TuneSummary& s) {
       e.add("selected", tr.selected[i]).add("at_edge", static_cast<bool>(tr.at_edge[i]));
       at.push_back(e);
     }
-    transfer.push_back(JsonObject().add("stem", tr.stem).add("searched", at).add("slope", tr.slope));
+    JsonObject tj;
+    tj.add("stem", tr.stem).add("searched", at).add("slope", tr.slope);
+    if (t.fit) {
+      std::vector<JsonObject> fit;
+      for (size_t i = 0; i < tr.fit_rungs.size(); ++i) {
+        JsonObject e;
+        add_rung(e, "rung", tr.fit_rungs[i]);
+        e.add("value", tr.fitted[i]).add("low", tr.fitted_low[i]).add("high", tr.fitted_high[i]);
+        fit.push_back(e);
+      }
+      tj.add("fitted", fit).add("fitted_slope", tr.fitted_slope);
+    }
+    transfer.push_back(tj);
   }
   if (ladder) j.add("transfer", transfer);
   return j.add("search_complete", s.search_complete).add("arms", arms).str();

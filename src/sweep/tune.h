@@ -75,7 +75,25 @@ struct TuneArmResult {
   double unigram_entropy = std::nan("");
   bool at_entropy = false;
   TuneVerdict vs_baseline;
+  // tune.fit quadratic (quadratic_optimum over its confirm runs at v* and the values either side):
+  // the fitted optimum in the tuned key's unit, its 95 % bootstrap interval over the confirm seeds,
+  // and whether it sits at the bracket's edge (the metric still falls beyond it). NaN where v* is
+  // at the grid's edge or those runs have not all finished.
+  double fitted = std::nan(""), fitted_low = std::nan(""), fitted_high = std::nan("");
+  bool fitted_at_edge = false;
 };
+
+// The optimum of a metric over three values x0 < x1 < x2 (log2 of the tuned values), y[k][i] the
+// run with seed k at x_i: the minimum over [x0, x2] of the parabola through the seed means (its
+// vertex when it curves up and lies inside, else the lower end), in log2 units, and its 95 %
+// percentile interval over `resamples` bootstrap resamples of the seeds (a fixed generator: the
+// same runs give the same interval; NaN with one seed). at_edge: the estimate is x0 or x2.
+struct QuadraticOptimum {
+  double x = std::nan(""), low = std::nan(""), high = std::nan("");
+  bool at_edge = false;
+};
+QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vector<std::vector<double>>& y,
+                                   int resamples = 2000);
 
 // Decimals a difference needs beside its interval: two significant digits of the interval's
 // half-width, at least 2 and at most 6 (4 without a bounded interval). summary.md and the figures
@@ -90,6 +108,11 @@ struct TuneTransfer {
   std::vector<double> selected;     // v* there (NaN: none)
   std::vector<bool> at_edge;
   double slope = std::nan("");      // NaN with fewer than two selections or non-numeric rungs
+  // tune.fit quadratic: every rung whose cell has a fitted optimum (searched or transferred), the
+  // optimum and its interval there, and the least-squares slope of log2 of it against log2 rung.
+  std::vector<std::string> fit_rungs;
+  std::vector<double> fitted, fitted_low, fitted_high;
+  double fitted_slope = std::nan("");
 };
 
 struct TuneSummary {
@@ -112,6 +135,10 @@ struct TuneSummary {
 void tune_search(const std::vector<std::vector<TuneRun>>& search, TuneArmResult& arm);
 // The confirm half from the arm's confirm runs (in confirm-seed order) and its l0.
 void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm);
+// tune.fit quadratic: the cell's fitted optimum from its confirm runs at v* - 1, v*, v* + 1
+// (bracket[i][k]: confirm seed k; a failed or non-finite run counted as l0). Left NaN where v* is
+// at the grid's edge or some run has not finished.
+void tune_fit(const std::vector<std::vector<TuneRun>>& bracket, const SweepTune& t, TuneArmResult& arm);
 // Both tests of a cell's confirm values against the baseline cell's (in confirm-seed order;
 // metrics/stats.h): Welch's and the paired one; verdict left pending.
 TuneVerdict tune_tests(const std::vector<double>& arm, const std::vector<double>& baseline);

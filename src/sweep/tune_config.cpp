@@ -106,7 +106,7 @@ void parse_search_at(const YAML::Node& n, const std::string& file, const std::st
   }
 }
 
-// ladder, search_at, test, margin, correction (contract: the ladder and the paired verdicts).
+// ladder, search_at, test, margin, correction (contract: the ladder and the paired verdicts), fit.
 void parse_ladder_and_tests(const YAML::Node& n, const std::string& file, SweepTune& t, Problems& problems) {
   if (const YAML::Node l = n["ladder"]) {
     t.where["ladder"] = at(file, l);
@@ -137,6 +137,15 @@ void parse_ladder_and_tests(const YAML::Node& n, const std::string& file, SweepT
       t.correction = Correction::kNone;
     } else {
       problems.add_at(at(file, v), "tune.correction", "expected holm or none, got " + describe_node(v));
+    }
+  }
+  if (const YAML::Node v = n["fit"]) {
+    t.where["fit"] = at(file, v);
+    const std::string text = v.IsScalar() ? v.Scalar() : "";
+    if (text == "quadratic" || text == "none") {
+      t.fit = text == "quadratic";
+    } else {
+      problems.add_at(at(file, v), "tune.fit", "expected quadratic or none, got " + describe_node(v));
     }
   }
   if (const YAML::Node v = n["margin"]) {
@@ -198,14 +207,14 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
   if (!n.IsMap()) {
     problems.add_at(at(file, n), "tune",
                     "expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, "
-                    "search_at, test, margin, correction}, got " +
+                    "search_at, test, margin, correction, fit}, got " +
                         describe_node(n));
     return std::nullopt;
   }
   const size_t before = problems.lines().size();
   reject_unknown(n, file, "tune.",
                  {"key", "values", "seeds", "confirm_seeds", "metric", "baseline", "ladder", "search_at", "test",
-                  "margin", "correction"},
+                  "margin", "correction", "fit"},
                  problems);
   SweepTune t;
   t.where["tune"] = at(file, n);
@@ -213,7 +222,7 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
     if (!n[k]) {
       problems.add_at(at(file, n), fmt::format("tune.{}", k), "missing; tune: needs key, values, seeds, "
                                                             "confirm_seeds and baseline (metric, ladder, search_at, "
-                                                            "test, margin and correction are optional)");
+                                                            "test, margin, correction and fit are optional)");
     }
   }
   if (const YAML::Node k = n["key"]) {

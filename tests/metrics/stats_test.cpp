@@ -18,6 +18,16 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Student's t with df 2: F(t) = 1/2 + t / (2 sqrt(2 + t^2)).
 double cdf2(double t) { return 0.5 + t / (2 * std::sqrt(2 + t * t)); }
 
+TEST(StatsTest, LeastSquaresSlopeIsTheFittedLinesSlope) {
+  // y = 3 - 0.5 x exactly, then with residuals that sum to zero against x (slope unchanged).
+  EXPECT_NEAR(least_squares_slope({1, 2, 3, 4}, {2.5, 2.0, 1.5, 1.0}), -0.5, 1e-15);
+  EXPECT_NEAR(least_squares_slope({1, 2, 3, 4}, {2.6, 1.8, 1.7, 0.9}), -0.52, 1e-12);  // sxy / sxx = -2.6 / 5
+  EXPECT_TRUE(std::isnan(least_squares_slope({1}, {1})));
+  EXPECT_TRUE(std::isnan(least_squares_slope({2, 2}, {1, 3})));  // no spread in x
+  EXPECT_TRUE(std::isnan(least_squares_slope({1, 2, 3}, {1, std::nan(""), 3})));
+  EXPECT_TRUE(std::isnan(least_squares_slope({1, 2}, {1, -std::numeric_limits<double>::infinity()})));
+}
+
 TEST(StatsTest, PairedTestIsTheOneSampleTestOfThePerSeedDifferences) {
   const std::vector<double> arm = {2.10, 2.305, 1.965}, base = {2.13, 2.33, 2.00};
   const double d[3] = {arm[0] - base[0], arm[1] - base[1], arm[2] - base[2]};  // -0.03, -0.025, -0.035

@@ -480,13 +480,14 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
        "model.n_heads, model.n_layers)"},
       {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3]"),
        ":4: tune.baseline: missing; tune: needs key, values, seeds, confirm_seeds and baseline (metric, ladder, "
-       "search_at, test, margin and correction are optional)"},
+       "search_at, test, margin, correction and fit are optional)"},
       {tune("optim.lr", values, good_rest + ", sweeps: 3"),
        ":4: tune.sweeps: unknown key; expected one of: key, values, seeds, confirm_seeds, metric, baseline, ladder, "
-       "search_at, test, margin, correction"},
+       "search_at, test, margin, correction, fit"},
+      {tune("optim.lr", values, good_rest + ", fit: cubic"), ":4: tune.fit: expected quadratic or none, got 'cubic'"},
       {"tune: [optim.lr]\n",
        ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, search_at, test, "
-       "margin, correction}, got a list"},
+       "margin, correction, fit}, got a list"},
       {tune("optim.lr", values, good_rest + ", ladder: model.d_model"),
        ":4: tune.ladder: 'model.d_model' is not an axis; expected one of the sweep's axis keys (model.layout, "
        "model.n_heads, model.n_layers)"},

@@ -516,5 +516,113 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   EXPECT_NE(md.find("Transfer audit"), std::string::npos) << md;
 }
 
+// The fitted optimum: the parabola's minimum over the bracket, from the seed means.
+TEST(TuneFitTest, QuadraticOptimumIsTheParabolasMinimumOverTheBracket) {
+  const std::vector<double> x = {std::log2(1e-3), std::log2(2e-3), std::log2(4e-3)};
+  const double star = std::log2(2.5e-3);
+  auto parabola = [&](double xi) { return 1.5 + 0.1 * (xi - star) * (xi - star); };
+  // Per-seed offsets shift all three points of a seed alike: every resample has the same vertex.
+  std::vector<std::vector<double>> y;
+  for (const double off : {0.0, 0.2, -0.1}) y.push_back({parabola(x[0]) + off, parabola(x[1]) + off, parabola(x[2]) + off});
+  QuadraticOptimum q = quadratic_optimum(x, y);
+  EXPECT_NEAR(q.x, star, 1e-12);
+  EXPECT_NEAR(q.low, star, 1e-12);
+  EXPECT_NEAR(q.high, star, 1e-12);
+  EXPECT_FALSE(q.at_edge);
+  // Noise that differs between the points of a seed: the interval widens around the estimate,
+  // and the same runs give the same interval.
+  y[1][0] += 0.02;
+  y[2][2] += 0.03;
+  q = quadratic_optimum(x, y);
+  EXPECT_LT(q.low, q.x);
+  EXPECT_GE(q.high, q.x);
+  EXPECT_GE(q.low, x[0]);
+  EXPECT_LE(q.high, x[2]);
+  const QuadraticOptimum again = quadratic_optimum(x, y);
+  EXPECT_EQ(again.low, q.low);
+  EXPECT_EQ(again.high, q.high);
+  // The test's own vertex of the parabola through the three means.
+  const double m0 = (y[0][0] + y[1][0] + y[2][0]) / 3, m1 = (y[0][1] + y[1][1] + y[2][1]) / 3,
+               m2 = (y[0][2] + y[1][2] + y[2][2]) / 3;
+  const double h = x[1] - x[0];
+  EXPECT_NEAR(q.x, x[1] + h * (m0 - m2) / (2 * (m0 - 2 * m1 + m2)), 1e-12);
+  // Still falling at the upper end: the bracket's end, flagged.
+  q = quadratic_optimum(x, {{2.0, 1.9, 1.7}, {2.1, 2.0, 1.8}});
+  EXPECT_EQ(q.x, x[2]);
+  EXPECT_TRUE(q.at_edge);
+  // Curving down: the lower end.
+  q = quadratic_optimum(x, {{1.6, 1.9, 1.7}});
+  EXPECT_EQ(q.x, x[0]);
+  EXPECT_TRUE(q.at_edge);
+  EXPECT_TRUE(std::isnan(q.low));  // one seed: no interval
+  EXPECT_TRUE(std::isnan(quadratic_optimum(x, {{1.6, std::nan(""), 1.7}}).x));
+}
+
+TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum) {
+  testing::TempDir dir;
+  write_text(dir / "s.yaml",
+             std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
+                 "\naxes: {model.layout: [pre, post], model.d_model: [32, 64]}\n"
+                 "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12],\n"
+                 "       baseline: {model.layout: pre}, ladder: model.d_model, fit: quadratic}\n");
+  SweepOptions o;
+  o.check_base = false;
+  const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
+  ASSERT_TRUE(sweep.tune->fit);
+  write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
+  EXPECT_TRUE(parse_sweep_file(dir / "out/sweep.yaml", o).tune->fit);
+  EXPECT_NO_THROW(expand_sweep(sweep));  // a neighbour's name is another selection's confirm name
+  auto run = [&](const std::string& name) { return std::string(dir / "out/runs/") + name; };
+  // Search: pre selects 2e-3 at both widths (inside the grid), post 4e-3 (the grid's edge).
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "4.0e-3"};
+  for (const std::string d : {"32", "64"}) {
+    const std::vector<double> pre = {1.9, 1.7, 1.8}, post = {2.0, 1.9, 1.8};
+    for (size_t v = 0; v < 3; ++v) {
+      write_run(run("layout=pre,d_model=" + d + ",lr=" + values[v] + ",seed=1"), "done", 5.5, pre[v]);
+      write_run(run("layout=post,d_model=" + d + ",lr=" + values[v] + ",seed=1"), "done", 5.5, post[v]);
+    }
+  }
+  const TuneSummary half = summarise_tune(sweep, dir / "out");
+  ASSERT_TRUE(half.search_complete);
+  std::vector<std::string> names;
+  for (const auto& p : confirm_points(sweep, half.selected())) {
+    if (p.seed == 11 && p.name.find("d_model=32") != std::string::npos) names.push_back(p.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"layout=pre,d_model=32,lr=2.0e-3,confirm,seed=11",
+                                             "layout=pre,d_model=32,lr=1.0e-3,confirm,seed=11",
+                                             "layout=pre,d_model=32,lr=4.0e-3,confirm,seed=11",
+                                             "layout=post,d_model=32,lr=4.0e-3,confirm,seed=11",
+                                             "layout=post,d_model=32,lr=2.0e-3,confirm,seed=11"}));
+  // Confirm runs on a parabola in log2 lr with its minimum at 2.5e-3 (d = 32) and 3e-3 (d = 64),
+  // plus a per-seed offset.
+  for (const auto& p : confirm_points(sweep, half.selected())) {
+    const double lr = std::stod(p.overrides.back().second);
+    const double star = p.name.find("d_model=32") != std::string::npos ? 2.5e-3 : 3e-3;
+    const double dx = std::log2(lr) - std::log2(star);
+    write_run(run(p.name), "done", 5.25, 1.5 + 0.1 * dx * dx + (p.seed == 11 ? 0.0 : 0.05));
+  }
+  const TuneSummary t = summarise_tune(sweep, dir / "out");
+  ASSERT_EQ(t.arms.size(), 4u);
+  EXPECT_NEAR(t.arms[0].fitted, 2.5e-3, 1e-12);
+  EXPECT_NEAR(t.arms[0].fitted_low, 2.5e-3, 1e-12);
+  EXPECT_NEAR(t.arms[0].fitted_high, 2.5e-3, 1e-12);
+  EXPECT_NEAR(t.arms[1].fitted, 3e-3, 1e-12);
+  EXPECT_TRUE(std::isnan(t.arms[2].fitted));  // post: v* at the grid's edge
+  // The verdicts read the runs at v* only (two per cell).
+  EXPECT_EQ(t.arms[0].confirm_n, 2);
+  EXPECT_NEAR(t.arms[0].confirm_mean, 1.5 + 0.1 * std::pow(1 - std::log2(2.5), 2) + 0.025, 1e-12);
+  ASSERT_EQ(t.transfer.size(), 2u);
+  EXPECT_EQ(t.transfer[0].fit_rungs, (std::vector<std::string>{"32", "64"}));
+  EXPECT_NEAR(t.transfer[0].fitted_slope, std::log2(3.0 / 2.5), 1e-12);  // log2 of the ratio over one doubling
+  EXPECT_TRUE(t.transfer[1].fit_rungs.empty());
+  const YAML::Node j = YAML::Load(tune_json(t));
+  EXPECT_EQ(j["fit"].as<std::string>(), "quadratic");
+  EXPECT_NEAR(j["arms"][0]["fit"]["value"].as<double>(), 2.5e-3, 1e-12);
+  EXPECT_NEAR(j["transfer"][0]["fitted_slope"].as<double>(), std::log2(1.2), 1e-12);
+  const std::string md = tune_markdown(t);
+  EXPECT_NE(md.find("| layout=pre,d_model=32 | 2.0e-3 | 0.0025 [0.0025, 0.0025] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("layout=pre +0.26 (2 rungs)"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace normlab

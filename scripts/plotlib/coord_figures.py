@@ -1,0 +1,80 @@
+"""coord_check.png of `normlab coordcheck` (src/train/README.md, "Coordinate check"): drawn from its
+coord.json as written. A row per check (with --compare: sp, then the config's mode, per axis), a
+column per drawn t (1, 2, the middle one and the last one of the updates): mean |x| against the
+size, log-log, a line per module kind (a per-block module's line is the block its slope is of), its
+slope from coord.json in the legend."""
+
+import json
+import os
+
+from .draw import mpl, save
+
+# One colour per module kind, in coord.json's order.
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def drawn_steps(steps):
+    """The t drawn: 1, 2, the middle and the last (a choice of panels, not a number shown)."""
+    out = []
+    for t in (1, 2, (steps + 1) // 2, steps):
+        if 1 <= t <= steps and t not in out:
+            out.append(t)
+    return sorted(out)
+
+
+def track_name(check, module, track):
+    if not module["per_block"] or track is None or track < 0:
+        return ""
+    if check["axis"] == "width":
+        return ", block %d" % track
+    return ", %s block" % ("first", "middle", "last")[track]
+
+
+def slope_text(v):
+    return "nan" if v is None else "%+.2f" % v
+
+
+def draw_coord(path, out):
+    with open(path) as f:
+        data = json.load(f)
+    checks = data.get("checks") or []
+    if not checks:
+        raise SystemExit("plot.py: %s: no checks in the coordinate check's JSON" % path)
+    plt = mpl()
+    cols = max(len(drawn_steps(c["steps"])) for c in checks)
+    fig, axes = plt.subplots(len(checks), cols, figsize=(4.2 * cols, 3.6 * len(checks)), squeeze=False)
+    for r, c in enumerate(checks):
+        ts = drawn_steps(c["steps"])
+        worst = c.get("worst_after_first") or {}
+        for k in range(cols):
+            ax = axes[r][k]
+            if k >= len(ts):
+                ax.axis("off")
+                continue
+            t = ts[k]
+            for i, m in enumerate(c["modules"]):
+                at = m["by_t"][t - 1]
+                ys = [v if v is not None and v > 0 else float("nan") for v in at["curve"]]
+                ax.plot(c["sizes"], ys, marker="o", ms=3.5, color=COLOURS[i % len(COLOURS)],
+                        label="%s%s: %s" % (m["name"], track_name(c, m, at["track"]), slope_text(at["slope"])))
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            ax.set_xticks(c["sizes"])
+            ax.set_xticklabels([str(s) for s in c["sizes"]])
+            ax.set_xlabel("d_model" if c["axis"] == "width" else "n_layers")
+            if k == 0:
+                ax.set_ylabel("%s over %s\nmean |x| (seed mean)" % (c["param"], c["axis"]))
+            ax.set_title("t = %d" % t + (" (at init)" if t == 1 else ""))
+            ax.legend(fontsize=6.5, title="module: slope", title_fontsize=7)
+        axes[r][0].annotate("largest |slope| at t >= 2: %s (%s, t = %s)" % (
+            slope_text(worst.get("slope")), worst.get("module") or "-", worst.get("t")),
+            xy=(0, 1.13), xycoords="axes fraction", fontsize=8.5)
+    first = checks[0]
+    fig.suptitle("coordinate check: %s at lr %.4g held, %d updates on one batch, %d seeds" % (
+        first["optimizer"], first["lr"], first["steps"], first["seeds"]))
+    fig.tight_layout()
+    return save(fig, out)
+
+
+def coord_png_path(path):
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "coord_check.png")

@@ -1,0 +1,328 @@
+#include "train/coordcheck.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/errors.h"
+#include "core/json.h"
+#include "metrics/stats.h"
+#include "train/device.h"
+#include "train/run_config.h"
+#include "train/run_data.h"
+#include "train/step.h"
+#include "train/trainer.h"
+
+namespace normlab {
+namespace {
+
+const double kNaN = std::nan("");
+
+// [t - 1][module][block] of one model and seed.
+using RunValues = std::vector<std::vector<std::vector<double>>>;
+
+bool is_block_module(const std::string& name) {
+  return name == "attn_out" || name == "ffn_out" || name == "attn_logits" || name == "stream";
+}
+
+// `steps` updates of one model on its seed's first batch, the coordinate statistics of each
+// update's forward (the forward after t - 1 updates). A run that stops (a non-finite loss under
+// diag.nonfinite: stop) leaves NaN from the next t on.
+RunValues run_one(const Config& cfg, const Corpus& data, int64_t steps) {
+  const torch::Device device = resolve_device(choice_name(cfg.train.device), "train.device");
+  Trainable t = make_trainable(cfg, device);
+  t.model->set_coord_capture(true);
+  TrainStep step(cfg, t, data, device);
+  const auto& names = coord_module_names();
+  RunValues out;
+  bool stopped = false;
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<std::vector<double>> at(names.size());
+    if (stopped) {
+      for (size_t m = 0; m < names.size(); ++m) at[m].assign(out.back()[m].size(), kNaN);
+    } else {
+      int64_t micro_batch = 0;  // the same (first) batch at every update
+      StepPlan plan;            // no diagnostics, no records: the update alone
+      plan.step = s;
+      plan.lr = cfg.optim.lr;  // the peak rate, held: no warmup, no decay
+      const StepOutcome o = step.run(micro_batch, plan);
+      const LayerSeries& st = t.model->coord_stats();
+      for (size_t m = 0; m < names.size(); ++m) {
+        for (const auto& v : st.get(names[m])) at[m].push_back(v.item<double>());
+      }
+      stopped = is_stop(o.action);
+    }
+    out.push_back(std::move(at));
+  }
+  return out;
+}
+
+std::string number(double v) { return fmt::format("{:.17g}", v); }
+
+// The config of one size: the user's keys, the check's own, the base shape the config's mode
+// resolved (so that m_N and m_L move with the size), the size.
+Config size_config(const CoordCheckOptions& o, const std::vector<std::string>& keys, const Config& base,
+                   ParamType mode, CoordAxis axis, int64_t size) {
+  std::vector<std::string> ov = keys;
+  if (mode == ParamType::kSp && base.param.type != ParamType::kSp) {
+    ov.push_back("param={type: sp}");
+  } else if (mode != ParamType::kSp) {
+    ov.push_back("param.base_width=" + number(*base.param.base_width));
+    ov.push_back("param.base_head_dim=" + number(*base.param.base_head_dim));
+    if (mode == ParamType::kCompleteP) ov.push_back("param.base_depth=" + number(*base.param.base_depth));
+  }
+  if (axis == CoordAxis::kWidth) {
+    const int64_t d_ff = std::max<int64_t>(
+        1, std::llround(static_cast<double>(base.model.d_ff) * static_cast<double>(size) / static_cast<double>(base.model.d_model)));
+    ov.push_back(fmt::format("model.d_model={}", size));
+    ov.push_back(fmt::format("model.d_ff={}", d_ff));
+  } else {
+    ov.push_back(fmt::format("model.n_layers={}", size));
+  }
+  try {
+    return load_run_config(o.config_path, ov);
+  } catch (const ConfigError& e) {
+    std::vector<std::string> lines;
+    for (const auto& p : e.problems()) lines.push_back(fmt::format("coordcheck at {} {}: {}", axis_name(axis), size, p));
+    throw ConfigError(lines);
+  }
+}
+
+void check_sizes(const std::vector<int64_t>& sizes, const char* flag) {
+  if (sizes.empty()) return;
+  if (sizes.size() < 2) throw UsageError(fmt::format("{}: give at least two sizes to fit a slope", flag));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] < 1) throw UsageError(fmt::format("{}: {} is not a size (expected integers >= 1)", flag, sizes[i]));
+    if (i > 0 && sizes[i] <= sizes[i - 1])
+      throw UsageError(fmt::format("{}: sizes must increase ({} after {})", flag, sizes[i], sizes[i - 1]));
+  }
+}
+
+// The configs of one check's sizes, in order.
+std::vector<Config> size_configs(const CoordCheckOptions& o, const std::vector<std::string>& keys, const Config& base,
+                                 ParamType mode, CoordAxis axis) {
+  std::vector<Config> out;
+  for (const int64_t size : axis == CoordAxis::kWidth ? o.widths : o.depths)
+    out.push_back(size_config(o, keys, base, mode, axis, size));
+  return out;
+}
+
+CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& configs, const Config& base,
+                     const Corpus& data, ParamType mode, CoordAxis axis) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CoordCheck c;
+  c.axis = axis;
+  c.param = choice_name(mode);
+  c.optimizer = base.optim.type;
+  c.lr = base.optim.lr;
+  c.sizes = axis == CoordAxis::kWidth ? o.widths : o.depths;
+  c.steps = o.steps;
+  c.seeds = o.seeds;
+  const auto& names = coord_module_names();
+  for (const auto& n : names) {
+    CoordModule m;
+    m.name = n;
+    m.per_block = is_block_module(n);
+    m.values.assign(static_cast<size_t>(o.steps), {});
+    c.modules.push_back(m);
+  }
+  for (size_t si = 0; si < c.sizes.size(); ++si) {
+    const int64_t size = c.sizes[si];
+    Config cfg = configs[si];
+    std::vector<RunValues> runs;
+    for (int64_t k = 0; k < o.seeds; ++k) {
+      cfg.seed = base.seed + k;
+      runs.push_back(run_one(cfg, data, o.steps));
+    }
+    // The seed mean of each entry (NaN when any seed's is).
+    for (size_t m = 0; m < names.size(); ++m) {
+      for (int64_t s = 0; s < o.steps; ++s) {
+        std::vector<double> mean(runs[0][s][m].size(), 0.0);
+        for (const auto& r : runs) {
+          for (size_t b = 0; b < mean.size(); ++b) mean[b] += r[s][m][b] / static_cast<double>(runs.size());
+        }
+        c.modules[m].values[s].push_back(mean);
+      }
+    }
+    spdlog::info("coordcheck {} {} {}: {} seeds x {} updates done", c.param, axis_name(axis), size, o.seeds, o.steps);
+  }
+  fit_coord_slopes(c);
+  spdlog::info("coordcheck {} over {}: {:.1f} s", c.param, axis_name(axis),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return c;
+}
+
+// The blocks a per-block module is fitted on, per size: every block over width (each size has
+// them all); over depth the first, middle and last block (indices into each size's blocks).
+std::vector<std::vector<size_t>> tracks(const CoordCheck& c, const CoordModule& m) {
+  const auto& first = m.values[0];
+  std::vector<std::vector<size_t>> out;  // [track][size index] -> block index
+  if (c.axis == CoordAxis::kWidth) {
+    size_t n = first[0].size();
+    for (const auto& v : first) n = std::min(n, v.size());
+    for (size_t b = 0; b < n; ++b) out.emplace_back(first.size(), b);
+  } else {
+    for (int place = 0; place < 3; ++place) {
+      std::vector<size_t> idx;
+      for (const auto& v : first) {
+        const size_t L = v.size();
+        idx.push_back(L == 0 ? 0 : place == 0 ? 0 : place == 1 ? (L - 1) / 2 : L - 1);
+      }
+      out.push_back(idx);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string axis_name(CoordAxis a) { return a == CoordAxis::kWidth ? "width" : "depth"; }
+
+const std::vector<std::string>& coord_module_names() {
+  static const std::vector<std::string> names = {"embed",  "attn_out", "ffn_out", "attn_logits",
+                                                 "stream", "head_in",  "logits"};
+  return names;
+}
+
+void fit_coord_slopes(CoordCheck& c) {
+  std::vector<double> x;
+  for (const int64_t s : c.sizes) x.push_back(std::log2(static_cast<double>(s)));
+  c.worst_after_first = c.steps >= 2 ? 0.0 : kNaN;
+  c.worst_module.clear();
+  c.worst_t = 0;
+  for (auto& m : c.modules) {
+    m.slope.clear();
+    m.track.clear();
+    m.curve.clear();
+    const auto tr = m.per_block ? tracks(c, m) : std::vector<std::vector<size_t>>{std::vector<size_t>(c.sizes.size(), 0)};
+    for (int64_t s = 0; s < c.steps; ++s) {
+      double best = kNaN;
+      int64_t best_track = -1;
+      std::vector<double> best_curve;
+      for (size_t k = 0; k < tr.size(); ++k) {
+        std::vector<double> y, curve;
+        for (size_t i = 0; i < c.sizes.size(); ++i) {
+          const auto& v = m.values[s][i];
+          const double val = tr[k][i] < v.size() ? v[tr[k][i]] : kNaN;
+          curve.push_back(val);
+          y.push_back(val > 0 ? std::log2(val) : kNaN);
+        }
+        const double sl = least_squares_slope(x, y);
+        // NaN (a diverged or zero value) outranks any number: it is the worst a check can say.
+        const bool worse = best_curve.empty() || (std::isnan(sl) && !std::isnan(best)) ||
+                           (!std::isnan(best) && std::abs(sl) > std::abs(best));
+        if (worse) {
+          best = sl;
+          best_track = m.per_block ? static_cast<int64_t>(k) : -1;
+          best_curve = curve;
+        }
+      }
+      m.slope.push_back(best);
+      m.track.push_back(best_track);
+      m.curve.push_back(best_curve);
+      if (s >= 1 && !std::isnan(c.worst_after_first) &&
+          (std::isnan(best) || std::abs(best) > c.worst_after_first || c.worst_module.empty())) {
+        c.worst_after_first = std::isnan(best) ? kNaN : std::abs(best);
+        c.worst_module = m.name;
+        c.worst_t = s + 1;
+      }
+    }
+  }
+}
+
+std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
+  if (o.widths.empty() && o.depths.empty()) throw UsageError("coordcheck: give --widths and/or --depths");
+  check_sizes(o.widths, "--widths");
+  check_sizes(o.depths, "--depths");
+  if (o.steps < 1 || o.steps > 10000) throw UsageError(fmt::format("--steps: {} is not in [1, 10000]", o.steps));
+  if (o.seeds < 1 || o.seeds > 1000) throw UsageError(fmt::format("--seeds: {} is not in [1, 1000]", o.seeds));
+  // One micro-batch per update (the fixed batch is one), and a spike never skips an update.
+  std::vector<std::string> keys = o.overrides;
+  keys.push_back("train.accum=1");
+  keys.push_back("diag.spike.action=log");
+  RunData data;
+  const Config base = load_run_config(o.config_path, keys, &data);
+  configure_threads(base.train.threads);
+  std::vector<ParamType> modes;
+  if (o.compare && base.param.type != ParamType::kSp) modes.push_back(ParamType::kSp);
+  modes.push_back(base.param.type);
+  if (o.compare && base.param.type == ParamType::kSp)
+    spdlog::warn("warning: --compare: the config's param.type is sp already; one check per axis");
+  // Every size's config is checked before anything runs.
+  struct Planned {
+    CoordAxis axis;
+    ParamType mode;
+    std::vector<Config> configs;
+  };
+  std::vector<Planned> plan;
+  for (const CoordAxis axis : {CoordAxis::kWidth, CoordAxis::kDepth}) {
+    if ((axis == CoordAxis::kWidth ? o.widths : o.depths).empty()) continue;
+    for (const ParamType mode : modes) plan.push_back({axis, mode, size_configs(o, keys, base, mode, axis)});
+  }
+  std::vector<CoordCheck> out;
+  for (const auto& p : plan) out.push_back(run_check(o, p.configs, base, data.train, p.mode, p.axis));
+  return out;
+}
+
+std::string coord_json(const std::vector<CoordCheck>& checks) {
+  std::vector<JsonObject> cs;
+  for (const auto& c : checks) {
+    std::vector<JsonObject> ms;
+    for (const auto& m : c.modules) {
+      std::vector<JsonObject> ts;
+      for (size_t s = 0; s < m.slope.size(); ++s) {
+        ts.push_back(JsonObject()
+                         .add("t", static_cast<int64_t>(s + 1))
+                         .add("slope", m.slope[s])
+                         .add("track", m.track[s])
+                         .add("curve", m.curve[s])
+                         .add("values", m.values[s]));
+      }
+      ms.push_back(JsonObject().add("name", m.name).add("per_block", m.per_block).add("by_t", ts));
+    }
+    JsonObject worst;
+    worst.add("slope", c.worst_after_first).add("module", c.worst_module).add("t", c.worst_t);
+    cs.push_back(JsonObject()
+                     .add("axis", axis_name(c.axis))
+                     .add("param", c.param)
+                     .add("optimizer", c.optimizer)
+                     .add("lr", c.lr)
+                     .add("sizes", c.sizes)
+                     .add("steps", c.steps)
+                     .add("seeds", c.seeds)
+                     .add("worst_after_first", worst)
+                     .add("modules", ms));
+  }
+  return JsonObject().add("checks", cs).str() + "\n";
+}
+
+std::string coord_table(const CoordCheck& c) {
+  std::string sizes;
+  for (const int64_t s : c.sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
+  std::string out = fmt::format(
+      "coordinate check over {} ({} {}), param {}, {} at lr {:.4g} held, {} updates on one batch, {} seeds\n"
+      "slope of log2 mean|x| (seed mean) against log2 {}; per-block modules: the largest |slope| over {}\n",
+      axis_name(c.axis), c.axis == CoordAxis::kWidth ? "d_model" : "n_layers", sizes, c.param, c.optimizer, c.lr,
+      c.steps, c.seeds, axis_name(c.axis), c.axis == CoordAxis::kWidth ? "blocks" : "the first, middle and last block");
+  out += fmt::format("{:<12}", "module");
+  for (int64_t s = 1; s <= c.steps; ++s) out += fmt::format(" {:>7}", fmt::format("t={}", s));
+  out += "\n";
+  for (const auto& m : c.modules) {
+    out += fmt::format("{:<12}", m.name);
+    for (const double v : m.slope) out += fmt::format(" {:>7}", std::isnan(v) ? "nan" : fmt::format("{:+.3f}", v));
+    out += "\n";
+  }
+  if (c.steps < 2) {
+    out += "largest |slope| at t >= 2: none (one update)\n";
+  } else {
+    out += fmt::format("largest |slope| at t >= 2: {} ({} at t = {})\n",
+                       std::isnan(c.worst_after_first) ? "nan" : fmt::format("{:.3f}", c.worst_after_first),
+                       c.worst_module, c.worst_t);
+  }
+  return out;
+}
+
+}  // namespace normlab

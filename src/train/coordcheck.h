@@ -1,0 +1,72 @@
+// `normlab coordcheck` (src/train/README.md, "Coordinate check"): does each module's activation
+// scale stay put as the model grows? For each width (d_model, d_ff scaled with it, n_heads as
+// configured) or depth (n_layers), and each seed, `steps` updates on one fixed batch (the seed's
+// first training batch) at the config's optimizer and peak learning rate held constant; at each
+// t = 1..steps (t: the forward after t - 1 updates) the model's coordinate statistics (mean |x|,
+// TransformerImpl::set_coord_capture). Per module and t, the least-squares slope of log2(mean |x|,
+// averaged over seeds) against log2(size); a per-block module's slope is the largest |slope| over
+// its blocks (over depth: the first, middle and last block, the blocks every depth has).
+// Flat (slope near 0) is what a parametrization that transfers over that size looks like.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace normlab {
+
+enum class CoordAxis { kWidth, kDepth };
+
+struct CoordCheckOptions {
+  std::string config_path;
+  std::vector<std::string> overrides;  // --set k=v, applied before the check's own keys
+  std::vector<int64_t> widths, depths;  // one check per axis given (at least one)
+  int64_t steps = 10, seeds = 3;
+  bool compare = false;  // also the same check under param.type sp (first), beside the config's mode
+};
+
+// One module kind's numbers in one check.
+struct CoordModule {
+  std::string name;  // embed, attn_out, ffn_out, attn_logits, stream, head_in, logits
+  bool per_block = false;
+  // [t - 1][size index][block]: mean |x| averaged over seeds (NaN where a seed's run diverged or stopped).
+  std::vector<std::vector<std::vector<double>>> values;
+  // [t - 1]: the slope (largest |slope| over the tracked blocks), its block (-1 outside blocks;
+  // over depth, the block's place: 0 first, 1 middle, 2 last) and the line the plot draws:
+  // that block's values against size.
+  std::vector<double> slope;
+  std::vector<int64_t> track;
+  std::vector<std::vector<double>> curve;  // [t - 1][size index]
+};
+
+struct CoordCheck {
+  CoordAxis axis = CoordAxis::kWidth;
+  std::string param;      // sp, mup, completep
+  std::string optimizer;  // optim.type
+  double lr = 0;          // the constant learning rate
+  std::vector<int64_t> sizes;
+  int64_t steps = 0, seeds = 0;
+  std::vector<CoordModule> modules;
+  // The largest |slope| over modules at t >= 2 (NaN when any is NaN), its module and t.
+  double worst_after_first = 0;
+  std::string worst_module;
+  int64_t worst_t = 0;
+};
+
+// The statistics' names in the order they are reported.
+const std::vector<std::string>& coord_module_names();
+
+// Runs the checks: per axis given, under param.type sp first with `compare`, then the config's
+// mode. Sizes a config cannot take (a width n_heads does not divide) are one ConfigError naming
+// the size.
+std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o);
+
+// Fills a check's slopes, tracks, curves and worst slope from its values.
+void fit_coord_slopes(CoordCheck& c);
+
+// coord.json (src/train/README.md, "Coordinate check") and the printed table of one check.
+std::string coord_json(const std::vector<CoordCheck>& checks);
+std::string coord_table(const CoordCheck& c);
+std::string axis_name(CoordAxis a);  // "width" / "depth"
+
+}  // namespace normlab

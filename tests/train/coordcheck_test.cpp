@@ -1,0 +1,274 @@
+// The coordinate check (src/train/README.md, "Coordinate check"): the model's coordinate statistics
+// against mean |x| written out here from its weights (embedding, block 0's attention output and
+// scores with the µP score scale, FFN output, stream, head input, logits with the readout
+// multiplier), the slope fit on values of known slopes (per-block tracks over width and depth, NaN,
+// the worst slope at t >= 2), and (CoordCheckRunTest, integration tier) a small real check: flat
+// under mup, not under sp; the command's files, table and one-line errors.
+#include "train/coordcheck.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "core/errors.h"
+#include "core/json.h"
+#include "model/parametrization.h"
+#include "model/transformer.h"
+#include "test_util.h"
+
+namespace normlab {
+namespace {
+
+using testing::TempDir;
+
+double value(const torch::Tensor& t) { return t.item<double>(); }
+double mabs(const torch::Tensor& t) { return t.detach().to(torch::kDouble).abs().mean().item<double>(); }
+
+// The statistics of one forward against the same quantities computed here from the weights, at a
+// width where every µP factor is live (m_N = 2, output_mult 3, base_head_dim 24).
+TEST(CoordCaptureTest, EveryStatisticIsTheMeanAbsOfItsTensor) {
+  Config c;
+  c.model.ctx = 16;
+  c.model.d_model = 64;
+  c.model.n_heads = 4;
+  c.model.d_ff = 256;
+  c.model.n_layers = 2;
+  c.model.tie_embeddings = false;
+  c.param.type = ParamType::kMup;
+  c.param.base_width = 32;
+  c.param.base_head_dim = 24;
+  c.param.output_mult = 3.0;
+  resolve_model_config(c.model);
+  resolve_param_config(c.param, c.model);
+  torch::manual_seed(11);
+  Transformer t(c.model, c.param);
+  init_weights(t, c.init);
+  t->eval();
+  torch::NoGradGuard ng;
+  const auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+  t->set_coord_capture(true);
+  const auto logits = t->forward(tokens);
+  const LayerSeries s = t->coord_stats();  // a copy: the forwards below refill the model's
+  ASSERT_EQ(s.get("embed").size(), 1u);
+  for (const char* name : {"attn_out", "ffn_out", "attn_logits", "stream"}) EXPECT_EQ(s.get(name).size(), 2u) << name;
+  ASSERT_EQ(s.get("head_in").size(), 1u);
+  ASSERT_EQ(s.get("logits").size(), 1u);
+
+  // Block 0 (pre): x1 = x + attn(norm1(x)), x2 = x1 + ffn(norm2(x1)).
+  const auto x = t->tok_emb(tokens) + t->pos_emb->weight.narrow(0, 0, 16);
+  EXPECT_NEAR(value(s.get("embed")[0]), mabs(x), 1e-6 * mabs(x));
+  auto& b = t->block(0);
+  const auto z = b->norm_module("norm1")->forward(x);
+  auto& attn = b->attention();
+  const auto a = attn->forward(z);
+  EXPECT_NEAR(value(s.get("attn_out")[0]), mabs(a), 1e-6 * mabs(a));
+  const auto q = attn->q_proj(z).view({2, 16, 4, -1}).transpose(1, 2);
+  const auto k = attn->k_proj(z).view({2, 16, 4, -1}).transpose(1, 2);
+  const double dh = 16;
+  const auto scores = torch::matmul(q, k.transpose(-2, -1)) * (std::sqrt(24.0) / dh);  // µP: sqrt(base_head_dim) / dh
+  EXPECT_NEAR(value(s.get("attn_logits")[0]), mabs(scores), 1e-5 * mabs(scores));
+  const auto x1 = x + a;
+  const auto f = b->feed_forward()->forward(b->norm_module("norm2")->forward(x1));
+  EXPECT_NEAR(value(s.get("ffn_out")[0]), mabs(f), 1e-6 * mabs(f));
+  EXPECT_NEAR(value(s.get("stream")[0]), mabs(x1 + f), 1e-6 * mabs(x1 + f));
+
+  // The head: its input before the readout multiplier; the logits after it.
+  const auto h = t->hidden(tokens);
+  EXPECT_NEAR(value(s.get("head_in")[0]), mabs(h), 1e-6 * mabs(h));
+  const auto want_logits = torch::matmul(h * (3.0 / 2.0), t->lm_head->weight.t());
+  EXPECT_NEAR(value(s.get("logits")[0]), mabs(want_logits), 1e-5 * mabs(want_logits));
+  EXPECT_NEAR(value(s.get("logits")[0]), mabs(logits), 1e-6 * mabs(logits));
+
+  // Off: the next forward records nothing.
+  t->set_coord_capture(false);
+  t->forward(tokens);
+  EXPECT_TRUE(t->coord_stats().get("embed").empty());
+}
+
+// A check whose values follow known power laws: mean |x| = c size^a.
+CoordCheck synthetic(CoordAxis axis, const std::vector<int64_t>& sizes, int64_t steps,
+                     const std::function<double(const std::string&, int64_t t, size_t block, int64_t size, size_t blocks)>& f,
+                     const std::function<size_t(int64_t size)>& blocks) {
+  CoordCheck c;
+  c.axis = axis;
+  c.sizes = sizes;
+  c.steps = steps;
+  for (const auto& n : coord_module_names()) {
+    CoordModule m;
+    m.name = n;
+    m.per_block = n == "attn_out" || n == "ffn_out" || n == "attn_logits" || n == "stream";
+    for (int64_t t = 1; t <= steps; ++t) {
+      std::vector<std::vector<double>> by_size;
+      for (const int64_t size : sizes) {
+        const size_t nb = m.per_block ? blocks(size) : 1;
+        std::vector<double> v;
+        for (size_t b = 0; b < nb; ++b) v.push_back(f(n, t, b, size, nb));
+        by_size.push_back(v);
+      }
+      m.values.push_back(by_size);
+    }
+    c.modules.push_back(m);
+  }
+  return c;
+}
+
+const CoordModule& module(const CoordCheck& c, const std::string& name) {
+  for (const auto& m : c.modules)
+    if (m.name == name) return m;
+  throw std::runtime_error(name);
+}
+
+TEST(CoordSlopeTest, SlopeIsTheLargestLeastSquaresSlopeOverBlocks) {
+  // Width: block 1 of attn_out grows as size^0.7 from t = 3 on, block 0 as size^-0.2; logits
+  // shrink as size^-0.5 at t = 1 only; everything else is flat.
+  auto f = [](const std::string& n, int64_t t, size_t b, int64_t size, size_t) {
+    const double s = static_cast<double>(size);
+    if (n == "attn_out") return 2.0 * std::pow(s, b == 1 && t >= 3 ? 0.7 : -0.2);
+    if (n == "logits" && t == 1) return std::pow(s, -0.5);
+    return 1.5;
+  };
+  CoordCheck c = synthetic(CoordAxis::kWidth, {64, 128, 256, 512}, 4, f, [](int64_t) { return size_t{3}; });
+  fit_coord_slopes(c);
+  const auto& a = module(c, "attn_out");
+  EXPECT_NEAR(a.slope[0], -0.2, 1e-12);
+  EXPECT_EQ(a.track[0], 0);  // |-0.2| over blocks 0..2: the first block of that |slope|
+  EXPECT_NEAR(a.slope[2], 0.7, 1e-12);
+  EXPECT_EQ(a.track[2], 1);
+  EXPECT_NEAR(a.curve[2][3], 2.0 * std::pow(512.0, 0.7), 1e-9);  // the drawn line is block 1's
+  EXPECT_NEAR(module(c, "logits").slope[0], -0.5, 1e-12);
+  EXPECT_EQ(module(c, "logits").track[0], -1);
+  EXPECT_NEAR(module(c, "embed").slope[1], 0.0, 1e-12);
+  // Worst at t >= 2: attn_out's 0.7 at t = 3 (logits' -0.5 at t = 1 does not count).
+  EXPECT_NEAR(c.worst_after_first, 0.7, 1e-12);
+  EXPECT_EQ(c.worst_module, "attn_out");
+  EXPECT_EQ(c.worst_t, 3);
+  const std::string table = coord_table(c);
+  EXPECT_NE(table.find("largest |slope| at t >= 2: 0.700 (attn_out at t = 3)"), std::string::npos) << table;
+
+  // A NaN (a diverged seed) anywhere at t >= 2 makes the worst slope NaN.
+  c.modules[4].values[1][2][0] = std::nan("");
+  fit_coord_slopes(c);
+  EXPECT_TRUE(std::isnan(module(c, "stream").slope[1]));
+  EXPECT_TRUE(std::isnan(c.worst_after_first));
+  EXPECT_EQ(c.worst_module, "stream");
+  // A zero value has no log: NaN too.
+  c.modules[4].values[1][2][0] = 1.5;
+  c.modules[0].values[3][0][0] = 0.0;
+  fit_coord_slopes(c);
+  EXPECT_TRUE(std::isnan(module(c, "embed").slope[3]));
+}
+
+TEST(CoordSlopeTest, OverDepthTheFirstMiddleAndLastBlocksAreFitted) {
+  // Depth L in {2, 4, 8, 16}: the stream after the last block is L^0.5, after every other block 1:
+  // the first and middle blocks are flat, the last grows.
+  auto f = [](const std::string& n, int64_t, size_t b, int64_t, size_t nb) {
+    return n == "stream" && b + 1 == nb ? std::sqrt(static_cast<double>(nb)) : 1.0;
+  };
+  CoordCheck c = synthetic(CoordAxis::kDepth, {2, 4, 8, 16}, 2, f, [](int64_t L) { return static_cast<size_t>(L); });
+  fit_coord_slopes(c);
+  const auto& s = module(c, "stream");
+  EXPECT_NEAR(s.slope[1], 0.5, 1e-12);
+  EXPECT_EQ(s.track[1], 2);  // the last block
+  EXPECT_NEAR(s.curve[1][3], 4.0, 1e-12);
+  EXPECT_NEAR(module(c, "attn_out").slope[1], 0.0, 1e-12);
+  EXPECT_NEAR(c.worst_after_first, 0.5, 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Integration: real checks.
+
+std::string write_config(const TempDir& dir, const std::string& extra = "") {
+  const std::string path = dir / "coord.yaml";
+  std::ofstream(path) << "data: {train: [" << testing::source_dir() << "/data/toy/train.txt], val: ["
+                      << testing::source_dir() << "/data/toy/val.txt]}\n"
+                      << "model: {ctx: 32, d_model: 32, n_layers: 2, n_heads: 2, d_ff: 128}\n"
+                      << "optim: {lr: 0.02, warmup: 0}\n"
+                      << "train: {batch_size: 8, threads: 1}\n"
+                      << extra;
+  return path;
+}
+
+// µP keeps the hidden coordinates' scale across widths 64..256 after the first updates; SP does
+// not (Adam moves every entry of a matrix by about the learning rate, and a matrix sums d of them:
+// slope about +1 and more). Attention logits lean at t = 1 under µP (a random q·k scaled by 1/dh)
+// and, at these widths and few updates, still lean after it: they are held to leaning less than
+// SP's. Measured: mup's largest |slope| outside attn_logits 0.13, SP's largest 1.98.
+TEST(CoordCheckRunTest, FlatUnderMupAndNotUnderSp) {
+  TempDir dir;
+  CoordCheckOptions o;
+  o.config_path = write_config(dir, "param: {type: mup}\n");
+  o.overrides = {"optim.lr=0.005"};
+  o.widths = {64, 128, 256};
+  o.steps = 3;
+  o.seeds = 2;
+  o.compare = true;
+  const std::vector<CoordCheck> checks = run_coordcheck(o);
+  ASSERT_EQ(checks.size(), 2u);
+  const CoordCheck& sp = checks[0];
+  const CoordCheck& mup = checks[1];
+  EXPECT_EQ(sp.param, "sp");
+  EXPECT_EQ(mup.param, "mup");
+  std::cout << coord_table(sp) << coord_table(mup);
+  EXPECT_GE(sp.worst_after_first, 1.0);
+  for (size_t m = 0; m < mup.modules.size(); ++m) {
+    const CoordModule& mu = mup.modules[m];
+    for (int64_t t = 2; t <= o.steps; ++t) {
+      const double slope = mu.slope[static_cast<size_t>(t - 1)];
+      SCOPED_TRACE(mu.name + " t=" + std::to_string(t));
+      if (mu.name == "attn_logits") {
+        EXPECT_LT(std::abs(slope), std::abs(sp.modules[m].slope[static_cast<size_t>(t - 1)]));
+      } else {
+        EXPECT_LE(std::abs(slope), 0.25);
+      }
+    }
+  }
+}
+
+TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
+  TempDir dir;
+  const std::string cfg = write_config(dir);
+  const std::string out = dir / "cc";
+  const auto r = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg +
+                                          " --widths 32,64 --depths 1,2 --steps 2 --seeds 1 --out " + out,
+                                      dir / "err.txt");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("coordinate check over width (d_model 32, 64), param sp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("coordinate check over depth (n_layers 1, 2), param sp"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("largest |slope| at t >= 2:"), std::string::npos) << r.out;
+  const auto json = YAML::LoadFile(out + "/coord.json");
+  ASSERT_EQ(json["checks"].size(), 2u);
+  const auto w = json["checks"][0];
+  EXPECT_EQ(w["axis"].as<std::string>(), "width");
+  EXPECT_EQ(w["sizes"].size(), 2u);
+  EXPECT_EQ(w["modules"].size(), coord_module_names().size());
+  EXPECT_EQ(w["modules"][1]["name"].as<std::string>(), "attn_out");
+  EXPECT_EQ(w["modules"][1]["by_t"].size(), 2u);
+  EXPECT_EQ(w["modules"][1]["by_t"][0]["values"][1].size(), 2u);  // width 64: two blocks
+  EXPECT_EQ(json["checks"][1]["modules"][4]["by_t"][1]["values"][1].size(), 2u);  // depth 2: two blocks
+  std::ifstream png(out + "/coord_check.png");
+  EXPECT_TRUE(png.good()) << "coord_check.png (scripts/plot.py --coord)";
+
+  // A width n_heads (2) does not divide: one line naming the width and the key, before any run.
+  const auto bad = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg +
+                                            " --widths 32,33 --steps 1 --seeds 1 --out " + out,
+                                        dir / "bad.txt");
+  EXPECT_EQ(bad.status, 2);
+  std::ifstream in(dir / "bad.txt");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string err = ss.str();
+  EXPECT_NE(err.find("error: coordcheck at width 33: "), std::string::npos) << err;
+  EXPECT_NE(err.find("does not divide d_model 33"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  // Sizes that cannot give a slope.
+  const auto one = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg + " --widths 32",
+                                        dir / "one.txt");
+  EXPECT_EQ(one.status, 2);
+  const auto none = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg, dir / "none.txt");
+  EXPECT_EQ(none.status, 2);
+}
+
+}  // namespace
+}  // namespace normlab
