@@ -126,6 +126,23 @@ TEST(ReplayTest, EveryOptimizersRunsReplayBitForBit) {
   }
 }
 
+// Under mup and completep off the base shape, a logged step replays bit for bit.
+TEST(ReplayTest, MupAndCompletepRunsReplayBitForBit) {
+  for (const ParamType p : {ParamType::kMup, ParamType::kCompleteP}) {
+    SCOPED_TRACE(choice_name(p));
+    testing::TempDir dir;
+    Config c = replay_run(dir / "run");
+    c.param.type = p;
+    c.param.base_width = c.model.d_model / 2.0;
+    if (p == ParamType::kCompleteP) c.param.base_depth = c.model.n_layers / 2.0;
+    c.diag.spike.action = SpikeAction::kLog;
+    ASSERT_EQ(train(resolved(c), {}), 0);
+    const ReplayResult r = replay_step(dir / "run", 12);
+    EXPECT_TRUE(r.reproducible) << r.loss << " vs " << r.logged_loss;
+    EXPECT_EQ(r.grad_norm, r.logged_grad_norm);
+  }
+}
+
 // Every layout and every residual type (under pre): a run replays bit for bit from a checkpoint,
 // across a step without diagnostics (the inspector's extra capture forward) and one with them.
 TEST(ReplayTest, EveryLayoutAndResidualTypeReplaysBitForBit) {

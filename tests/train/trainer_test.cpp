@@ -31,12 +31,17 @@ Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true);
 
 // Every optimizer of the registry (and variants with keys set): its state (moments, momentum,
 // NorMuon's row moments) goes through the checkpoint.
-void resume_is_bitwise_identical(const std::string& type, const std::vector<std::pair<std::string, KeyValue>>& keys = {}) {
-  SCOPED_TRACE(type);
+// `param`: the run's parametrization, off its base shape (m_N = 2; completep also m_L = 2).
+void resume_is_bitwise_identical(const std::string& type, const std::vector<std::pair<std::string, KeyValue>>& keys = {},
+                                 ParamType param = ParamType::kSp) {
+  SCOPED_TRACE(type + " under " + choice_name(param));
   testing::TempDir dir;
   Config full = testing::tiny_config(dir / "full");
   full.train.accum = 2;  // data position must count micro-batches
   full.optim.type = type;
+  full.param.type = param;
+  if (param != ParamType::kSp) full.param.base_width = full.model.d_model / 2.0;
+  if (param == ParamType::kCompleteP) full.param.base_depth = full.model.n_layers / 2.0;
   for (const auto& [key, value] : keys) full.optim.keys.set(key, value);
   ASSERT_EQ(train(resolved(full), {}), 0);
 
@@ -120,6 +125,14 @@ TEST(ThreadSetupTest, SubnormalsAreFlushedOnEveryThread) {
 TEST(TrainerTest, ResumedRunIsBitwiseIdenticalToUninterrupted) {
   for (const auto& entry : optimizer_registry()) resume_is_bitwise_identical(entry.name);
   resume_is_bitwise_identical("normuon", {{"muon.ns", std::string("polar_express")}, {"muon.cautious_wd", true}});
+}
+
+// Under mup and completep off the base shape (every multiplier live) a resumed run is the
+// uninterrupted one, bit for bit, under AdamW and Muon.
+TEST(TrainerTest, ResumedRunUnderMupAndCompletepIsBitwiseIdentical) {
+  for (const ParamType p : {ParamType::kMup, ParamType::kCompleteP}) {
+    for (const char* type : {"adamw", "muon"}) resume_is_bitwise_identical(type, {}, p);
+  }
 }
 
 TEST(TrainerTest, RunDirectoryFollowsTheContract) {
