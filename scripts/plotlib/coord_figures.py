@@ -27,7 +27,7 @@ def track_name(check, module, track):
         return ""
     if check["axis"] == "width":
         return ", block %d" % track
-    return ", %s block" % ("first", "middle", "last")[track]
+    return ", %s block" % {1: "middle", 2: "last"}.get(track, str(track))
 
 
 def slope_text(v):

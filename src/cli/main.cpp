@@ -461,12 +461,12 @@ struct ReportCommand {
 struct CoordCheckCommand {
   CLI::App* cmd = nullptr;
   CoordCheckOptions opts;
-  std::string out_dir = "runs/coordcheck";
+  std::string out_dir = "runs/coordcheck", from;
 
   void add(CLI::App& app) {
     cmd = app.add_subcommand("coordcheck", "coordinate check: mean |x| of each module over widths and/or depths after "
                                            "each of a few updates on one batch, and its slope against size");
-    cmd->add_option("-c,--config", opts.config_path, "YAML config file (its optimizer, lr and param.type)")->required();
+    cmd->add_option("-c,--config", opts.config_path, "YAML config file (its optimizer, lr and param.type)");
     cmd->add_option("--widths", opts.widths, "d_model values (d_ff scaled with them): 64,128,256,512")->delimiter(',');
     cmd->add_option("--depths", opts.depths, "n_layers values: 2,4,8,16")->delimiter(',');
     cmd->add_option("--steps", opts.steps, "updates on the fixed batch (t = 1..steps)")->capture_default_str();
@@ -474,11 +474,14 @@ struct CoordCheckCommand {
     cmd->add_option("--set", opts.overrides, "override a key: --set optim.lr=0.01 (value is YAML)");
     cmd->add_option("--out", out_dir, "directory for coord.json and coord_check.png")->capture_default_str();
     cmd->add_flag("--compare", opts.compare, "also run it under param.type sp, drawn beside the config's mode");
+    cmd->add_option("--from", from, "a coord.json: fit its values anew and write the files (no training)");
   }
 
   int run() {
     if (out_dir.empty()) throw UsageError("--out: must name a directory, got an empty string");
-    const std::vector<CoordCheck> checks = run_coordcheck(opts);
+    if (from.empty() == opts.config_path.empty())
+      throw UsageError("coordcheck: give -c CONFIG (run a check) or --from coord.json (fit one again), one of them");
+    const std::vector<CoordCheck> checks = from.empty() ? run_coordcheck(opts) : read_coord_json(from);
     std::filesystem::create_directories(out_dir);
     const std::string json_path = (std::filesystem::path(out_dir) / "coord.json").string();
     write_file_atomic(json_path, coord_json(checks));

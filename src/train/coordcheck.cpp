@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <chrono>
@@ -155,23 +156,26 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
   return c;
 }
 
-// The blocks a per-block module is fitted on, per size: every block over width (each size has
-// them all); over depth the first, middle and last block (indices into each size's blocks).
-std::vector<std::vector<size_t>> tracks(const CoordCheck& c, const CoordModule& m) {
+// The blocks a per-block module is fitted on, per size, and their track ids: every block over
+// width (each size has them all; the id is the block); over depth the blocks at the same relative
+// depth in every model: the middle one (after half of the blocks, (L - 1) / 2; id 1) and the last
+// (id 2). Block 0 is not one of them: its relative depth 1/L changes with L, and under CompleteP
+// its term joins the stream times m_L^-alpha, so the stream after it shrinks with depth by design.
+std::vector<std::pair<int64_t, std::vector<size_t>>> tracks(const CoordCheck& c, const CoordModule& m) {
   const auto& first = m.values[0];
-  std::vector<std::vector<size_t>> out;  // [track][size index] -> block index
+  std::vector<std::pair<int64_t, std::vector<size_t>>> out;  // (id, [size index] -> block index)
   if (c.axis == CoordAxis::kWidth) {
     size_t n = first[0].size();
     for (const auto& v : first) n = std::min(n, v.size());
-    for (size_t b = 0; b < n; ++b) out.emplace_back(first.size(), b);
+    for (size_t b = 0; b < n; ++b) out.emplace_back(static_cast<int64_t>(b), std::vector<size_t>(first.size(), b));
   } else {
-    for (int place = 0; place < 3; ++place) {
+    for (int place = 1; place <= 2; ++place) {
       std::vector<size_t> idx;
       for (const auto& v : first) {
         const size_t L = v.size();
-        idx.push_back(L == 0 ? 0 : place == 0 ? 0 : place == 1 ? (L - 1) / 2 : L - 1);
+        idx.push_back(L == 0 ? 0 : place == 1 ? (L - 1) / 2 : L - 1);
       }
-      out.push_back(idx);
+      out.emplace_back(place, idx);
     }
   }
   return out;
@@ -197,7 +201,9 @@ void fit_coord_slopes(CoordCheck& c) {
     m.slope.clear();
     m.track.clear();
     m.curve.clear();
-    const auto tr = m.per_block ? tracks(c, m) : std::vector<std::vector<size_t>>{std::vector<size_t>(c.sizes.size(), 0)};
+    const auto tr = m.per_block ? tracks(c, m)
+                                : std::vector<std::pair<int64_t, std::vector<size_t>>>{
+                                      {-1, std::vector<size_t>(c.sizes.size(), 0)}};
     for (int64_t s = 0; s < c.steps; ++s) {
       double best = kNaN;
       int64_t best_track = -1;
@@ -206,7 +212,7 @@ void fit_coord_slopes(CoordCheck& c) {
         std::vector<double> y, curve;
         for (size_t i = 0; i < c.sizes.size(); ++i) {
           const auto& v = m.values[s][i];
-          const double val = tr[k][i] < v.size() ? v[tr[k][i]] : kNaN;
+          const double val = tr[k].second[i] < v.size() ? v[tr[k].second[i]] : kNaN;
           curve.push_back(val);
           y.push_back(val > 0 ? std::log2(val) : kNaN);
         }
@@ -216,7 +222,7 @@ void fit_coord_slopes(CoordCheck& c) {
                            (!std::isnan(best) && std::abs(sl) > std::abs(best));
         if (worse) {
           best = sl;
-          best_track = m.per_block ? static_cast<int64_t>(k) : -1;
+          best_track = tr[k].first;
           best_curve = curve;
         }
       }
@@ -267,6 +273,53 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
   return out;
 }
 
+std::vector<CoordCheck> read_coord_json(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw UsageError(fmt::format("{}: not a coord.json ({})", path, e.msg));
+  }
+  auto number = [](const YAML::Node& n) { return n.IsNull() ? kNaN : n.as<double>(); };
+  std::vector<CoordCheck> out;
+  try {
+    if (!root["checks"] || !root["checks"].IsSequence()) throw UsageError(path + ": not a coord.json (no checks list)");
+    for (const auto& cj : root["checks"]) {
+      CoordCheck c;
+      c.axis = cj["axis"].as<std::string>() == "depth" ? CoordAxis::kDepth : CoordAxis::kWidth;
+      c.param = cj["param"].as<std::string>();
+      c.optimizer = cj["optimizer"].as<std::string>();
+      c.lr = number(cj["lr"]);
+      c.sizes = cj["sizes"].as<std::vector<int64_t>>();
+      c.steps = cj["steps"].as<int64_t>();
+      c.seeds = cj["seeds"].as<int64_t>();
+      for (const auto& mj : cj["modules"]) {
+        CoordModule m;
+        m.name = mj["name"].as<std::string>();
+        m.per_block = mj["per_block"].as<bool>();
+        for (const auto& tj : mj["by_t"]) {
+          std::vector<std::vector<double>> by_size;
+          for (const auto& row : tj["values"]) {
+            std::vector<double> v;
+            for (const auto& x : row) v.push_back(number(x));
+            by_size.push_back(v);
+          }
+          m.values.push_back(by_size);
+        }
+        if (static_cast<int64_t>(m.values.size()) != c.steps || m.values.empty() ||
+            m.values[0].size() != c.sizes.size())
+          throw UsageError(fmt::format("{}: module {}: expected {} steps of {} sizes", path, m.name, c.steps, c.sizes.size()));
+        c.modules.push_back(m);
+      }
+      fit_coord_slopes(c);
+      out.push_back(c);
+    }
+  } catch (const YAML::Exception& e) {
+    throw UsageError(fmt::format("{}: not a coord.json ({})", path, e.msg));
+  }
+  return out;
+}
+
 std::string coord_json(const std::vector<CoordCheck>& checks) {
   std::vector<JsonObject> cs;
   for (const auto& c : checks) {
@@ -306,7 +359,7 @@ std::string coord_table(const CoordCheck& c) {
       "coordinate check over {} ({} {}), param {}, {} at lr {:.4g} held, {} updates on one batch, {} seeds\n"
       "slope of log2 mean|x| (seed mean) against log2 {}; per-block modules: the largest |slope| over {}\n",
       axis_name(c.axis), c.axis == CoordAxis::kWidth ? "d_model" : "n_layers", sizes, c.param, c.optimizer, c.lr,
-      c.steps, c.seeds, axis_name(c.axis), c.axis == CoordAxis::kWidth ? "blocks" : "the first, middle and last block");
+      c.steps, c.seeds, axis_name(c.axis), c.axis == CoordAxis::kWidth ? "blocks" : "the middle and the last block");
   out += fmt::format("{:<12}", "module");
   for (int64_t s = 1; s <= c.steps; ++s) out += fmt::format(" {:>7}", fmt::format("t={}", s));
   out += "\n";

@@ -5,7 +5,7 @@
 // t = 1..steps (t: the forward after t - 1 updates) the model's coordinate statistics (mean |x|,
 // TransformerImpl::set_coord_capture). Per module and t, the least-squares slope of log2(mean |x|,
 // averaged over seeds) against log2(size); a per-block module's slope is the largest |slope| over
-// its blocks (over depth: the first, middle and last block, the blocks every depth has).
+// its blocks (over depth: the middle and the last block, at the same relative depth in every model).
 // Flat (slope near 0) is what a parametrization that transfers over that size looks like.
 #pragma once
 
@@ -32,8 +32,8 @@ struct CoordModule {
   // [t - 1][size index][block]: mean |x| averaged over seeds (NaN where a seed's run diverged or stopped).
   std::vector<std::vector<std::vector<double>>> values;
   // [t - 1]: the slope (largest |slope| over the tracked blocks), its block (-1 outside blocks;
-  // over depth, the block's place: 0 first, 1 middle, 2 last) and the line the plot draws:
-  // that block's values against size.
+  // over depth, the block's place: 1 middle, 2 last) and the line the plot draws: that block's
+  // values against size.
   std::vector<double> slope;
   std::vector<int64_t> track;
   std::vector<std::vector<double>> curve;  // [t - 1][size index]
@@ -63,6 +63,11 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o);
 
 // Fills a check's slopes, tracks, curves and worst slope from its values.
 void fit_coord_slopes(CoordCheck& c);
+
+// The checks of a coord.json, their slopes fitted anew from its values (`normlab coordcheck
+// --from`: a shipped check's numbers recompute from what it measured). UsageError naming the file
+// when it is not one.
+std::vector<CoordCheck> read_coord_json(const std::string& path);
 
 // coord.json (src/train/README.md, "Coordinate check") and the printed table of one check.
 std::string coord_json(const std::vector<CoordCheck>& checks);

@@ -7,6 +7,7 @@
 #include "train/coordcheck.h"
 
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <fstream>
@@ -160,10 +161,12 @@ TEST(CoordSlopeTest, SlopeIsTheLargestLeastSquaresSlopeOverBlocks) {
   EXPECT_TRUE(std::isnan(module(c, "embed").slope[3]));
 }
 
-TEST(CoordSlopeTest, OverDepthTheFirstMiddleAndLastBlocksAreFitted) {
+TEST(CoordSlopeTest, OverDepthTheMiddleAndLastBlocksAreFitted) {
   // Depth L in {2, 4, 8, 16}: the stream after the last block is L^0.5, after every other block 1:
-  // the first and middle blocks are flat, the last grows.
+  // the middle block is flat, the last grows. Block 0's attn_out falls as 1/L: not fitted over
+  // depth (its relative depth changes with L).
   auto f = [](const std::string& n, int64_t, size_t b, int64_t, size_t nb) {
+    if (n == "attn_out" && b == 0 && nb > 2) return 1.0 / static_cast<double>(nb);  // (at L = 2 block 0 is the middle)
     return n == "stream" && b + 1 == nb ? std::sqrt(static_cast<double>(nb)) : 1.0;
   };
   CoordCheck c = synthetic(CoordAxis::kDepth, {2, 4, 8, 16}, 2, f, [](int64_t L) { return static_cast<size_t>(L); });
@@ -174,6 +177,37 @@ TEST(CoordSlopeTest, OverDepthTheFirstMiddleAndLastBlocksAreFitted) {
   EXPECT_NEAR(s.curve[1][3], 4.0, 1e-12);
   EXPECT_NEAR(module(c, "attn_out").slope[1], 0.0, 1e-12);
   EXPECT_NEAR(c.worst_after_first, 0.5, 1e-12);
+}
+
+// The shipped checks (configs/sweeps/results/coordcheck_*.json) recompute: their values fitted
+// again give every slope and worst slope they record, and the numbers the write-up quotes.
+TEST(CoordSlopeTest, ShippedChecksRecomputeFromTheirValues) {
+  for (const char* name : {"coordcheck_width_adamw", "coordcheck_depth_completep"}) {
+    SCOPED_TRACE(name);
+    const std::string path = testing::source_dir() + "/configs/sweeps/results/" + name + ".json";
+    const std::vector<CoordCheck> checks = read_coord_json(path);
+    const YAML::Node j = YAML::LoadFile(path);
+    ASSERT_EQ(checks.size(), j["checks"].size());
+    for (size_t c = 0; c < checks.size(); ++c) {
+      const YAML::Node cj = j["checks"][c];
+      EXPECT_NEAR(checks[c].worst_after_first, cj["worst_after_first"]["slope"].as<double>(), 1e-12);
+      EXPECT_EQ(checks[c].worst_module, cj["worst_after_first"]["module"].as<std::string>());
+      for (size_t m = 0; m < checks[c].modules.size(); ++m) {
+        for (size_t t = 0; t < checks[c].modules[m].slope.size(); ++t) {
+          EXPECT_NEAR(checks[c].modules[m].slope[t], cj["modules"][m]["by_t"][t]["slope"].as<double>(), 1e-12);
+          EXPECT_EQ(checks[c].modules[m].track[t], cj["modules"][m]["by_t"][t]["track"].as<int64_t>());
+        }
+      }
+    }
+    // The tables' headline figures (configs/sweeps/README.md, "Coordinate checks").
+    const CoordCheck& sp = checks[0];
+    const CoordCheck& mode = checks[1];
+    if (std::string(name) == "coordcheck_width_adamw") {
+      EXPECT_EQ(fmt::format("{:.2f} {:.2f}", sp.worst_after_first, mode.worst_after_first), "3.02 1.12");
+    } else {
+      EXPECT_EQ(fmt::format("{:.2f} {:.2f}", sp.worst_after_first, mode.worst_after_first), "1.14 0.40");
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -249,6 +283,12 @@ TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
   EXPECT_EQ(json["checks"][1]["modules"][4]["by_t"][1]["values"][1].size(), 2u);  // depth 2: two blocks
   std::ifstream png(out + "/coord_check.png");
   EXPECT_TRUE(png.good()) << "coord_check.png (scripts/plot.py --coord)";
+  // --from fits the stored values again: the same tables, no training.
+  const auto again = testing::run_command(testing::normlab_binary() + " coordcheck --from " + out +
+                                              "/coord.json --out " + (dir / "again"),
+                                          dir / "again.txt");
+  ASSERT_EQ(again.status, 0);
+  EXPECT_EQ(again.out.substr(0, again.out.find("wrote")), r.out.substr(0, r.out.find("wrote")));
 
   // A width n_heads (2) does not divide: one line naming the width and the key, before any run.
   const auto bad = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg +
@@ -268,6 +308,9 @@ TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
   EXPECT_EQ(one.status, 2);
   const auto none = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg, dir / "none.txt");
   EXPECT_EQ(none.status, 2);
+  const auto both = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg + " --from " + out +
+                                             "/coord.json", dir / "both.txt");
+  EXPECT_EQ(both.status, 2);
 }
 
 }  // namespace
