@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <random>
 #include <tuple>
 
@@ -40,7 +41,28 @@ TuneRun read_tune_run(const std::string& sweep_dir, const SweepPoint& p, TuneMet
     if (e.step == 0) r.step0_val = e.val_loss;  // a resumed run does not repeat it; the last wins
   }
   for (const MachineRecord& m : records.machines) r.machines.push_back(m.kind());
+  for (const EvalRecord& e : records.eval) r.evals.emplace_back(e.step, e.val_loss);
   return r;
+}
+
+// The mean val loss over runs at the eval steps every run logged (the last record of a step wins,
+// as a resumed run may repeat one); empty when some run has none.
+std::vector<std::pair<int64_t, double>> seed_mean_curve(const std::vector<TuneRun>& runs) {
+  std::vector<std::pair<int64_t, double>> out;
+  if (runs.empty()) return out;
+  std::map<int64_t, std::pair<double, size_t>> sum;  // step -> (sum, runs with it)
+  for (const TuneRun& r : runs) {
+    std::map<int64_t, double> last;
+    for (const auto& [step, v] : r.evals) last[step] = v;
+    for (const auto& [step, v] : last) {
+      sum[step].first += v;
+      ++sum[step].second;
+    }
+  }
+  for (const auto& [step, sn] : sum) {
+    if (sn.second == runs.size()) out.emplace_back(step, sn.first / static_cast<double>(runs.size()));
+  }
+  return out;
 }
 
 // Adds the kinds of `more` that `kinds` lacks.
@@ -265,6 +287,7 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
       }
       tune_search(search, arm);
       s.search_complete = s.search_complete && arm.search_finished;
+      for (const auto& at_v : search) arm.search_curves.push_back(seed_mean_curve(at_v));
     }
     const bool match = std::all_of(t.baseline.begin(), t.baseline.end(), [&](const auto& kv) {
       return std::find(arm.axes.begin(), arm.axes.end(), kv) != arm.axes.end();
@@ -387,6 +410,33 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
         }
       }
       tr.fitted_slope = least_squares_slope(fx, fy);
+      // Larger is better at the first searched rung's selection, rung against rung.
+      const TuneArmResult* prev = nullptr;
+      int v0 = -1;
+      for (size_t r : searched) {
+        for (const TuneArmResult& a : s.arms) {
+          if (a.stem != stem || a.rung != r) continue;
+          if (!prev) {
+            v0 = a.selected;
+          } else if (v0 >= 0 && static_cast<size_t>(v0) < a.search_curves.size() &&
+                     static_cast<size_t>(v0) < prev->search_curves.size()) {
+            TuneOrdered o;
+            o.smaller = prev->rung_value;
+            o.larger = a.rung_value;
+            std::map<int64_t, double> small(prev->search_curves[static_cast<size_t>(v0)].begin(),
+                                            prev->search_curves[static_cast<size_t>(v0)].end());
+            for (const auto& [step, v] : a.search_curves[static_cast<size_t>(v0)]) {
+              const auto it = small.find(step);
+              if (step == 0 || it == small.end()) continue;
+              ++o.evals;
+              if (o.first_not_below < 0 && !(v < it->second)) o.first_not_below = step;
+            }
+            tr.ordered.push_back(o);
+          }
+          prev = &a;
+        }
+      }
+      if (v0 >= 0) tr.ordered_value = t.numbers[static_cast<size_t>(v0)];
       s.transfer.push_back(tr);
     }
   }
@@ -491,6 +541,21 @@ std::string tune_markdown(const TuneSummary& s) {
         out += " " + number(tr.selected[i], "{:g}") + (tr.at_edge[i] ? " (edge)" : "") + " |";
       }
       out += " " + number(tr.slope, "{:+.2f}") + " |\n";
+    }
+    out += "\n";
+    out += fmt::format("Larger is better? Each arm at the value it selected at its first searched rung (the rate a "
+                       "transfer carries), each searched rung against the one before it: is the larger one's val loss "
+                       "(mean over the search seeds) below at every evaluation after step 0?\n\n");
+    for (const TuneTransfer& tr : s.transfer) {
+      if (tr.ordered.empty()) continue;
+      out += "- " + (tr.stem.empty() ? std::string("(all)") : tr.stem) + " at " + number(tr.ordered_value, "{:g}") + ":";
+      for (const TuneOrdered& o : tr.ordered) {
+        out += fmt::format(" {} -> {} {};", o.smaller, o.larger,
+                           o.evals == 0                ? "no common evaluation"
+                           : o.first_not_below < 0 ? fmt::format("below at all {}", o.evals)
+                                                     : fmt::format("not below at step {}", o.first_not_below));
+      }
+      out.back() = '\n';
     }
     out += "\n";
   }
@@ -671,6 +736,15 @@ std::string tune_json(const TuneSummary& s) {
     }
     JsonObject tj;
     tj.add("stem", tr.stem).add("searched", at).add("slope", tr.slope);
+    std::vector<JsonObject> ordered;
+    for (const TuneOrdered& o : tr.ordered) {
+      JsonObject e;
+      add_rung(e, "smaller", o.smaller);
+      add_rung(e, "larger", o.larger);
+      e.add("evals", o.evals).add("first_not_below", o.first_not_below);
+      ordered.push_back(e);
+    }
+    tj.add("ordered_value", tr.ordered_value).add("ordered", ordered);
     if (t.fit) {
       std::vector<JsonObject> fit;
       for (size_t i = 0; i < tr.fit_rungs.size(); ++i) {

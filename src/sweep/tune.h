@@ -27,6 +27,7 @@ struct TuneRun {
   double step0_val = std::nan("");  // val_loss of its step-0 eval record
   double unigram_entropy = std::nan("");  // of its validation data (data/corpus.h), NaN where unknown
   std::vector<std::string> machines;  // the kinds of machine it ran on (core/machine.h), in order
+  std::vector<std::pair<int64_t, double>> evals;  // (step, val_loss) of its eval records, in order
 };
 
 // A cell's confirm runs against the baseline cell's at the same rung: both tests (Welch's and
@@ -81,6 +82,18 @@ struct TuneArmResult {
   // at the grid's edge or those runs have not all finished.
   double fitted = std::nan(""), fitted_low = std::nan(""), fitted_high = std::nan("");
   bool fitted_at_edge = false;
+  // A searched cell's validation curve at each value: per value, (step, val loss averaged over the
+  // search seeds) at the eval steps every seed logged (the transfer audit's "larger is better").
+  std::vector<std::vector<std::pair<int64_t, double>>> search_curves;
+};
+
+// "Larger is better" at one value: a rung against the one before it in the ladder, both run at
+// `value`: the eval steps after 0 both logged, and the first where the larger rung's val loss is
+// not below the smaller's (-1: below at every one).
+struct TuneOrdered {
+  std::string smaller, larger;  // ladder values
+  int64_t evals = 0;
+  int64_t first_not_below = -1;
 };
 
 // The optimum of a metric over three values x0 < x1 < x2 (log2 of the tuned values), y[k][i] the
@@ -113,6 +126,10 @@ struct TuneTransfer {
   std::vector<std::string> fit_rungs;
   std::vector<double> fitted, fitted_low, fitted_high;
   double fitted_slope = std::nan("");
+  // At the value the arm selected at its first searched rung (the rate a transfer would carry):
+  // each searched rung against the searched rung before it (TuneOrdered). NaN / empty without one.
+  double ordered_value = std::nan("");
+  std::vector<TuneOrdered> ordered;
 };
 
 struct TuneSummary {

@@ -494,6 +494,17 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   EXPECT_NEAR(t.transfer[1].slope, 0, 1e-12);
   EXPECT_NEAR(t.transfer[2].slope, 0.5, 1e-12);
   EXPECT_TRUE(t.transfer[2].at_edge[0]);
+  // Larger is better at each arm's selection at 32 (the search runs' eval at step 10; step 0 not
+  // counted): pre 1.8 -> 1.7 at 4e-3, post 1.8 -> 1.5 at 2e-3, sandwich 1.8 -> 1.6 at 1e-3.
+  for (size_t k = 0; k < 3; ++k) {
+    ASSERT_EQ(t.transfer[k].ordered.size(), 1u);
+    EXPECT_EQ(t.transfer[k].ordered[0].smaller, "32");
+    EXPECT_EQ(t.transfer[k].ordered[0].larger, "128");
+    EXPECT_EQ(t.transfer[k].ordered[0].evals, 1);
+    EXPECT_EQ(t.transfer[k].ordered[0].first_not_below, -1);
+  }
+  EXPECT_EQ(t.transfer[0].ordered_value, 4e-3);
+  EXPECT_EQ(t.transfer[2].ordered_value, 1e-3);
   // summary.json and summary.md carry them.
   const YAML::Node j = YAML::Load(tune_json(t));
   EXPECT_EQ(j["ladder"].as<std::string>(), "model.d_model");
@@ -514,6 +525,8 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   EXPECT_NE(md.find("**Machines mixed at model.d_model = 128**"), std::string::npos) << md;
   EXPECT_NE(md.find("| equivalent |"), std::string::npos) << md;
   EXPECT_NE(md.find("Transfer audit"), std::string::npos) << md;
+  EXPECT_NE(md.find("- layout=pre at 0.004: 32 -> 128 below at all 1\n"), std::string::npos) << md;
+  EXPECT_EQ(j["transfer"][0]["ordered"][0]["first_not_below"].as<int>(), -1);
 }
 
 // The fitted optimum: the parabola's minimum over the bracket, from the seed means.
@@ -622,6 +635,10 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   const std::string md = tune_markdown(t);
   EXPECT_NE(md.find("| layout=pre,d_model=32 | 2.0e-3 | 0.0025 [0.0025, 0.0025] |"), std::string::npos) << md;
   EXPECT_NE(md.find("layout=pre +0.26 (2 rungs)"), std::string::npos) << md;
+  // Larger is not better at the selections: d = 64 at 2e-3 (pre) and 4e-3 (post) ties d = 32 at step 10.
+  EXPECT_EQ(t.transfer[0].ordered[0].first_not_below, 10);
+  EXPECT_EQ(t.transfer[1].ordered[0].first_not_below, 10);
+  EXPECT_NE(md.find("- layout=post at 0.004: 32 -> 64 not below at step 10\n"), std::string::npos) << md;
 }
 
 }  // namespace
