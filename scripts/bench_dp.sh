@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data-parallel speed on this machine (src/dist/README.md): for the tiny and small reference
+# Data-parallel speed on this machine (src/parallel/README.md): for the tiny and small reference
 # workloads (configs/bench/), one process with batch B on all cores against `--nproc W` ranks of
 # batch B/W on cores/W threads each: the same global batch, the same updates. Interleaved rounds;
 # tokens/s is the median of the train records' tok_per_s after the first interval (eval excluded).

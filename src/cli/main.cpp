@@ -26,8 +26,8 @@
 #include "core/torch_compat.h"
 #include "data/corpus.h"
 #include "data/tokenizer.h"
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "parallel/comm.h"
+#include "parallel/launch.h"
 #include "metrics/compare.h"
 #include "metrics/records.h"
 #include "metrics/report.h"
@@ -505,6 +505,8 @@ struct KeysCommand {
     for (const auto& l : layout_registry()) std::cout << fmt::format("\n  {:<12} {}", l.name, l.equation);
     std::cout << "\nmodel.residual.type (additive layouts; G is the term a sublayer adds):";
     for (const auto& r : residual_registry()) std::cout << fmt::format("\n  {:<12} {}", r.name, r.equation);
+    std::cout << "\nmodel.value_residual (V_0: block 0's raw values; v: a later block's):";
+    for (const auto& v : value_residual_registry()) std::cout << fmt::format("\n  {:<12} {}", v.name, v.equation);
     std::cout << "\noptim.type:";
     for (const auto& o : optimizer_registry()) std::cout << fmt::format("\n  {:<12} {}", o.name, o.summary);
     std::cout << std::endl;

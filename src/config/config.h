@@ -29,11 +29,6 @@ NORMLAB_CHOICE(QkNormPosition, {QkNormPosition::kBeforeRope, "before_rope"},
 enum class AttnGate { kNone, kHead, kElementwise };
 NORMLAB_CHOICE(AttnGate, {AttnGate::kNone, "none"}, {AttnGate::kHead, "head"},
                {AttnGate::kElementwise, "elementwise"});
-// Value residual learning (src/model/README.md, "Residual streams"): how block i >= 1 mixes block 0's
-// raw values into its own.
-enum class ValueResidual { kNone, kFixed, kScalar, kToken };
-NORMLAB_CHOICE(ValueResidual, {ValueResidual::kNone, "none"}, {ValueResidual::kFixed, "fixed"},
-               {ValueResidual::kScalar, "scalar"}, {ValueResidual::kToken, "token"});
 enum class InitScheme { kNormal, kXavier };
 NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier, "xavier"});
 // A parameter's role (src/model/README.md, "Parameter roles"), declared where the parameter is
@@ -116,7 +111,7 @@ struct ModelConfig {
   bool v_norm = false;
   AttnGate attn_gate = AttnGate::kNone;
   double layerscale = 0;  // 0 = off; c > 0: learnable ls1/ls2 [d] initialised to c
-  ValueResidual value_residual = ValueResidual::kNone;
+  std::string value_residual = "none";  // a value-residual mode (src/model/value_residual/)
   ResidualConfig residual;
   // model.<layout>.<key> of the layouts that own keys (deepnorm.alpha, mix.post_layers, ...):
   // declared in each layout's file, read as keys.number("deepnorm.alpha").
@@ -183,7 +178,7 @@ struct TrainConfig {
   int64_t threads = 0;  // 0 = all cores
   DeviceKind device = DeviceKind::kCpu;
   Precision precision = Precision::kFp32;  // fp16 needs cuda (src/train/README.md)
-  DistBackend dist_backend = DistBackend::kAuto;  // src/dist/README.md
+  DistBackend dist_backend = DistBackend::kAuto;  // src/parallel/README.md
   double dist_timeout = 300;          // seconds until a lost or silent rank stops the others
 };
 
@@ -263,7 +258,7 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("v_norm", c.v_norm, "normalise v like k (type qk_norm_type, axis qk_norm_axis)");
   v.field("attn_gate", c.attn_gate, "gated attention o_h * sigmoid(x_in Wg^T), per head or per channel");
   v.field("layerscale", c.layerscale, "learnable branch scales ls1/ls2 [d] initialised to this; 0 = off");
-  v.field("value_residual", c.value_residual, "blocks >= 1 mix block 0's raw values into theirs: fixed 0.5, a learnable scalar, or a per-token gate");
+  v.field("value_residual", c.value_residual, "blocks >= 1 mix block 0's raw values into theirs (a mode of src/model/value_residual/, listed below: none, fixed, scalar, token)");
   v.section("residual", c.residual);
   for (const std::string& name : key_sections(OwnerKind::kLayout)) {  // model.deepnorm: {alpha, beta}, ...
     OwnedSection owned{name, &c.keys};

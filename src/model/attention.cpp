@@ -13,20 +13,12 @@ namespace normlab {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-namespace {
-// A block's linear map: weight `matrix`, bias `bias`.
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
-  declare_linear(l);
-  return l;
-}
-}  // namespace
 
 AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model / o.n_heads) {
-  q_proj = register_module("q_proj", linear(o.d_model, o.d_model, o.bias));
-  k_proj = register_module("k_proj", linear(o.d_model, o.d_model, o.bias));
-  v_proj = register_module("v_proj", linear(o.d_model, o.d_model, o.bias));
-  out_proj = register_module("out_proj", linear(o.d_model, o.d_model, o.bias));
+  q_proj = register_module("q_proj", make_linear(o.d_model, o.d_model, o.bias));
+  k_proj = register_module("k_proj", make_linear(o.d_model, o.d_model, o.bias));
+  v_proj = register_module("v_proj", make_linear(o.d_model, o.d_model, o.bias));
+  out_proj = register_module("out_proj", make_linear(o.d_model, o.d_model, o.bias));
   if (o.qk_norm || o.force_qkv_norm) {
     q_norm = register_module("q_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
     k_norm = register_module("k_norm", make_norm(o.qk_norm_type, o.qk_norm_options));
@@ -36,19 +28,15 @@ AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model /
   if (o.gate != AttnGate::kNone) {
     const int64_t rows = o.gate == AttnGate::kHead ? o.n_heads : o.d_model;
     // No gate bias (src/model/README.md, Tensor names).
-    gate = register_module("gate", linear(o.d_model, rows, false));
+    gate = register_module("gate", make_linear(o.d_model, rows, false));
   }
   if (o.head_scale) head_scale = register_parameter("head_scale", with_role(torch::ones({o.n_heads}), Role::kGain));
-  if (o.qk_build) o.qk_build(*this);
-  if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kScalar)
-    vres_lambda = register_parameter("vres_lambda", with_role(torch::full({1}, 0.5), Role::kMixing));
-  if (o.value_role == ValueRole::kMix && o.value_residual == ValueResidual::kToken) {
-    // Zeros (g = 1/2: starts as fixed), made without a Linear, whose constructor would draw from
-    // the generator and shift every later weight of the seed's init.
-    auto gate_module = register_module("vres_gate", std::make_shared<torch::nn::Module>());
-    vres_gate_weight = gate_module->register_parameter("weight", with_role(torch::zeros({o.n_heads, o.d_model}), Role::kMixing));
-    vres_gate_bias = gate_module->register_parameter("bias", with_role(torch::zeros({o.n_heads}), Role::kMixing));
-  }
+  if (o.qk) qk_map_ = o.qk(*this);
+  if (o.value_role != ValueRole::kNone)
+    TORCH_CHECK(o.value_residual && o.value_residual->make && o.value_source, "value residual: a block with a part "
+                "in it needs the mode's entry and the shared source");
+  if (o.value_role == ValueRole::kMix || o.value_role == ValueRole::kMixLast)
+    value_mix_ = o.value_residual->make(*this, ValueMixShape{o.d_model, o.n_heads});
   if (o.inner_norm_type) {
     NormOptions no = o.inner_norm;
     no.size = o.d_model;
@@ -257,42 +245,6 @@ torch::Tensor AttentionImpl::apply_rope(const torch::Tensor& x) {  // x: (B, T, 
   return torch::cat({x1 * c - x2 * s, x2 * c + x1 * s}, -1);
 }
 
-std::vector<torch::Tensor> AttentionImpl::value_residual_parameters() const {
-  std::vector<torch::Tensor> out;
-  if (vres_lambda.defined()) out.push_back(vres_lambda);
-  if (vres_gate_weight.defined()) out.insert(out.end(), {vres_gate_weight, vres_gate_bias});
-  return out;
-}
-
-torch::Tensor AttentionImpl::mix_values(const torch::Tensor& x, const torch::Tensor& v, AttentionStats* st) {
-  TORCH_CHECK(value_source_.defined(), "value residual: block 0's values were not handed to this block");
-  const auto& v0 = value_source_;
-  torch::Tensor out, lam;  // lam: the weight on V_0 (diagnostics)
-  switch (o_.value_residual) {
-    case ValueResidual::kFixed:
-      out = 0.5 * v + 0.5 * v0;
-      if (st) lam = torch::full({}, 0.5);
-      break;
-    case ValueResidual::kScalar: {
-      auto l = vres_lambda.to(v.scalar_type());
-      out = (1 - l) * v + l * v0;
-      if (st) lam = vres_lambda.detach().to(torch::kFloat).reshape({});
-      break;
-    }
-    case ValueResidual::kToken: {  // per head: g_h v[h] + (1 - g_h) V_0[h]
-      const int64_t B = v.size(0), T = v.size(1), H = o_.n_heads;
-      auto g = torch::sigmoid(torch::linear(x, vres_gate_weight, vres_gate_bias)).to(v.scalar_type()).unsqueeze(-1);  // (B, T, H, 1)
-      out = (g * v.view({B, T, H, dh_}) + (1 - g) * v0.view({B, T, H, dh_})).view({B, T, o_.d_model});
-      if (st) lam = (1 - g.detach().to(torch::kFloat)).mean();
-      break;
-    }
-    case ValueResidual::kNone:
-      return v;
-  }
-  if (st) st->vres_lambda = lam;
-  return out;
-}
-
 torch::Tensor AttentionImpl::take_head_max() {
   auto out = head_max_accum_;
   head_max_accum_ = torch::Tensor();
@@ -311,10 +263,11 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
   auto q = qkv[0], k = qkv[1], v = qkv[2];
   AttentionStats* st = capture_ || track_head_max_ ? &stats_ : nullptr;
   if (o_.value_role == ValueRole::kSource) {
-    raw_v_ = v;
+    o_.value_source->put(v);
     if (capture_) stats_.vres_lambda = torch::ones({});
-  } else if (o_.value_role == ValueRole::kMix) {
-    v = mix_values(x, v, capture_ ? &stats_ : nullptr);
+  } else if (value_mix_) {
+    v = value_mix_->mix(x, v, o_.value_source->get(), capture_ ? &stats_.vres_lambda : nullptr);
+    if (o_.value_role == ValueRole::kMixLast) o_.value_source->release();
   }
   // A q/k/v norm over each head (size dh, on (B, T, H, dh)) or over all heads (size d, on
   // (B, T, d)); contiguous: the norms' fast path.
@@ -339,7 +292,7 @@ torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
     q = normed(q_norm, q);
     k = normed(k_norm, k);
   }
-  if (o_.qk_map) std::tie(q, k) = o_.qk_map(*this, q, k, v.scalar_type());
+  if (qk_map_) std::tie(q, k) = qk_map_(q, k, v.scalar_type());
   if (o_.score_q_mult != 1.0) q = q * o_.score_q_mult;
   if (coord_) coord_score_ = score_mean_abs(q, k);
   last_path_ = choose_attention_path(q, o_.softcap, st != nullptr, fast_path_);

@@ -1,7 +1,7 @@
 // Causal multi-head self-attention (src/model/README.md) with the contract's options: QK-norm
 // (per head, size dh, or over all heads, size d; before or after RoPE), V-norm, RoPE
 // (rotate-half), score softcap, attention gate, a per-head output scale, an inner norm before
-// out_proj, value residuals, and a layout's own q/k map (qk_map). The FFN is model/ffn.h.
+// out_proj, value residuals, and a layout's own q/k map (AttentionOptions::qk). The FFN is model/ffn.h.
 // Optionally records its own statistics (entropy, max logit, sink, per-head max logit) for the
 // diagnostics and QK-Clip, computed from the probabilities it already has.
 #pragma once
@@ -12,12 +12,14 @@
 
 #include "config/config.h"
 #include "model/norms/norm.h"
+#include "model/value_residual/value_residual.h"
 
 namespace normlab {
 
-// Value residual (ResFormer / modded-nanogpt): block 0 is the source of the raw values V_0, every
-// later block mixes them into its own raw values before v_norm.
-enum class ValueRole { kNone, kSource, kMix };
+// A block's part in the value residual (model/value_residual/): block 0 puts its raw values V_0
+// into the forward's ValueSource, every later block mixes them into its own raw values before
+// v_norm, and the last one takes them out again.
+enum class ValueRole { kNone, kSource, kMix, kMixLast };
 
 struct AttentionOptions {
   int64_t d_model = 128;
@@ -40,16 +42,19 @@ struct AttentionOptions {
   AttnGate gate = AttnGate::kNone;
   std::optional<std::string> inner_norm_type;  // Sub-LN: norm of the merged context, size d
   NormOptions inner_norm;
-  ValueResidual value_residual = ValueResidual::kNone;
+  // The value-residual mode's entry (nullptr: none), this block's part in it, and the forward's
+  // carrier of block 0's values, one shared by every block of a model.
+  const ValueResidualType* value_residual = nullptr;
   ValueRole value_role = ValueRole::kNone;
-  // A layout's own way of forming the scores (nGPT's scaled unit-norm q and k): qk_build registers
-  // its parameters on the attention (after head_scale, before the value-residual ones), qk_map
-  // takes q, k (B, T, H, dh) after RoPE and any QK-norm and returns what the scores read (the
-  // attention scales them by 1/sqrt(dh)), in `dtype` (the values' precision). The code lives in
-  // the layout's file; this is the attention's one extension point for it.
-  std::function<void(torch::nn::Module& attn)> qk_build;
-  std::function<std::pair<torch::Tensor, torch::Tensor>(torch::nn::Module& attn, const torch::Tensor& q,
-                                                        const torch::Tensor& k, c10::ScalarType dtype)> qk_map;
+  std::shared_ptr<ValueSource> value_source;
+  // A layout's own way of forming the scores (nGPT's scaled unit-norm q and k): qk registers its
+  // parameters on the attention (after head_scale, before the value-residual ones) and returns the
+  // map, which holds them and takes q, k (B, T, H, dh) after RoPE and any QK-norm to what the
+  // scores read (the attention scales them by 1/sqrt(dh)), in `dtype` (the values' precision).
+  // The code lives in the layout's file; this is the attention's one extension point for it.
+  using QkMap = std::function<std::pair<torch::Tensor, torch::Tensor>(const torch::Tensor& q, const torch::Tensor& k,
+                                                                      c10::ScalarType dtype)>;
+  std::function<QkMap(torch::nn::Module& attn)> qk;
 };
 
 
@@ -119,25 +124,17 @@ class AttentionImpl : public torch::nn::Module {
   void set_fast_path(bool on) { fast_path_ = on; }
   const AttentionStats& stats() const { return stats_; }
   AttentionPath last_path() const { return last_path_; }
-  // Value residual: block 0's raw values of the last forward (handed over once, then released) and
-  // the source a mixing block reads in its next forward.
-  torch::Tensor raw_values() { return std::exchange(raw_v_, torch::Tensor()); }
-  void set_value_source(torch::Tensor v0) { value_source_ = std::move(v0); }
-  // Its parameters (vres_lambda, vres_gate.*): constructor init, no weight decay.
-  std::vector<torch::Tensor> value_residual_parameters() const;
 
   torch::nn::Linear q_proj{nullptr}, k_proj{nullptr}, v_proj{nullptr}, out_proj{nullptr};
   torch::nn::Linear gate{nullptr};
   NormPtr q_norm, k_norm, v_norm, inner_norm;
   torch::Tensor head_scale;
-  torch::Tensor vres_lambda;                // [1] (value_residual scalar)
-  torch::Tensor vres_gate_weight, vres_gate_bias;  // vres_gate.weight [H, d], .bias [H] (value_residual token)
 
  private:
   torch::Tensor apply_rope(const torch::Tensor& x);  // x: (B, T, H, dh)
-  // v: raw values (B, T, d) of a mixing block -> mixed with value_source_ (section "Value residual").
-  torch::Tensor mix_values(const torch::Tensor& x, const torch::Tensor& v, AttentionStats* st);
-  torch::Tensor raw_v_, value_source_;
+  AttentionOptions::QkMap qk_map_;  // the layout's q/k map (AttentionOptions::qk), or empty
+  // The value-residual mode's rule in a mixing block (its parameters are registered on this module).
+  std::unique_ptr<ValueMix> value_mix_;
 
   AttentionOptions o_;
   int64_t dh_;

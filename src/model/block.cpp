@@ -30,6 +30,14 @@ BlockImpl::BlockImpl(const BlockOptions& options) : plan_(options.plan), branch_
   }
 }
 
+std::vector<torch::Tensor> BlockImpl::output_weights() const { return {attn_->out_proj->weight, ffn_->fc2->weight}; }
+
+std::vector<torch::Tensor> BlockImpl::branch_weights() const {
+  std::vector<torch::Tensor> w = {attn_->v_proj->weight, attn_->out_proj->weight, ffn_->fc1->weight, ffn_->fc2->weight};
+  if (ffn_->gate) w.push_back(ffn_->gate->weight);
+  return w;
+}
+
 torch::Tensor BlockImpl::norm(const std::string& slot, const torch::Tensor& x) {
   auto it = norms_.find(slot);
   TORCH_CHECK(it != norms_.end(), "layout ", plan_.layout, " uses norm slot ", slot,

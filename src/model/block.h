@@ -76,6 +76,13 @@ class BlockImpl : public torch::nn::Module {
   }
   CoordTerms take_coord() { return std::exchange(coord_, CoordTerms()); }
 
+  // The weights whose outputs the sublayers hand to the stream: attn.out_proj and ffn.fc2
+  // (GPT-2's scaled residual init).
+  std::vector<torch::Tensor> output_weights() const;
+  // The value path's weights, which DeepNorm's beta and Sub-LN's gamma scale: attn.v_proj,
+  // attn.out_proj and every FFN weight (fc1, fc2, ffn.gate); not q_proj, k_proj or attn.gate.
+  std::vector<torch::Tensor> branch_weights() const;
+
   const BlockPlan& plan() const { return plan_; }
   Attention& attention() { return attn_; }
   Ffn& feed_forward() { return ffn_; }

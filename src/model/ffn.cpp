@@ -10,14 +10,6 @@ namespace normlab {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-namespace {
-// A block's linear map: weight `matrix`, bias `bias`.
-torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
-  torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
-  declare_linear(l);
-  return l;
-}
-}  // namespace
 
 namespace {
 const uint16_t* bf16_ptr(const torch::Tensor& t) {
@@ -60,18 +52,18 @@ torch::Tensor ffn_gelu(const torch::Tensor& x) {
 }
 
 FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {
-  fc1 = register_module("fc1", linear(o.d_model, o.d_ff, o.bias));
-  if (o.swiglu) gate = register_module("gate", linear(o.d_model, o.d_ff, o.bias));
-  fc2 = register_module("fc2", linear(o.d_ff, o.d_model, o.bias));
+  fc1 = register_module("fc1", make_linear(o.d_model, o.d_ff, o.bias));
+  if (o.swiglu) gate = register_module("gate", make_linear(o.d_model, o.d_ff, o.bias));
+  fc2 = register_module("fc2", make_linear(o.d_ff, o.d_model, o.bias));
   if (o.mid_norm_type)
     mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
-  if (o.hidden_build) o.hidden_build(*this);
+  if (o.hidden) hidden_ = o.hidden(*this);
 }
 
 torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
   torch::Tensor h;
-  if (o_.hidden) {
-    h = o_.hidden(*this, x);
+  if (hidden_) {
+    h = hidden_(x);
   } else if (o_.swiglu) {
     h = torch::silu(gate(x)) * fc1(x);
   } else {

@@ -24,11 +24,12 @@ struct FfnOptions {
   bool bias = false;
   std::optional<std::string> mid_norm_type;  // NormFormer: norm after the activation
   NormOptions mid_norm;                      // size = d_ff
-  // A layout's own hidden activation (nGPT's scaled SwiGLU): hidden_build registers its
-  // parameters on the FFN (after mid_norm), hidden maps x to what fc2 reads (before any mid
-  // norm), in place of GELU / SwiGLU. The code lives in the layout's file.
-  std::function<void(torch::nn::Module& ffn)> hidden_build;
-  std::function<torch::Tensor(FfnImpl& ffn, const torch::Tensor& x)> hidden;
+  // A layout's own hidden activation (nGPT's scaled SwiGLU): hidden registers its parameters on
+  // the FFN (after mid_norm) and returns the map, which holds them (and the FFN's linear maps it
+  // reads) and takes x to what fc2 reads (before any mid norm), in place of GELU / SwiGLU. The
+  // code lives in the layout's file.
+  using HiddenMap = std::function<torch::Tensor(const torch::Tensor& x)>;
+  std::function<HiddenMap(FfnImpl& ffn)> hidden;
 };
 
 class FfnImpl : public torch::nn::Module {
@@ -42,6 +43,7 @@ class FfnImpl : public torch::nn::Module {
 
  private:
   FfnOptions o_;
+  FfnOptions::HiddenMap hidden_;  // the layout's hidden map (FfnOptions::hidden), or empty
 };
 TORCH_MODULE(Ffn);
 

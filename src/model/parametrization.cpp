@@ -116,9 +116,9 @@ void check_param_config(const Config& c, Problems& problems) {
   if (residual && residual->wraps_terms)
     problems.add("param.type", fmt::format("{} needs model.residual.type: add (the {} stream's maps to n streams are "
                                            "not parametrized here)", mode, m.residual.type));
-  if (m.value_residual == ValueResidual::kToken)
-    problems.add("param.type", fmt::format("{} does not take model.value_residual: token (its gate maps the width to "
-                                           "one number per token: a readout µP does not scale)", mode));
+  if (entries.value_residual && !entries.value_residual->outside_parametrization.empty())
+    problems.add("param.type", fmt::format("{} does not take model.value_residual: {} ({})", mode, m.value_residual,
+                                           entries.value_residual->outside_parametrization));
   if (m.attn_gate == AttnGate::kHead)
     problems.add("param.type", fmt::format("{} does not take model.attn_gate: head (its gate maps the width to one "
                                            "number per head: a readout µP does not scale)", mode));

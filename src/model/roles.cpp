@@ -51,6 +51,12 @@ void declare_linear(const torch::nn::Linear& l, Role weight_role) {
   if (l->bias.defined()) with_role(l->bias, Role::kBias);
 }
 
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, Role weight_role) {
+  torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
+  declare_linear(l, weight_role);
+  return l;
+}
+
 std::optional<Role> role_of(const torch::Tensor& p) {
   if (!p.defined()) return std::nullopt;
   std::lock_guard<std::mutex> lock(table_mutex());

@@ -21,6 +21,8 @@ const torch::Tensor& with_role(const torch::Tensor& p, Role role);
 void declare_roles(const torch::nn::Module& m, Role role);
 // A Linear's weight as `matrix` (or `head`) and its bias as `bias`.
 void declare_linear(const torch::nn::Linear& l, Role weight_role = Role::kMatrix);
+// A new in -> out Linear (bias or not), declared as above: the sublayers' linear maps.
+torch::nn::Linear make_linear(int64_t in, int64_t out, bool bias, Role weight_role = Role::kMatrix);
 // The declared role, or nothing for a tensor nobody declared.
 std::optional<Role> role_of(const torch::Tensor& p);
 

@@ -20,6 +20,7 @@ ResolvedModel ResolvedModel::of(const ModelConfig& m) {
   r.qkv_norm = find_norm(m.qk_norm_type.value_or(m.norm.type));
   r.layout = find_layout(m.layout);
   r.residual = find_residual(m.residual.type);
+  r.value_residual = find_value_residual(m.value_residual);
   r.qkv_norm_used = m.qk_norm || m.v_norm || (r.layout && r.layout->qkv_norm);
   return r;
 }
@@ -80,9 +81,13 @@ void check_model_config(const ModelConfig& m, const ResolvedModel& r, Problems& 
                         m.residual.type, m.layout, own.empty() ? "" : " with" + own, additive));
     }
   }
-  if (m.value_residual != ValueResidual::kNone && m.n_layers < 2)
+  if (!r.value_residual) {
+    p.add("model.value_residual", fmt::format("'{}' is not a registered value-residual mode; expected one of: {}",
+                                              m.value_residual, value_residual_names()));
+  } else if (r.value_residual->make && m.n_layers < 2) {
     p.add("model.value_residual", fmt::format("{} mixes block 0's values into later blocks; n_layers {} has none",
-                                              choice_name(m.value_residual), m.n_layers));
+                                              m.value_residual, m.n_layers));
+  }
   // Keys that only mean something together with others: an error rather than a silent no-op.
   std::string qkv_layouts;
   for (const auto& t : layout_registry()) {
@@ -140,25 +145,22 @@ void add_stream_stats(LayerSeries& s, const torch::Tensor& x) {
 }
 
 namespace {
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+using Impls = std::set<const c10::TensorImpl*>;
+Impls impls(const std::vector<torch::Tensor>& ts) {
+  Impls out;
+  for (const auto& t : ts) out.insert(t.unsafeGetTensorImpl());
+  return out;
 }
 }  // namespace
 
-bool is_branch_linear(const std::string& name) {
-  for (const char* s : {"attn.v_proj.weight", "attn.out_proj.weight", "ffn.fc1.weight",
-                        "ffn.fc2.weight", "ffn.gate.weight"}) {
-    if (ends_with(name, s)) return true;
-  }
-  return false;
-}
-
-void for_each_block_linear(TransformerImpl& model,
-                           const std::function<void(const std::string& name, torch::Tensor& w)>& fn) {
+void for_each_block_matrix(TransformerImpl& model, const std::function<void(torch::Tensor& w, bool branch)>& fn) {
   torch::NoGradGuard ng;
-  for (auto& kv : model.named_parameters()) {
-    if (kv.key().rfind("blocks.", 0) == 0 && kv.value().dim() == 2 && !model.keeps_constructor_init(kv.value()))
-      fn(kv.key(), kv.value());
+  for (int64_t i = 0; i < model.n_blocks(); ++i) {
+    BlockImpl& b = *model.block(i);
+    const Impls branch = impls(b.branch_weights());
+    for (auto& p : b.parameters()) {  // the block's part of named_parameters(), in its order
+      if (role_of(p) == Role::kMatrix) fn(p, branch.count(p.unsafeGetTensorImpl()) > 0);
+    }
   }
 }
 
@@ -209,29 +211,31 @@ TransformerImpl::TransformerImpl(const ModelConfig& config, const ParamConfig& p
   bo.ffn.bias = false;  // the contract gives model.bias to the attention projections only
   bo.norm_type = m.norm.type;
   bo.norm = no;
+  const ValueResidualType* vres = entries_.value_residual;
+  TORCH_CHECK(vres, "unknown value-residual mode ", m.value_residual);
+  if (vres->make) {
+    bo.attn.value_residual = vres;
+    bo.attn.value_source = std::make_shared<ValueSource>();
+  }
   block_list_ = register_module("blocks", torch::nn::ModuleList());
   for (int64_t i = 0; i < m.n_layers; ++i) {
     bo.plan = layout->plan(i, m);
-    bo.attn.value_residual = m.value_residual;
-    bo.attn.value_role = m.value_residual == ValueResidual::kNone ? ValueRole::kNone
-                         : i == 0                                   ? ValueRole::kSource
-                                                                    : ValueRole::kMix;
+    bo.attn.value_role = !vres->make             ? ValueRole::kNone
+                         : i == 0                ? ValueRole::kSource
+                         : i + 1 < m.n_layers    ? ValueRole::kMix
+                                                 : ValueRole::kMixLast;
     Block b(bo);
     block_list_->push_back(b);
     blocks_.push_back(b);
   }
   if (layout->final_norm) final_norm = register_module("final_norm", make_norm(m.norm.type, no));
   if (!m.tie_embeddings) {
-    lm_head = register_module("lm_head", torch::nn::Linear(torch::nn::LinearOptions(m.d_model, m.vocab_size).bias(false)));
-    declare_linear(lm_head, Role::kHead);
+    lm_head = register_module("lm_head", make_linear(m.d_model, m.vocab_size, /*bias=*/false, Role::kHead));
   }
-  if (layout->build) layout->build(*this, m);
+  if (layout->head) head_map_ = layout->head(*this, m);
   const ResidualType* residual = entries_.residual;
   TORCH_CHECK(residual, "unknown residual type ", m.residual.type);
   stream_ = layout->make_stream ? layout->make_stream(*this, m) : residual->make(*this, m);
-  for (auto& b : blocks_) {
-    for (const auto& p : b->attention()->value_residual_parameters()) keep_constructor_init(p);
-  }
 }
 
 void TransformerImpl::set_track_head_max(bool on) {
@@ -256,7 +260,7 @@ torch::Tensor TransformerImpl::head(const torch::Tensor& hidden) {
   const double r = pz_.readout_mult();
   const torch::Tensor h = r == 1.0 ? hidden : hidden * r;
   auto logits = lm_head ? lm_head(h) : torch::matmul(h, tok_emb->weight.t());  // (B, T, V)
-  if (entries_.layout->head) logits = entries_.layout->head(*this, logits);
+  if (head_map_) logits = head_map_(logits);
   if (m_.logit_softcap > 0) logits = torch::tanh(logits / m_.logit_softcap) * m_.logit_softcap;
   if (coord_) {
     // Before the readout multiplier (what a hook on the final norm sees): under mup the entries
@@ -301,12 +305,6 @@ void TransformerImpl::after_update() {
   if (entries_.layout->after_update) entries_.layout->after_update(*this);
 }
 
-void TransformerImpl::value_residual_around(int64_t i, bool before) {
-  if (m_.value_residual == ValueResidual::kNone) return;
-  if (before && i > 0) blocks_[i]->attention()->set_value_source(v0_);
-  if (!before && i == 0) v0_ = blocks_[0]->attention()->raw_values();
-}
-
 torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   const int64_t T = tokens.size(1);
   TORCH_CHECK(T <= m_.ctx, "sequence of ", T, " tokens is longer than ctx ", m_.ctx);
@@ -327,9 +325,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
       x_in = S.view();
       add_stream_stats(stats_, x_in);
     }
-    value_residual_around(i, /*before=*/true);
     S.block(i, *blocks_[i]);
-    value_residual_around(i, /*before=*/false);
     if (coord_) coord_block(i, S.view());
     if (capture_) {
       block_stats(i, x_in, S.view());
@@ -338,18 +334,9 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   }
   if (capture_) add_stream_stats(stats_, S.view());
   x = S.finish();
-  release_value_residual();
   if (final_norm) x = final_norm->forward(x);
   return S.head_input(x);
 }
-
-void TransformerImpl::release_value_residual() {
-  if (m_.value_residual == ValueResidual::kNone) return;
-  v0_ = torch::Tensor();
-  for (auto& b : blocks_) b->attention()->set_value_source(torch::Tensor());
-}
-
-void TransformerImpl::keep_constructor_init(const torch::Tensor& p) { kept_init_.insert(p.unsafeGetTensorImpl()); }
 
 void TransformerImpl::draw_after_the_others(const torch::Tensor& p) { late_init_.insert(p.unsafeGetTensorImpl()); }
 
@@ -358,30 +345,35 @@ void init_weights(Transformer& model, const InitConfig& init) {
   const ModelConfig& m = model->config();
   const Parametrization& pz = model->parametrization();
   const double L = pz.residual_init_depth(m.n_layers);  // completep: base_depth
+  Impls out_weights;  // the sublayers' output maps (init.scaled_residual)
+  for (int64_t i = 0; i < model->n_blocks(); ++i) {
+    const Impls w = impls(model->block(i)->output_weights());
+    out_weights.insert(w.begin(), w.end());
+  }
   // Two passes: the tensors an entry asks to be drawn last come after all others, so a seed gives
   // the same weights to every tensor a model shares with the plain one (mHC beside add).
   for (const bool late : {false, true})
-  for (auto& kv : model->named_parameters()) {
-    const std::string& name = kv.key();
-    auto& p = kv.value();
+  for (auto& p : model->parameters()) {
     if (model->drawn_after_the_others(p) != late) continue;
-    if (name == "tok_emb.weight" || name == "pos_emb.weight") {
+    const std::optional<Role> role = role_of(p);
+    TORCH_CHECK(role, "init: a parameter of shape ", p.sizes(), " has no declared role");
+    if (*role == Role::kEmbedding) {
       p.normal_(0.0, init.embed_std);
       continue;
     }
-    if (model->keeps_constructor_init(p)) continue;  // residual-stream entries' own init
-    const bool is_linear_weight = p.dim() == 2;
-    if (!is_linear_weight) {
-      if (role_of(p) == Role::kBias) p.zero_();  // biases of linear maps
-      continue;  // norm parameters, head scale and residual scales keep their constructor values
+    if (*role == Role::kBias) {  // biases of linear maps
+      p.zero_();
+      continue;
     }
-    const bool residual_out = ends_with(name, "out_proj.weight") || ends_with(name, "fc2.weight");
+    // Gains and mixing tensors keep their constructor values (the norm table, the layouts' and
+    // residual entries' own inits), except those an entry asks to be drawn.
+    if ((*role == Role::kGain || *role == Role::kMixing) && !late) continue;
     if (init.scheme == InitScheme::kXavier) {
       torch::nn::init::xavier_normal_(p, 1.0);
     } else {
       double std = init.std;
-      if (init.scaled_residual && residual_out) std /= std::sqrt(2.0 * L);
-      if (role_of(p) == Role::kMatrix) std *= pz.matrix_init_mult();  // mup, completep: m_N^(-1/2)
+      if (init.scaled_residual && out_weights.count(p.unsafeGetTensorImpl())) std /= std::sqrt(2.0 * L);
+      if (*role == Role::kMatrix) std *= pz.matrix_init_mult();  // mup, completep: m_N^(-1/2)
       p.normal_(0.0, std);
     }
   }
@@ -392,9 +384,9 @@ void init_weights(Transformer& model, const InitConfig& init) {
 
 int64_t count_params(Transformer& model, bool include_embeddings) {
   int64_t n = 0;
-  for (auto& kv : model->named_parameters()) {
-    if (!include_embeddings && (kv.key() == "tok_emb.weight" || kv.key() == "pos_emb.weight")) continue;
-    n += kv.value().numel();
+  for (const auto& p : model->parameters()) {
+    if (!include_embeddings && role_of(p) == Role::kEmbedding) continue;
+    n += p.numel();
   }
   return n;
 }

@@ -10,6 +10,7 @@
 #include "model/block.h"
 #include "model/parametrization.h"
 #include "model/residual/residual.h"
+#include "model/value_residual/value_residual.h"
 
 namespace normlab {
 
@@ -42,6 +43,7 @@ struct ResolvedModel {
   const NormType* qkv_norm = nullptr;      // model.qk_norm_type (auto: the norm type)
   const LayoutType* layout = nullptr;      // model.layout
   const ResidualType* residual = nullptr;  // model.residual.type
+  const ValueResidualType* value_residual = nullptr;  // model.value_residual
   bool qkv_norm_used = false;              // model.qk_norm, model.v_norm or a layout with q/k/v norms
   static ResolvedModel of(const ModelConfig& m);
   // A norm in use pools statistics over the batch's positions (batchnorm: warned about at start-up).
@@ -77,13 +79,10 @@ class TransformerImpl : public torch::nn::Module {
   int64_t n_blocks() const { return static_cast<int64_t>(blocks_.size()); }
   Block& block(int64_t i) { return blocks_[i]; }
 
-  // Parameters of residual-stream entries and options: p keeps its constructor value through
-  // init_weights (and layout init hooks). (Weight decay follows the role: model/roles.h.)
-  void keep_constructor_init(const torch::Tensor& p);
-  // p is drawn by the init scheme after every other parameter (so that the seed gives the shared
-  // tensors the weights of a model without it): mHC's fn.
+  // p (role gain or mixing, which otherwise keep their constructor values) is drawn by the init
+  // scheme after every other parameter (so that the seed gives the shared tensors the weights of a
+  // model without it): mHC's fn.
   void draw_after_the_others(const torch::Tensor& p);
-  bool keeps_constructor_init(const torch::Tensor& p) const { return kept_init_.count(p.unsafeGetTensorImpl()) > 0; }
   bool drawn_after_the_others(const torch::Tensor& p) const { return late_init_.count(p.unsafeGetTensorImpl()) > 0; }
   ResidualStream* residual_stream() { return stream_.get(); }
   // The layout's action after each applied update (and at the end of init_weights): nGPT's
@@ -105,16 +104,12 @@ class TransformerImpl : public torch::nn::Module {
   LayerSeries coord_stats_;
   std::unique_ptr<ResidualStream> stream_;  // the residual type's carrier, or the layout's own (ResiDual)
   ResolvedModel entries_;  // the config's registry entries, looked up once
-  std::set<const c10::TensorImpl*> kept_init_, late_init_;
-  torch::Tensor v0_;  // value residual: block 0's raw values during a forward
+  LayoutType::HeadMap head_map_;  // the layout's map of the logits (LayoutType::head), or empty
+  std::set<const c10::TensorImpl*> late_init_;
   // Diagnostics of block i (capture on): block_cos and its attention's statistics.
   void block_stats(int64_t i, const torch::Tensor& x_in, const torch::Tensor& x_out);
   // Coordinate check: block i's terms, scores and the stream after it (x_out) into coord_stats_.
   void coord_block(int64_t i, const torch::Tensor& x_out);
-  // Value residual: hand block 0's raw values to block i before it runs (before) / take them
-  // from block 0 after it ran; release them when the forward is done.
-  void value_residual_around(int64_t i, bool before);
-  void release_value_residual();
 };
 TORCH_MODULE(Transformer);
 
@@ -135,14 +130,14 @@ void check_layout_scope(const Config& c, const ResolvedModel& entries, Problems&
 double norm_eps(const ModelConfig& m, const std::string& type);
 
 // Initialises every parameter per src/model/README.md from torch's global generator (seeded by
-// the caller), in named_parameters() order.
+// the caller), in named_parameters() order, by its role: embeddings N(0, embed_std); matrices and
+// an untied head by the scheme (the sublayers' output maps scaled under init.scaled_residual, the
+// matrices by the parametrization); biases 0; gains and mixing tensors keep their constructor
+// values (but those drawn after the others). No name is read.
 void init_weights(Transformer& model, const InitConfig& init);
 
-// The block Linear weights DeepNorm's beta and Sub-LN's gamma scale: v_proj, out_proj, fc1, fc2
-// and the SwiGLU ffn.gate (not q_proj, k_proj or attn.gate).
-bool is_branch_linear(const std::string& name);
-
-// Non-embedding parameter count (everything except tok_emb/pos_emb; a tied head counts 0).
+// Parameter count, without the embeddings' (role embedding; a tied head counts 0) unless
+// include_embeddings.
 int64_t count_params(Transformer& model, bool include_embeddings);
 
 }  // namespace normlab

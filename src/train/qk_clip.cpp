@@ -1,6 +1,6 @@
 #include "train/qk_clip.h"
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace normlab {
 

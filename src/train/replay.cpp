@@ -163,7 +163,7 @@ ReplayResult replay_step(const std::string& run, int64_t N) {
   Trainable t = make_trainable(cfg, device);
   TrainStep step(cfg, t, data, device);
   const TrainState state = restore_checkpoint(ckpt, t, step);
-  // W processes with batch B optimise as one with W*B (src/dist/README.md): replayed as one.
+  // W processes with batch B optimise as one with W*B (src/parallel/README.md): replayed as one.
   if (state.world_size > 1) cfg.train.batch_size *= state.world_size;
 
   ReplayResult r;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "train/checkpoint.h"
 #include "train/step.h"
 

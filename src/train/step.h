@@ -13,7 +13,7 @@
 
 #include "config/config.h"
 #include "data/corpus.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "metrics/grad_stats.h"
 #include "metrics/probe.h"
 #include "metrics/spike.h"
@@ -68,7 +68,7 @@ torch::ScalarType precision_dtype(Precision precision);
 // loss_scale (fp16) multiplies the loss before the backward, so the gradients come out scaled.
 // On CUDA each micro-batch is copied to the device from pinned memory without a host sync.
 // With W ranks, micro-batch k is the one a single process with batch W*B would draw, and rank r
-// takes its rows r*B .. (r+1)*B-1 (src/dist/README.md). A reducer is armed before the last
+// takes its rows r*B .. (r+1)*B-1 (src/parallel/README.md). A reducer is armed before the last
 // micro-batch's backward, so its all-reduces start while that backward runs.
 // `inspect` (replay) sees every micro-batch (StepInspector).
 Pass forward_backward(const Config& cfg, Transformer& model, Optimizer& optimizer, const Corpus& data,

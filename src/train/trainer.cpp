@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "core/system.h"
 #include "data/corpus.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "metrics/records.h"
 #include "model/transformer.h"
 #include "optim/adamw.h"
@@ -115,7 +115,7 @@ class Run {
   int go() {
     if (env_.distributed()) {
       // One rendezvous before anything else, so a rank that fails below takes the others with it.
-      // auto: NCCL on CUDA where this build has it, else Gloo (src/dist/README.md).
+      // auto: NCCL on CUDA where this build has it, else Gloo (src/parallel/README.md).
       DistBackend backend = cfg_.train.dist_backend;
       if (backend == DistBackend::kAuto) backend = device_.is_cuda() && have_nccl() ? DistBackend::kNccl : DistBackend::kGloo;
       if (backend == DistBackend::kNccl && !device_.is_cuda()) {

@@ -21,6 +21,7 @@
 #include "model/layouts/layout.h"
 #include "model/norms/norm.h"
 #include "model/transformer.h"
+#include "readme_tables.h"
 #include "optim/registry.h"
 #include "test_util.h"
 #include "train/run_config.h"
@@ -36,22 +37,7 @@ std::string read_doc(const std::string& relative) {
   return ss.str();
 }
 
-// The names in the first column of the Markdown tables under the heading `heading` (up to the
-// next heading of the same level).
-std::set<std::string> table_names(const std::string& doc, const std::string& heading) {
-  std::set<std::string> out;
-  const auto at = doc.find("\n" + heading + "\n");
-  if (at == std::string::npos) return out;
-  const auto end = doc.find("\n## ", at + 1);
-  std::istringstream lines(doc.substr(at, end == std::string::npos ? std::string::npos : end - at));
-  std::string line;
-  const std::regex row("^\\| `([a-z0-9_]+)` \\|");
-  std::smatch m;
-  while (std::getline(lines, line)) {
-    if (std::regex_search(line, m, row)) out.insert(m[1]);
-  }
-  return out;
-}
+using testing::table_names;  // tests/readme_tables.h, shared with the sweep fuzzer's stand-in
 
 // Every backticked name on the README line that starts with `prefix`.
 std::set<std::string> listed(const std::string& readme, const std::string& prefix) {
@@ -67,7 +53,7 @@ std::set<std::string> listed(const std::string& readme, const std::string& prefi
   return {};
 }
 
-TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsAndResidualTypes) {
+TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsResidualTypesAndValueResiduals) {
   const std::string doc = read_doc("src/model/README.md");
   std::set<std::string> norms, layouts, residuals;
   for (const auto& n : norm_registry()) norms.insert(n.name);
@@ -76,6 +62,9 @@ TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsAndResidualTy
   EXPECT_EQ(table_names(doc, "## Norms"), norms);
   EXPECT_EQ(table_names(doc, "## Layouts"), layouts);
   EXPECT_EQ(table_names(doc, "## Residual streams"), residuals);
+  std::set<std::string> value_residuals;
+  for (const auto& v : value_residual_registry()) value_residuals.insert(v.name);
+  EXPECT_EQ(table_names(doc, "## Value residual"), value_residuals);
 }
 
 TEST(DocsTest, OptimReadmeTableIsExactlyTheRegisteredOptimizers) {
@@ -136,7 +125,7 @@ TEST(DocsTest, EveryConfigChoiceTheDocsNameExists) {
   const std::regex pair("([a-z_]+(?:\\.[a-z_]+)+)(?:: |=)([a-z][a-z0-9_]*)");
   int checked = 0;
   for (const char* file : {"README.md", "configs/README.md", "configs/sweeps/README.md", "src/model/README.md",
-                           "src/train/README.md", "src/optim/README.md", "src/metrics/README.md", "src/dist/README.md", "src/cli/README.md",
+                           "src/train/README.md", "src/optim/README.md", "src/metrics/README.md", "src/parallel/README.md", "src/cli/README.md",
                            "data/README.md", "tests/README.md", "scripts/README.md"}) {
   const std::string readme = read_doc(file);
   EXPECT_FALSE(readme.empty()) << file;
@@ -197,16 +186,10 @@ TEST(DocsRunTest, EveryMetricsKeyOfAFullDiagnosticsRunIsDocumented) {
   };
   variant("attnres", [](Config& v) {
     v.model.residual.type = "attnres";
-    v.model.value_residual = ValueResidual::kToken;
+    v.model.value_residual = "token";
   });
   variant("mhc", [](Config& v) { v.model.residual.type = "mhc"; });
-  variant("ngpt", [](Config& v) {
-    v.model.layout = "ngpt";
-    v.model.pos = Position::kRope;
-    v.model.ffn = FfnKind::kSwiglu;
-    v.model.tie_embeddings = false;
-    v.optim.weight_decay = 0;
-  });
+  variant("ngpt", [](Config& v) { v = fit_to_layout(*find_layout("ngpt"), v); });
   std::set<std::string> keys;
   for (const char* run : {"run", "attnres", "mhc", "ngpt"}) {
     for (const char* kind : {"train", "eval", "spike"}) {

@@ -37,6 +37,7 @@
 #include "core/fs.h"
 #include "sweep/sweep_config.h"
 #include "train/run_config.h"
+#include "../readme_tables.h"
 
 #ifndef NORMLAB_SOURCE_DIR
 #error "build with -DNORMLAB_SOURCE_DIR=\"<repository root>\""
@@ -50,16 +51,15 @@ fs::path copy_root;  // the private copy: configs/, data/
 
 namespace normlab {
 // Stand-in for train/run_config.cpp's check_and_resolve without LibTorch: the value rules, the
-// registry names (the lists of src/model/norms/registry.cpp, src/model/layouts/registry.cpp and
-// src/model/residual/registry.cpp, copied), the data files; no device or memory checks, no corpus loading.
+// registry names (read from src/model/README.md's tables, which DocsTest holds to the registries
+// with the same reader), the data files; no device or memory checks, no corpus loading.
 Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
-  static const std::set<std::string> norms = {"layernorm", "rmsnorm",      "rmsnorm_1p", "scalenorm",
-                                              "batchnorm", "dyt",          "none",       "rmsnorm_free",
-                                              "derf",      "ssnorm"};
-  static const std::set<std::string> layouts = {"pre",       "post",  "deepnorm", "sandwich",
-                                                "normformer", "reordered", "mix", "subln",
-                                                "hybrid",    "lns",   "ngpt",     "resi_dual"};
-  static const std::set<std::string> residuals = {"add", "hc", "mhc", "attnres"};  // src/model/residual/registry.cpp
+  static const std::string doc = testing::read_text(NORMLAB_SOURCE_DIR "/src/model/README.md");
+  static const std::set<std::string> norms = testing::table_names(doc, "## Norms"),
+                                     layouts = testing::table_names(doc, "## Layouts"),
+                                     residuals = testing::table_names(doc, "## Residual streams"),
+                                     value_residuals = testing::table_names(doc, "## Value residual");
+  if (norms.empty() || layouts.empty() || residuals.empty() || value_residuals.empty()) std::abort();
   Config& c = loaded.config;
   Problems problems(loaded.source);
   problems.add_earlier(loaded.problems, loaded.problem_keys);
@@ -70,6 +70,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
   }
   if (!layouts.count(c.model.layout)) problems.add("model.layout", "not a registered layout");
   if (!residuals.count(c.model.residual.type)) problems.add("model.residual.type", "not a registered residual type");
+  if (!value_residuals.count(c.model.value_residual)) problems.add("model.value_residual", "not a registered mode");
   if (check_data_files) {
     for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
       for (std::string& path : *paths) {

@@ -68,7 +68,7 @@ TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
   m.layerscale = 0.1;
   m.embed_norm = true;
   m.tie_embeddings = false;
-  m.value_residual = ValueResidual::kScalar;
+  m.value_residual = "scalar";
   resolve_model_config(m);
   Transformer t(m);
   expect_in_order(t, {"tok_emb.weight", "pos_emb.weight", "embed_norm.weight",
@@ -85,10 +85,7 @@ TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
   expect_in_order(th, {"tok_emb.weight", "blocks.0.norm1.weight", "blocks.0.norm2.weight", "blocks.0.ffn.fc2.weight",
                        "blocks.0.mhc1.fn", "blocks.0.mhc2.fn", "blocks.1.norm1.weight", "final_norm.weight", "mhc_head.fn"},
                   "mhc");
-  ModelConfig g = small("ngpt");
-  g.pos = Position::kRope;
-  g.ffn = FfnKind::kSwiglu;
-  g.tie_embeddings = false;
+  ModelConfig g = fit_to_layout(*find_layout("ngpt"), small("ngpt"));
   resolve_model_config(g);
   Transformer tg(g);
   expect_in_order(tg, {"s_z", "tok_emb.weight", "blocks.0.alpha1", "blocks.0.alpha2", "blocks.0.attn.s_qk",

@@ -67,7 +67,7 @@ void run_case(const Case& c) {
   mc.bias = true;
   mc.attn_gate = AttnGate::kHead;  // gate [2, 16]: a very wide matrix
   mc.tie_embeddings = c.tied;
-  mc.value_residual = ValueResidual::kToken;  // mixing tensors, 2-D among them
+  mc.value_residual = "token";  // mixing tensors, 2-D among them
   resolve_model_config(mc);
   torch::manual_seed(11);
   Transformer model(mc);

@@ -155,15 +155,9 @@ TEST(ReplayTest, EveryLayoutAndResidualTypeReplaysBitForBit) {
     SCOPED_TRACE(layout + " / " + residual);
     testing::TempDir dir;
     Config c = testing::tiny_config(dir / "run");
-    c.model.layout = layout;
+    c = fit_to_layout(*find_layout(layout), c);
     c.model.residual.type = residual;
     c.model.n_layers = 2;
-    if (layout == "ngpt") {
-      c.model.pos = Position::kRope;
-      c.model.ffn = FfnKind::kSwiglu;
-      c.model.tie_embeddings = false;
-      c.optim.weight_decay = 0;
-    }
     c.train.steps = 7;
     c.train.log_every = 1;
     c.train.checkpoint_every = 3;

@@ -25,7 +25,7 @@ Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true);
 
 struct Method {
   std::string name, residual;
-  ValueResidual vres = ValueResidual::kNone;
+  std::string vres = "none";
   int64_t attnres_block = 1;
   std::vector<std::string> series;  // layers.<series> on diagnostics steps
   std::string tensor;               // one tensor the checkpoint must hold
@@ -33,13 +33,13 @@ struct Method {
 };
 
 std::vector<Method> methods() {
-  return {{"hc", "hc", ValueResidual::kNone, 1, {"res_gain_fwd", "res_gain_bwd"}, "blocks.1.hc2.alpha_fn"},
-          {"mhc", "mhc", ValueResidual::kNone, 1, {"res_gain_fwd", "res_gain_bwd"}, "mhc_head.fn"},
-          {"attnres_block", "attnres", ValueResidual::kNone, 2, {"act_rms"}, "final_attnres.query"},
-          {"vres_token", "add", ValueResidual::kToken, 1, {"vres_lambda"}, "blocks.1.attn.vres_gate.weight"},
-          {"vres_scalar_attnres", "attnres", ValueResidual::kScalar, 1, {"vres_lambda"}, "blocks.1.attn.vres_lambda"},
-          {"ngpt_vres_fixed", "add", ValueResidual::kFixed, 1, {"ngpt_a1", "ngpt_a2", "vres_lambda"}, "s_z", "ngpt"},
-          {"resi_dual", "add", ValueResidual::kNone, 1, {"act_rms"}, "final_norm.weight", "resi_dual"}};
+  return {{"hc", "hc", "none", 1, {"res_gain_fwd", "res_gain_bwd"}, "blocks.1.hc2.alpha_fn"},
+          {"mhc", "mhc", "none", 1, {"res_gain_fwd", "res_gain_bwd"}, "mhc_head.fn"},
+          {"attnres_block", "attnres", "none", 2, {"act_rms"}, "final_attnres.query"},
+          {"vres_token", "add", "token", 1, {"vres_lambda"}, "blocks.1.attn.vres_gate.weight"},
+          {"vres_scalar_attnres", "attnres", "scalar", 1, {"vres_lambda"}, "blocks.1.attn.vres_lambda"},
+          {"ngpt_vres_fixed", "add", "fixed", 1, {"ngpt_a1", "ngpt_a2", "vres_lambda"}, "s_z", "ngpt"},
+          {"resi_dual", "add", "none", 1, {"act_rms"}, "final_norm.weight", "resi_dual"}};
 }
 
 Config method_config(const Method& m, const std::string& out) {
@@ -49,14 +49,8 @@ Config method_config(const Method& m, const std::string& out) {
   c.diag.every = 4;
   c.model.residual.type = m.residual;
   c.model.value_residual = m.vres;
-  c.model.layout = m.layout;
-  if (m.layout == "ngpt") {
-    c.model.pos = Position::kRope;
-    c.model.ffn = FfnKind::kSwiglu;
-    c.model.tie_embeddings = false;
-    c.optim.weight_decay = 0;
-    c.optim.warmup = 0;
-  }
+  c = fit_to_layout(*find_layout(m.layout), c);
+  if (m.layout == "ngpt") c.optim.warmup = 0;
   if (m.residual == "attnres") c.model.residual.keys.set("residual.attnres_block", m.attnres_block);
   return c;
 }
@@ -141,15 +135,9 @@ TEST(ResidualGridTest, EveryTypeTrainsUnderEveryLayoutItAccepts) {
     for (const auto& l : layout_registry()) {
       testing::TempDir dir;
       Config c = testing::tiny_config(dir / "run");
-      c.model.layout = l.name;
+      c = fit_to_layout(l, c);
       c.model.residual.type = r.name;
       c.model.n_layers = 2;
-      if (l.name == "ngpt") {  // what nGPT needs (its scope rules)
-        c.model.pos = Position::kRope;
-        c.model.ffn = FfnKind::kSwiglu;
-        c.model.tie_embeddings = false;
-        c.optim.weight_decay = 0;
-      }
       ModelConfig probe = c.model;
       resolve_model_config(probe);
       if (r.wraps_terms && !layout_is_additive(probe)) continue;  // a config error (ResidualConfigTest)

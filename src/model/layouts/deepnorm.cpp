@@ -31,9 +31,7 @@ void deepnorm_resolve(ModelConfig& m) {
 
 void deepnorm_init(TransformerImpl& model, const ModelConfig& m) {
   const double beta = m.keys.number("deepnorm.beta");
-  for_each_block_linear(model, [&](const std::string& name, torch::Tensor& w) {
-    torch::nn::init::xavier_normal_(w, is_branch_linear(name) ? beta : 1.0);
-  });
+  for_each_block_matrix(model, [&](torch::Tensor& w, bool branch) { torch::nn::init::xavier_normal_(w, branch ? beta : 1.0); });
 }
 }  // namespace
 

@@ -72,14 +72,21 @@ struct LayoutType {
   // Config rules of the layout's scope beyond its own keys (nGPT needs rope, swiglu, ...): each
   // problem as add(key, message).
   std::function<void(const Config& c, const std::function<void(const std::string&, const std::string&)>& add)> check;
+  // The least a config made for another layout needs changed to be valid under this one (what
+  // `check` demands): nGPT sets rope, SwiGLU, an untied head, no bias and no weight decay, and puts
+  // the options it has no use for back to their defaults. Whatever enumerates the registry (tests,
+  // docs checks) builds its configs through fit_to_layout; a layout with a `check` has one
+  // (LayoutRegistryTest holds every layout's fitted default config valid).
+  std::function<void(Config& c)> fit;
   // A layout that carries more than x between blocks (ResiDual: x and its dual stream) supplies its
   // carrier, through the interface the residual types use (model/residual/residual.h); the others
   // run on the residual type's carrier.
   std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make_stream;
-  // Top-level parameters of the layout (nGPT's s_z), registered at construction, after lm_head.
-  std::function<void(TransformerImpl& model, const ModelConfig& m)> build;
-  // The head's logits -> the layout's (nGPT's s_z scaling), before any logit softcap.
-  std::function<torch::Tensor(TransformerImpl& model, const torch::Tensor& logits)> head;
+  // The layout's own map of the head's logits (nGPT's s_z scaling), before any logit softcap:
+  // registers its top-level parameters on the model at construction (after lm_head) and returns
+  // the map, which holds them.
+  using HeadMap = std::function<torch::Tensor(const torch::Tensor& logits)>;
+  std::function<HeadMap(TransformerImpl& model, const ModelConfig& m)> head;
   // After each applied update (after clipping and the optimizer step, once per update, on every
   // rank; not after a skipped one) and at the end of init (nGPT's renormalisation).
   std::function<void(TransformerImpl& model)> after_update;
@@ -88,6 +95,10 @@ struct LayoutType {
 };
 
 const std::vector<LayoutType>& layout_registry();
+// c with model.layout = l's name and l's fit applied. The ModelConfig form fits a default Config
+// around m (for tests that build a model without a whole config).
+Config fit_to_layout(const LayoutType& l, Config c);
+ModelConfig fit_to_layout(const LayoutType& l, const ModelConfig& m);
 const LayoutType* find_layout(const std::string& name);  // nullptr if unknown
 std::string layout_names();
 
@@ -100,8 +111,8 @@ bool layout_is_additive(const ModelConfig& m);
 BlockPlan pre_plan(int64_t layer, const ModelConfig& m);
 BlockPlan post_plan(int64_t layer, const ModelConfig& m);
 
-// For init hooks: every Linear weight of the blocks, with its contract name.
-void for_each_block_linear(TransformerImpl& model,
-                           const std::function<void(const std::string& name, torch::Tensor& w)>& fn);
+// For init hooks: every matrix (role) of the blocks, in named_parameters() order, and whether it
+// is one of the block's branch weights (BlockImpl::branch_weights: DeepNorm's beta, Sub-LN's gamma).
+void for_each_block_matrix(TransformerImpl& model, const std::function<void(torch::Tensor& w, bool branch)>& fn);
 
 }  // namespace normlab

@@ -31,22 +31,20 @@ torch::Tensor unit_norm(const torch::Tensor& x) {
 void ngpt_sublayers(BlockOptions& o) {
   const int64_t d = o.attn.d_model, d_ff = o.ffn.d_ff;
   const double sd = std::sqrt(static_cast<double>(d));
-  o.attn.qk_build = [d, sd](torch::nn::Module& a) {
-    a.register_parameter("s_qk", with_role(torch::full({d}, 1.0 / sd), Role::kGain));
+  o.attn.qk = [d, sd](torch::nn::Module& a) -> AttentionOptions::QkMap {
+    const torch::Tensor s_qk = a.register_parameter("s_qk", with_role(torch::full({d}, 1.0 / sd), Role::kGain));
+    return [s_qk, sd](const torch::Tensor& q, const torch::Tensor& k, c10::ScalarType dtype) {
+      const int64_t H = q.size(2), dh = q.size(3);
+      auto Q = (s_qk * sd).view({1, 1, H, dh});
+      return std::make_pair((unit_norm(q) * Q * static_cast<double>(dh)).to(dtype), (unit_norm(k) * Q).to(dtype));
+    };
   };
-  o.attn.qk_map = [sd](torch::nn::Module& a, const torch::Tensor& q, const torch::Tensor& k, c10::ScalarType dtype) {
-    const int64_t H = q.size(2), dh = q.size(3);
-    const torch::Tensor s_qk = a.named_parameters(/*recurse=*/false)["s_qk"];  // a handle, not a reference into the temporary
-    auto Q = (s_qk * sd).view({1, 1, H, dh});
-    return std::make_pair((unit_norm(q) * Q * static_cast<double>(dh)).to(dtype), (unit_norm(k) * Q).to(dtype));
-  };
-  o.ffn.hidden_build = [d_ff](torch::nn::Module& f) {
-    f.register_parameter("s_u", with_role(torch::ones({d_ff}), Role::kGain));
-    f.register_parameter("s_v", with_role(torch::ones({d_ff}), Role::kGain));
-  };
-  o.ffn.hidden = [sd](FfnImpl& f, const torch::Tensor& x) {
-    const auto params = f.named_parameters(/*recurse=*/false);
-    return (params["s_u"] * sd) * f.fc1(x) * torch::silu((params["s_v"] * sd) * f.gate(x));
+  o.ffn.hidden = [d_ff, sd](FfnImpl& f) -> FfnOptions::HiddenMap {
+    const torch::Tensor s_u = f.register_parameter("s_u", with_role(torch::ones({d_ff}), Role::kGain));
+    const torch::Tensor s_v = f.register_parameter("s_v", with_role(torch::ones({d_ff}), Role::kGain));
+    return [s_u, s_v, sd, fc1 = f.fc1, gate = f.gate](const torch::Tensor& x) mutable {
+      return (s_u * sd) * fc1(x) * torch::silu((s_v * sd) * gate(x));
+    };
   };
 }
 
@@ -117,13 +115,27 @@ LayoutType ngpt_layout() {
   t.keys = {{"alpha_init", KeyKind::kNumber, 0.05, "the steps a1, a2 start at this (alpha = 1/sqrt(d) stored)", {},
              check_positive}};
   t.check = ngpt_check;
-  t.own_parametrization = true;
-  t.build = [](TransformerImpl& model, const ModelConfig& m) {
-    model.register_parameter("s_z", with_role(torch::full({m.vocab_size}, 1.0 / std::sqrt(static_cast<double>(m.d_model))), Role::kGain));
+  t.fit = [](Config& c) {  // what ngpt_check demands, and nothing else
+    ModelConfig& m = c.model;
+    const ModelConfig plain;
+    m.pos = Position::kRope;
+    m.ffn = FfnKind::kSwiglu;
+    m.tie_embeddings = false;
+    m.bias = false;
+    c.optim.weight_decay = 0;
+    m.norm = plain.norm;
+    m.qk_norm = false;
+    m.qk_norm_type.reset();
+    m.v_norm = false;
+    m.embed_norm = false;
+    m.layerscale = 0;
+    c.optim.qk_clip = 0;
   };
-  t.head = [](TransformerImpl& model, const torch::Tensor& logits) {
-    const torch::Tensor s_z = model.named_parameters(/*recurse=*/false)["s_z"];  // a handle, not a reference into the temporary
-    return logits * (s_z * std::sqrt(static_cast<double>(model.config().d_model))).to(logits.scalar_type());
+  t.own_parametrization = true;
+  t.head = [](TransformerImpl& model, const ModelConfig& m) -> LayoutType::HeadMap {
+    const double sd = std::sqrt(static_cast<double>(m.d_model));
+    const torch::Tensor s_z = model.register_parameter("s_z", with_role(torch::full({m.vocab_size}, 1.0 / sd), Role::kGain));
+    return [s_z, sd](const torch::Tensor& logits) { return logits * (s_z * sd).to(logits.scalar_type()); };
   };
   t.init = [](TransformerImpl& model, const ModelConfig&) { renormalise(model); };
   t.after_update = renormalise;

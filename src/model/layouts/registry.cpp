@@ -55,6 +55,18 @@ bool layout_is_additive(const ModelConfig& m) {
   return true;
 }
 
+Config fit_to_layout(const LayoutType& l, Config c) {
+  c.model.layout = l.name;
+  if (l.fit) l.fit(c);
+  return c;
+}
+
+ModelConfig fit_to_layout(const LayoutType& l, const ModelConfig& m) {
+  Config c;
+  c.model = m;
+  return fit_to_layout(l, c).model;
+}
+
 std::string layout_names() {
   std::string out;
   for (const auto& t : layout_registry()) out += (out.empty() ? "" : ", ") + t.name;

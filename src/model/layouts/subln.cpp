@@ -35,8 +35,8 @@ LayoutType subln_layout() {
              {}, check_positive}};
   t.init = [](TransformerImpl& model, const ModelConfig& m) {
     const double gamma = m.keys.number("subln.gamma");
-    for_each_block_linear(model, [&](const std::string& name, torch::Tensor& w) {
-      if (is_branch_linear(name)) w.mul_(gamma);
+    for_each_block_matrix(model, [&](torch::Tensor& w, bool branch) {
+      if (branch) w.mul_(gamma);
     });
   };
   return t;

@@ -119,18 +119,13 @@ ResidualType attnres_residual() {
     NormOptions no;
     no.size = m.d_model;
     no.eps = norm_eps(m, "rmsnorm");
-    std::vector<AttnRes> subs;
-    for (int64_t i = 0; i < model.n_blocks(); ++i) {
-      for (int k = 1; k <= 2; ++k) {
-        AttnRes r(m.d_model, no);
-        model.block(i)->register_module(fmt::format("attnres{}", k), r.ptr());
-        for (auto& p : r->parameters()) model.keep_constructor_init(p);
-        subs.push_back(r);
-      }
-    }
+    std::vector<AttnRes> subs;  // role mixing: they keep these constructor values through init
+    register_per_sublayer(model, "attnres", [&](int64_t, int) {
+      subs.emplace_back(m.d_model, no);
+      return subs.back().ptr();
+    });
     AttnRes final(m.d_model, no);
     model.register_module("final_attnres", final.ptr());
-    for (auto& p : final->parameters()) model.keep_constructor_init(p);
     return std::make_unique<AttnResStream>(std::move(subs), final, m.residual.keys.integer("residual.attnres_block"));
   };
   t.cost = [](const ModelConfig& m) {  // every read stacks up to 2L + 1 sources (normed and weighted)

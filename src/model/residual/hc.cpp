@@ -27,6 +27,7 @@ class HcImpl : public torch::nn::Module {
     static_beta = register_parameter("static_beta", torch::ones({n}));
     if (dynamic) {
       norm = register_module("norm", make_norm("rmsnorm", no));
+      norm_gain_ = norm->named_parameters(/*recurse=*/false)["weight"];  // a handle, looked up once
       alpha_fn = register_parameter("alpha_fn", torch::zeros({n + 1, d}));
       beta_fn = register_parameter("beta_fn", torch::zeros({d}));
       alpha_scale = register_parameter("alpha_scale", torch::full({1}, 0.01));
@@ -47,8 +48,7 @@ class HcImpl : public torch::nn::Module {
     const auto dt = X[0].scalar_type();
     auto A = static_alpha.to(dt), beta = static_beta.to(dt);
     if (!dynamic_) return {A, beta};
-    const auto g = norm->named_parameters(/*recurse=*/false)["weight"];
-    auto F = (torch::cat({alpha_fn, beta_fn.unsqueeze(0)}) * g).to(dt);  // (n+2, d)
+    auto F = (torch::cat({alpha_fn, beta_fn.unsqueeze(0)}) * norm_gain_).to(dt);  // (n+2, d)
     std::vector<torch::Tensor> z;
     for (const auto& x : X) z.push_back(rms_project({x}, F, eps_));  // r_j (alpha_fn * g | beta_fn * g) X_j
     auto Z = torch::stack(z, -2);  // (B, T, n, n+2)
@@ -61,6 +61,7 @@ class HcImpl : public torch::nn::Module {
   NormPtr norm;
 
  private:
+  torch::Tensor norm_gain_;  // norm's weight g
   int64_t n_;
   bool dynamic_;
   double eps_;
@@ -124,15 +125,11 @@ ResidualType hc_residual() {
     NormOptions no;
     no.size = m.d_model;
     no.eps = norm_eps(m, "rmsnorm");
-    std::vector<Hc> subs;
-    for (int64_t i = 0; i < model.n_blocks(); ++i) {
-      for (int k = 1; k <= 2; ++k) {
-        Hc h(n, m.d_model, 2 * i + k - 1, dynamic, no);
-        model.block(i)->register_module(fmt::format("hc{}", k), h.ptr());
-        for (auto& p : h->parameters()) model.keep_constructor_init(p);
-        subs.push_back(h);
-      }
-    }
+    std::vector<Hc> subs;  // role mixing: they keep these constructor values through init
+    register_per_sublayer(model, "hc", [&](int64_t i, int k) {
+      subs.emplace_back(n, m.d_model, 2 * i + k - 1, dynamic, no);
+      return subs.back().ptr();
+    });
     return std::make_unique<HcStream>(std::move(subs), n);
   };
   t.cost = [](const ModelConfig& m) {

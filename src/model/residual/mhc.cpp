@@ -132,22 +132,16 @@ ResidualType mhc_residual() {
   t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
     const int64_t n = m.residual.keys.integer("residual.streams");
     const int64_t iters = m.residual.keys.integer("residual.sinkhorn_iters");
+    // Role mixing: scale and base keep their constructor values through init; fn is drawn.
     std::vector<Mhc> subs;
-    for (int64_t i = 0; i < model.n_blocks(); ++i) {
-      for (int k = 1; k <= 2; ++k) {
-        Mhc h(n, m.d_model, iters);
-        model.block(i)->register_module(fmt::format("mhc{}", k), h.ptr());
-        model.draw_after_the_others(h->fn);
-        model.keep_constructor_init(h->scale);
-        model.keep_constructor_init(h->base);
-        subs.push_back(h);
-      }
-    }
+    register_per_sublayer(model, "mhc", [&](int64_t, int) {
+      subs.emplace_back(n, m.d_model, iters);
+      model.draw_after_the_others(subs.back()->fn);
+      return subs.back().ptr();
+    });
     MhcHead head(n, m.d_model);
     model.register_module("mhc_head", head.ptr());
     model.draw_after_the_others(head->fn);
-    model.keep_constructor_init(head->scale);
-    model.keep_constructor_init(head->base);
     return std::make_unique<MhcStream>(std::move(subs), head, n);
   };
   t.cost = [](const ModelConfig& m) {

@@ -29,6 +29,13 @@ std::string residual_names() {
   return out;
 }
 
+void register_per_sublayer(TransformerImpl& model, const std::string& name,
+                           const std::function<std::shared_ptr<torch::nn::Module>(int64_t i, int k)>& make) {
+  for (int64_t i = 0; i < model.n_blocks(); ++i) {
+    for (int k = 1; k <= 2; ++k) model.block(i)->register_module(name + std::to_string(k), make(i, k));
+  }
+}
+
 void ResidualStream::block(int64_t i, BlockImpl& b) {
   sublayer(2 * i, [&](const torch::Tensor& z) { return b.term(1, z); });
   sublayer(2 * i + 1, [&](const torch::Tensor& z) { return b.term(2, z); });

@@ -84,6 +84,11 @@ struct ResidualType {
   std::function<ResidualCost(const ModelConfig& m)> cost;
 };
 
+// For an entry's make: registers make(i, k) as blocks.{i}.<name>{k} for every block i and
+// sublayer k = 1 (attention), 2 (FFN), in that order (sublayer 2i + k - 1).
+void register_per_sublayer(TransformerImpl& model, const std::string& name,
+                           const std::function<std::shared_ptr<torch::nn::Module>(int64_t i, int k)>& make);
+
 const std::vector<ResidualType>& residual_registry();
 const ResidualType* find_residual(const std::string& name);  // nullptr if unknown
 std::string residual_names();

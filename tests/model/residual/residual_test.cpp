@@ -514,41 +514,42 @@ TEST(MhcTest, MixingMatrixIsPositiveAndDoublyStochastic) {
 }
 
 TEST(ValueResidualTest, TokenAndScalarStartAsFixed) {
-  std::map<ValueResidual, torch::Tensor> logits;
-  for (ValueResidual v : {ValueResidual::kNone, ValueResidual::kFixed, ValueResidual::kScalar, ValueResidual::kToken}) {
+  std::map<std::string, torch::Tensor> logits;
+  for (const std::string v : {"none", "fixed", "scalar", "token"}) {
     ModelConfig m = small("add", 3);
     m.value_residual = v;
     auto t = build(m);
     torch::NoGradGuard ng;
     logits[v] = t->forward(tokens_for(m));
   }
-  EXPECT_TRUE(torch::equal(logits[ValueResidual::kScalar], logits[ValueResidual::kFixed]));
-  EXPECT_TRUE(torch::allclose(logits[ValueResidual::kToken], logits[ValueResidual::kFixed], 1e-12, 1e-12));
-  EXPECT_FALSE(torch::allclose(logits[ValueResidual::kNone], logits[ValueResidual::kFixed], 1e-6, 1e-6));
+  EXPECT_TRUE(torch::equal(logits["scalar"], logits["fixed"]));
+  EXPECT_TRUE(torch::allclose(logits["token"], logits["fixed"], 1e-12, 1e-12));
+  EXPECT_FALSE(torch::allclose(logits["none"], logits["fixed"], 1e-6, 1e-6));
 }
 
 // One attention sublayer by hand (no bias, RoPE or QK-norm; H heads): the raw values x Wv^T,
 // mixed with v0 as `mode` says when v0 is defined, then the composed reference attention and
 // out_proj.
-torch::Tensor attention_by_hand(Attention& a, const torch::Tensor& x, const torch::Tensor& v0, ValueResidual mode,
+torch::Tensor attention_by_hand(Attention& a, const torch::Tensor& x, const torch::Tensor& v0, std::string mode,
                                 int64_t H) {
   const int64_t B = x.size(0), T = x.size(1), d = x.size(2), dh = d / H;
   auto raw = torch::matmul(x, a->v_proj->weight.t());
   auto mixed = raw.clone();
   if (v0.defined()) {
-    const double lam = mode == ValueResidual::kScalar ? a->vres_lambda.item<double>() : 0.5;
+    const auto params = a->named_parameters();
+    const double lam = mode == "scalar" ? params["vres_lambda"].item<double>() : 0.5;
     for (int64_t b = 0; b < B; ++b) {
       for (int64_t t = 0; t < T; ++t) {
         for (int64_t h = 0; h < H; ++h) {
           double g = 0;  // token: g = sigmoid(x . Wg[h] + bg[h])
-          if (mode == ValueResidual::kToken) {
-            g = a->vres_gate_bias[h].item<double>();
-            for (int64_t i = 0; i < d; ++i) g += x[b][t][i].item<double>() * a->vres_gate_weight[h][i].item<double>();
+          if (mode == "token") {
+            g = params["vres_gate.bias"][h].item<double>();
+            for (int64_t i = 0; i < d; ++i) g += x[b][t][i].item<double>() * params["vres_gate.weight"][h][i].item<double>();
             g = sigm(g);
           }
           for (int64_t i = h * dh; i < (h + 1) * dh; ++i) {
             const double v = raw[b][t][i].item<double>(), s = v0[b][t][i].item<double>();
-            mixed[b][t][i] = mode == ValueResidual::kToken ? g * v + (1 - g) * s : (1 - lam) * v + lam * s;
+            mixed[b][t][i] = mode == "token" ? g * v + (1 - g) * s : (1 - lam) * v + lam * s;
           }
         }
       }
@@ -563,13 +564,15 @@ torch::Tensor attention_by_hand(Attention& a, const torch::Tensor& x, const torc
 // The attention sublayer of a mixing block, by hand: raw values mixed with V_0 as the mode says,
 // then the composed reference attention and out_proj.
 TEST(ValueResidualTest, MixingBlockEqualsItsEquationWrittenAsLoops) {
-  for (ValueResidual mode : {ValueResidual::kFixed, ValueResidual::kScalar, ValueResidual::kToken}) {
+  for (const std::string mode : {"fixed", "scalar", "token"}) {
     AttentionOptions o;
     o.d_model = 8;
     o.n_heads = 2;
     o.ctx = 4;
-    o.value_residual = mode;
+    o.value_residual = find_value_residual(mode);
     o.value_role = ValueRole::kMix;
+    auto source = std::make_shared<ValueSource>();
+    o.value_source = source;
     torch::manual_seed(2);
     Attention a(o);
     a->to(torch::kDouble);
@@ -578,12 +581,12 @@ TEST(ValueResidualTest, MixingBlockEqualsItsEquationWrittenAsLoops) {
       for (auto& p : a->parameters()) p.copy_(torch::randn_like(p) * 0.5);
     }
     auto x = torch::randn({2, 4, 8}, torch::kDouble), v0 = torch::randn({2, 4, 8}, torch::kDouble);
-    a->set_value_source(v0);
+    source->put(v0);
     a->set_fast_path(false);
     torch::NoGradGuard ng;
     auto got = a->forward(x);
     auto want = attention_by_hand(a, x, v0, mode, 2);
-    EXPECT_TRUE(torch::allclose(got, want, 1e-12, 1e-12)) << choice_name(mode);
+    EXPECT_TRUE(torch::allclose(got, want, 1e-12, 1e-12)) << mode;
   }
 }
 
@@ -592,8 +595,8 @@ TEST(ValueResidualTest, MixingBlockEqualsItsEquationWrittenAsLoops) {
 // gate moved away from their init. A source taken from the wrong block, a mode that mixes the
 // wrong way round or a block 0 that mixes with itself fails here.
 TEST(ValueResidualTest, EveryModeInTheModelIsItsFormulaOnBlockZerosRawValues) {
-  std::map<ValueResidual, torch::Tensor> hidden;
-  for (ValueResidual mode : {ValueResidual::kNone, ValueResidual::kFixed, ValueResidual::kScalar, ValueResidual::kToken}) {
+  std::map<std::string, torch::Tensor> hidden;
+  for (const std::string mode : {"none", "fixed", "scalar", "token"}) {
     ModelConfig m = small("add", 3);
     m.value_residual = mode;
     auto t = build(m);
@@ -609,18 +612,18 @@ TEST(ValueResidualTest, EveryModeInTheModelIsItsFormulaOnBlockZerosRawValues) {
       Block& b = t->block(i);
       auto a_in = b->norm("norm1", x);
       x = x + attention_by_hand(b->attention(), a_in, i == 0 ? torch::Tensor() : v0, mode, m.n_heads);
-      if (i == 0 && mode != ValueResidual::kNone) v0 = torch::matmul(a_in, b->attention()->v_proj->weight.t());
+      if (i == 0 && mode != "none") v0 = torch::matmul(a_in, b->attention()->v_proj->weight.t());
       x = x + b->ffn(b->norm("norm2", x));
     }
     auto want = final_norm_of(t, x);
     EXPECT_TRUE(torch::allclose(got, want, 1e-10, 1e-12))
-        << choice_name(mode) << ": max diff " << (got - want).abs().max().item<double>();
+        << mode << ": max diff " << (got - want).abs().max().item<double>();
     hidden[mode] = got;
   }
   // Every mode is a different model from the others at these weights.
   for (auto a = hidden.begin(); a != hidden.end(); ++a)
     for (auto b = std::next(a); b != hidden.end(); ++b)
-      EXPECT_FALSE(torch::allclose(a->second, b->second, 1e-6, 1e-6)) << choice_name(a->first) << " vs " << choice_name(b->first);
+      EXPECT_FALSE(torch::allclose(a->second, b->second, 1e-6, 1e-6)) << a->first << " vs " << b->first;
 }
 
 // d loss / d p of every parameter an entry adds (a few entries each) against central differences.
@@ -682,12 +685,12 @@ TEST(ResidualGradientTest, EveryAddedParameterMatchesFiniteDifferences) {
     perturb(t, {".attnres", "final_attnres."}, 0.5);
     expect_gradients_match(t, {".attnres", "final_attnres."}, "attnres S=" + std::to_string(S));
   }
-  for (ValueResidual v : {ValueResidual::kScalar, ValueResidual::kToken}) {
+  for (const std::string v : {"scalar", "token"}) {
     ModelConfig m = small("hc", 3);
     m.value_residual = v;
     auto t = build(m);
     perturb(t, {"vres_", ".hc"});
-    expect_gradients_match(t, {"vres_", "blocks.0.attn.v_proj"}, std::string("value residual ") + choice_name(v));
+    expect_gradients_match(t, {"vres_", "blocks.0.attn.v_proj"}, "value residual " + v);
   }
 }
 
@@ -743,13 +746,13 @@ TEST(ResidualNamesTest, ExactTensorNamesAndShapes) {
                                          "final_attnres.query [8]", "final_attnres.norm.weight [8]"}));
 
   ModelConfig v = small("add", 3);
-  v.value_residual = ValueResidual::kToken;
+  v.value_residual = "token";
   auto tok = build(v, false);
   EXPECT_EQ(names_of(tok, "vres"), (std::set<std::string>{
                                        "blocks.1.attn.vres_gate.weight [2, 8]", "blocks.1.attn.vres_gate.bias [2]",
                                        "blocks.2.attn.vres_gate.weight [2, 8]", "blocks.2.attn.vres_gate.bias [2]"}));
   EXPECT_EQ(param(tok, "blocks.2.attn.vres_gate.weight").abs().sum().item<double>(), 0.0);
-  v.value_residual = ValueResidual::kScalar;
+  v.value_residual = "scalar";
   auto sc = build(v, false);
   EXPECT_EQ(names_of(sc, "vres"), (std::set<std::string>{"blocks.1.attn.vres_lambda [1]", "blocks.2.attn.vres_lambda [1]"}));
 }
@@ -759,7 +762,7 @@ TEST(ResidualNamesTest, ASeedGivesEveryMethodTheSameWeightsForTheTensorsItShares
   auto a = build(small("add", 3), false);
   for (auto& kv : a->named_parameters()) plain[kv.key()] = kv.value();
   for (const char* type : {"hc", "mhc", "attnres"}) {
-    for (ValueResidual v : {ValueResidual::kNone, ValueResidual::kToken, ValueResidual::kScalar}) {
+    for (const std::string v : {"none", "token", "scalar"}) {
       ModelConfig m = small(type, 3);
       m.value_residual = v;
       auto t = build(m, false);
@@ -768,7 +771,7 @@ TEST(ResidualNamesTest, ASeedGivesEveryMethodTheSameWeightsForTheTensorsItShares
         auto it = plain.find(kv.key());
         if (it == plain.end()) continue;
         ++shared;
-        EXPECT_TRUE(torch::equal(kv.value(), it->second)) << type << " " << choice_name(v) << ": " << kv.key();
+        EXPECT_TRUE(torch::equal(kv.value(), it->second)) << type << " " << v << ": " << kv.key();
       }
       EXPECT_EQ(shared, static_cast<int>(plain.size()));
     }
@@ -777,7 +780,7 @@ TEST(ResidualNamesTest, ASeedGivesEveryMethodTheSameWeightsForTheTensorsItShares
 
 TEST(ResidualNamesTest, NoTensorOfAStreamMethodIsWeightDecayed) {
   ModelConfig m = small("mhc");
-  m.value_residual = ValueResidual::kToken;
+  m.value_residual = "token";
   auto t = build(m, false);
   for (auto& kv : t->named_parameters()) {
     const std::string& n = kv.key();

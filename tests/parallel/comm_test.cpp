@@ -1,4 +1,4 @@
-// The gradient reducer (dist/comm.h) against an in-process stand-in for the other rank: buckets
+// The gradient reducer (parallel/comm.h) against an in-process stand-in for the other rank: buckets
 // start while the backward runs, the averages land in the right gradients, scalars are summed,
 // and the same holds when nothing was armed (every bucket started at finish()).
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "config/load.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 #include "test_util.h"
 #include "train/run_config.h"
 #include "train/step.h"

@@ -1,5 +1,5 @@
-// Several training processes (src/dist/README.md): the ranks' environment as torchrun sets it,
-// and the c10d process group they talk through. Only src/dist/c10d.cpp sees c10d and Gloo; the
+// Several training processes (src/parallel/README.md): the ranks' environment as torchrun sets it,
+// and the c10d process group they talk through. Only src/parallel/c10d.cpp sees c10d and Gloo; the
 // rest of NormLab sees this interface.
 #pragma once
 

@@ -1,5 +1,5 @@
 // `normlab train --nproc W`: W local ranks of this binary, started and watched the way torchrun
-// would (src/dist/README.md), so one command trains data-parallel on one machine.
+// would (src/parallel/README.md), so one command trains data-parallel on one machine.
 #pragma once
 
 #include <atomic>

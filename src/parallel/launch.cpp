@@ -1,4 +1,4 @@
-#include "dist/launch.h"
+#include "parallel/launch.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,7 +19,7 @@
 
 #include "core/errors.h"
 #include "core/system.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 extern char** environ;
 

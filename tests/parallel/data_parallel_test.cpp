@@ -1,4 +1,4 @@
-// Data parallel on the CPU (src/dist/README.md): c10d Gloo over loopback, ranks started by
+// Data parallel on the CPU (src/parallel/README.md): c10d Gloo over loopback, ranks started by
 // `normlab train --nproc 2` or by hand with torchrun's variables. W ranks x batch B must train as
 // one process with batch W*B; every rank must take the same decisions; a lost rank must stop the
 // others with a one-line error naming it.
@@ -21,8 +21,8 @@
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/fs.h"
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "parallel/comm.h"
+#include "parallel/launch.h"
 #include "model/transformer.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
@@ -115,12 +115,12 @@ struct DpCase {
   std::string layout;
   int64_t accum;
   std::string residual = "add";
-  ValueResidual value_residual = ValueResidual::kNone;
+  std::string value_residual = "none";
   std::string optim = "adamw";
 };
 void PrintTo(const DpCase& c, std::ostream* os) {
   *os << c.layout << " accum " << c.accum << " residual " << c.residual << " value_residual "
-      << choice_name(c.value_residual) << " optim " << c.optim;
+      << c.value_residual << " optim " << c.optim;
 }
 
 class DataParallelEquivalenceTest : public ::testing::TestWithParam<DpCase> {};
@@ -138,12 +138,7 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
     // halves flips bf16 roundings that five iterations amplify (measured: the weights 1.2e-2 apart
     // after 50 steps, the losses 2e-5 relative); in float32 that noise stays at AdamW's level.
     if (p.optim != "adamw") c->optim.keys.set("muon.ns_dtype", std::string("fp32"));
-    if (p.layout == "ngpt") {  // what nGPT requires
-      c->model.pos = Position::kRope;
-      c->model.ffn = FfnKind::kSwiglu;
-      c->model.tie_embeddings = false;
-      c->optim.weight_decay = 0;
-    }
+    *c = fit_to_layout(*find_layout(p.layout), *c);
   }
   ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
   ASSERT_EQ(train_cli(write_config(dir, "two", two), "--nproc 2", dir / "err2"), 0) << read_file(dir / "err2");
@@ -159,16 +154,16 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
 INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelEquivalenceTest,
                          ::testing::Values(DpCase{"pre", 1}, DpCase{"post", 1}, DpCase{"deepnorm", 1},
                                            DpCase{"normformer", 1}, DpCase{"pre", 2},
-                                           DpCase{"sandwich", 1, "hc", ValueResidual::kToken}, DpCase{"pre", 2, "mhc"},
-                                           DpCase{"lns", 1, "attnres", ValueResidual::kScalar},
-                                           DpCase{"ngpt", 2, "add", ValueResidual::kToken}, DpCase{"resi_dual", 1},
-                                           DpCase{"pre", 2, "add", ValueResidual::kNone, "muon"},
-                                           DpCase{"ngpt", 1, "add", ValueResidual::kNone, "normuon"}),
+                                           DpCase{"sandwich", 1, "hc", "token"}, DpCase{"pre", 2, "mhc"},
+                                           DpCase{"lns", 1, "attnres", "scalar"},
+                                           DpCase{"ngpt", 2, "add", "token"}, DpCase{"resi_dual", 1},
+                                           DpCase{"pre", 2, "add", "none", "muon"},
+                                           DpCase{"ngpt", 1, "add", "none", "normuon"}),
                          [](const auto& info) {
                            return info.param.layout + (info.param.accum > 1 ? "_accum2" : "") +
                                   (info.param.residual != "add" ? "_" + info.param.residual : "") +
-                                  (info.param.value_residual != ValueResidual::kNone
-                                       ? std::string("_vres_") + choice_name(info.param.value_residual) : "") +
+                                  (info.param.value_residual != "none"
+                                       ? "_vres_" + info.param.value_residual : "") +
                                   (info.param.optim != "adamw" ? "_" + info.param.optim : "");
                          });
 

@@ -17,7 +17,7 @@
 
 #include "core/errors.h"
 #include "core/torch_compat.h"
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 #if __has_include(<gloo/config.h>) && defined(USE_C10D_GLOO)
 #define NORMLAB_HAVE_GLOO 1
@@ -217,7 +217,7 @@ class C10dComm final : public Comm {
   void connect_nccl(const c10::intrusive_ptr<c10d::Store>& pg_store) {
 #if NORMLAB_HAVE_NCCL
     try {
-      // Rank r uses cuda:LOCAL_RANK (src/dist/README.md), made current before NCCL sees it.
+      // Rank r uses cuda:LOCAL_RANK (src/parallel/README.md), made current before NCCL sees it.
       device_ = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank));
       c10::cuda::set_device(static_cast<c10::DeviceIndex>(env_.local_rank));
       auto opts = c10d::ProcessGroupNCCL::Options::create();

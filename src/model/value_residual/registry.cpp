@@ -1,0 +1,42 @@
+// The value-residual registry: one line per mode. Validation, `normlab keys` and the
+// parameterised tests iterate this table.
+#include <fmt/format.h>
+
+#include "model/value_residual/value_residual.h"
+
+namespace normlab {
+
+ValueResidualType fixed_value_residual();
+ValueResidualType scalar_value_residual();
+ValueResidualType token_value_residual();
+
+namespace {
+// The mode that mixes nothing: every block reads its own values.
+ValueResidualType none_value_residual() { return {"none", "v (no value residual)", "", nullptr}; }
+}  // namespace
+
+const std::vector<ValueResidualType>& value_residual_registry() {
+  static const std::vector<ValueResidualType> table = {none_value_residual(), fixed_value_residual(),
+                                                       scalar_value_residual(), token_value_residual()};
+  return table;
+}
+
+const ValueResidualType* find_value_residual(const std::string& name) {
+  for (const auto& t : value_residual_registry()) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+std::string value_residual_names() {
+  std::string out;
+  for (const auto& t : value_residual_registry()) out += (out.empty() ? "" : ", ") + t.name;
+  return out;
+}
+
+const torch::Tensor& ValueSource::get() const {
+  TORCH_CHECK(v0_.defined(), "value residual: block 0's values were not handed to this block");
+  return v0_;
+}
+
+}  // namespace normlab
