@@ -1,5 +1,5 @@
 // Small 8-lane float helpers (GCC/Clang vector extensions) and the function multi-versioning
-// macro for the hand-written CPU kernels of the fast paths (model/attention_kernels.cpp,
+// macro for the hand-written CPU kernels of the fast paths (model/attention_kernels*.cpp,
 // model/norms/cpu_kernels.cpp, optim/adamw_kernel.cpp). Included only by such files, which are
 // compiled outside the precompiled LibTorch header and with -fopenmp.
 //

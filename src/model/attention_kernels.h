@@ -15,6 +15,7 @@
 // Raw pointers on purpose (as model/norms/cpu_kernels.h): the autograd wrapper lives in
 // attention.cpp, and this file includes only ATen/Parallel.h. Not a general kernel: no padding
 // masks, no dropout, no softcap (those take the composed path), dh a multiple of 8.
+// Defined in attention_kernels.cpp (fp32), _bf16.cpp (AVX512-BF16) and _amx.cpp (AMX tiles).
 #pragma once
 
 #include <cstdint>
