@@ -99,12 +99,13 @@ import io
 import json
 import math
 import os
-import struct
 import sys
 import tempfile
 
 import numpy as np
 import yaml
+
+import safetensors_io as _st   # scripts/safetensors_io.py, shared with reference_optim.py
 
 
 class ContractError(Exception):
@@ -120,51 +121,12 @@ class UsageError(Exception):
 # ----------------------------------------------------------------------------------------------
 
 def read_safetensors(path):
-    with open(path, "rb") as f:
-        buf = f.read()
-    if len(buf) < 8:
-        raise ContractError("%s: too short for a safetensors file" % path)
-    (n,) = struct.unpack("<Q", buf[:8])
-    if 8 + n > len(buf):
-        raise ContractError("%s: header length %d exceeds file size" % (path, n))
-    header = json.loads(buf[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    meta = header.pop("__metadata__", None) or {}
-    tensors = {}
-    for name, info in header.items():
-        dtype = info.get("dtype")
-        shape = [int(s) for s in info.get("shape", [])]
-        begin, end = [int(v) for v in info["data_offsets"]]
-        if dtype != "F32":
-            raise ContractError("tensor %s has dtype %s, the contract says F32" % (name, dtype))
-        count = int(np.prod(shape)) if shape else 1
-        if end - begin != 4 * count:
-            raise ContractError("tensor %s: data_offsets span %d bytes, shape %s needs %d"
-                                % (name, end - begin, shape, 4 * count))
-        if base + end > len(buf):
-            raise ContractError("tensor %s: data runs past end of file" % name)
-        arr = np.frombuffer(buf, dtype="<f4", count=count, offset=base + begin)
-        tensors[name] = arr.astype(np.float64).reshape(shape)
-    return tensors, meta
+    """F32 only (the contract's dtype); anything else is a ContractError."""
+    return _st.read_safetensors(path, dtypes=("F32",), error=ContractError)
 
 
 def write_safetensors(path, tensors, metadata):
-    header = {"__metadata__": {k: str(v) for k, v in metadata.items()}}
-    chunks = []
-    off = 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(np.asarray(tensors[name], dtype="<f4"))
-        b = a.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        chunks.append(b)
-        off += len(b)
-    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hb += b" " * ((8 - len(hb) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hb)))
-        f.write(hb)
-        for b in chunks:
-            f.write(b)
+    _st.write_safetensors(path, tensors, metadata, dtype="F32")
 
 
 # ----------------------------------------------------------------------------------------------

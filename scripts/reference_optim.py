@@ -141,12 +141,13 @@ import argparse
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 import numpy as np
+
+import safetensors_io as _st   # scripts/safetensors_io.py, shared with reference_model.py
 
 
 class ContractError(Exception):
@@ -200,59 +201,13 @@ def _identity(x):
 # safetensors
 # ----------------------------------------------------------------------------------------------
 
-_DTYPES = {"F32": ("<f4", 4), "F64": ("<f8", 8)}
-
-
 def read_safetensors(path):
-    with open(path, "rb") as fh:
-        buf = fh.read()
-    if len(buf) < 8:
-        raise ContractError("%s: too short for a safetensors file" % path)
-    (n,) = struct.unpack("<Q", buf[:8])
-    if 8 + n > len(buf):
-        raise ContractError("%s: header length %d exceeds the file size" % (path, n))
-    header = json.loads(buf[8:8 + n].decode("utf-8"))
-    base = 8 + n
-    meta = header.pop("__metadata__", None) or {}
-    tensors = {}
-    for name, info in header.items():
-        dtype = info.get("dtype")
-        if dtype not in _DTYPES:
-            raise ContractError("tensor %s has dtype %s (F32 or F64 expected)" % (name, dtype))
-        np_dtype, size = _DTYPES[dtype]
-        shape = [int(s) for s in info.get("shape", [])]
-        begin, end = [int(v) for v in info["data_offsets"]]
-        count = int(np.prod(shape)) if shape else 1
-        if end - begin != size * count:
-            raise ContractError("tensor %s: data_offsets span %d bytes, shape %s needs %d"
-                                % (name, end - begin, shape, size * count))
-        if base + end > len(buf):
-            raise ContractError("tensor %s: data runs past the end of the file" % name)
-        arr = np.frombuffer(buf, dtype=np_dtype, count=count, offset=base + begin)
-        tensors[name] = arr.astype(np.float64).reshape(shape)
-    return tensors, meta
+    """F32 or F64 tensors; anything else, or a malformed file, is a ContractError."""
+    return _st.read_safetensors(path, dtypes=("F32", "F64"), error=ContractError)
 
 
 def write_safetensors(path, tensors, metadata, dtype="F64"):
-    np_dtype, _ = _DTYPES[dtype]
-    header = {"__metadata__": {str(k): str(v) for k, v in metadata.items()}}
-    chunks = []
-    off = 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(np.asarray(tensors[name], dtype=np.float64).astype(np_dtype))
-        b = a.tobytes()
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
-        chunks.append(b)
-        off += len(b)
-    hb = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hb += b" " * ((8 - len(hb) % 8) % 8)
-    tmp = path + ".tmp%d" % os.getpid()
-    with open(tmp, "wb") as fh:
-        fh.write(struct.pack("<Q", len(hb)))
-        fh.write(hb)
-        for b in chunks:
-            fh.write(b)
-    os.replace(tmp, path)
+    _st.write_safetensors(path, tensors, metadata, dtype=dtype)
 
 
 # ----------------------------------------------------------------------------------------------
