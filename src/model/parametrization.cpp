@@ -113,7 +113,7 @@ void check_param_config(const Config& c, Problems& problems) {
   // Scope: weights from the width to a fixed size would be readouts µP does not treat as such.
   const ResolvedModel entries = ResolvedModel::of(m);
   const ResidualType* residual = entries.residual;
-  if (residual && residual->wraps_terms)
+  if (residual && residual->wraps_terms())
     problems.add("param.type", fmt::format("{} needs model.residual.type: add (the {} stream's maps to n streams are "
                                            "not parametrized here)", mode, m.residual.type));
   if (entries.value_residual && !entries.value_residual->outside_parametrization.empty())

@@ -55,7 +55,7 @@ void check_model_config(const ModelConfig& m, const ResolvedModel& r, Problems& 
   if (!r.residual) {
     p.add("model.residual.type", fmt::format("'{}' is not a registered residual type; expected one of: {}",
                                              m.residual.type, residual_names()));
-  } else if (r.residual->wraps_terms && r.layout && m.n_layers > 0) {
+  } else if (r.residual->wraps_terms() && r.layout && m.n_layers > 0) {
     ModelConfig resolved = m;  // the plans read resolved values
     resolve_model_config(resolved);
     if (!layout_is_additive(resolved)) {

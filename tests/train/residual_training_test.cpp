@@ -140,7 +140,7 @@ TEST(ResidualGridTest, EveryTypeTrainsUnderEveryLayoutItAccepts) {
       c.model.n_layers = 2;
       ModelConfig probe = c.model;
       resolve_model_config(probe);
-      if (r.wraps_terms && !layout_is_additive(probe)) continue;  // a config error (ResidualConfigTest)
+      if (r.wraps_terms() && !layout_is_additive(probe)) continue;  // a config error (ResidualConfigTest)
       c.train.steps = 20;
       c.train.log_every = 1;
       c.eval.every = 0;

@@ -28,9 +28,6 @@ class ResiDualStream : public ResidualStream {
  public:
   void start(const torch::Tensor& e) override { s_ = torch::stack({e, e}); }
   void block(int64_t, BlockImpl& b) override { s_ = b.forward(s_); }
-  void sublayer(int64_t, const SublayerTerm&) override {
-    TORCH_CHECK(false, "resi_dual runs whole blocks; it has no per-sublayer terms");
-  }
   torch::Tensor finish() override { return s_[1]; }
   torch::Tensor head_input(const torch::Tensor& normed) override {
     auto x = s_[0];

@@ -10,7 +10,6 @@ class AddStream : public ResidualStream {
  public:
   void start(const torch::Tensor& e) override { x_ = e; }
   void block(int64_t, BlockImpl& b) override { x_ = b.forward(x_); }
-  void sublayer(int64_t, const SublayerTerm& G) override { x_ = x_ + G(x_); }
   torch::Tensor finish() override { return std::exchange(x_, torch::Tensor()); }
   torch::Tensor view() override { return x_; }
 
@@ -24,8 +23,7 @@ ResidualType add_residual() {
   ResidualType t;
   t.name = "add";
   t.equation = "the layout's own stream (x = x + G_s(x))";
-  t.wraps_terms = false;
-  t.make = [](TransformerImpl&, const ModelConfig&) { return std::unique_ptr<ResidualStream>(new AddStream()); };
+  t.make_blocks = [](TransformerImpl&, const ModelConfig&) { return std::unique_ptr<ResidualStream>(new AddStream()); };
   return t;
 }
 

@@ -40,7 +40,7 @@ class AttnResImpl : public torch::nn::Module {
 };
 TORCH_MODULE(AttnRes);
 
-class AttnResStream : public ResidualStream {
+class AttnResStream : public TermStream {
  public:
   AttnResStream(std::vector<AttnRes> subs, AttnRes final, int64_t S)
       : subs_(std::move(subs)), final_(std::move(final)), S_(S) {}
@@ -115,7 +115,7 @@ ResidualType attnres_residual() {
                if (S == 1 || (S >= 2 && S <= 2 * m.n_layers && S % 2 == 0)) return std::string();
                return fmt::format("must be 1 or even in [2, 2 * n_layers = {}]", 2 * m.n_layers);
              }}};
-  t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
+  t.make_terms = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<TermStream> {
     NormOptions no;
     no.size = m.d_model;
     no.eps = norm_eps(m, "rmsnorm");

@@ -10,6 +10,7 @@
 
 #include "core/torch_compat.h"
 #include "model/norms/norm.h"
+#include "model/residual/n_streams.h"
 #include "model/residual/residual.h"
 #include "model/roles.h"
 #include "model/transformer.h"
@@ -68,25 +69,13 @@ class HcImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Hc);
 
-class HcStream : public ResidualStream {
+class HcStream : public NStreamCarrier {
  public:
-  HcStream(std::vector<Hc> subs, int64_t n) : subs_(std::move(subs)), n_(n) {}
+  HcStream(std::vector<Hc> subs, int64_t n) : NStreamCarrier(n), subs_(std::move(subs)) {}
 
-  void start(const torch::Tensor& e) override {
-    X_.assign(n_, e);
-    P_ = torch::Tensor();
-  }
   void sublayer(int64_t s, const SublayerTerm& G) override {
     auto [A, beta] = subs_[s]->weights(X_);
-    Streams Y = mix_streams(A, X_);  // n + 1 streams
-    auto y = G(Y[0]);
-    X_ = add_scaled(Streams(Y.begin() + 1, Y.end()), beta, y);  // X'_k = Y_{k+1} + beta_k y
-    if (capture_) {  // M_s[k, j] = A[j, k+1]; P = M_s P
-      torch::NoGradGuard ng;
-      auto M = A.detach().narrow(-1, 1, n_).transpose(-1, -2).to(torch::kFloat);
-      if (M.dim() == 2) M = M.expand({y.size(0), y.size(1), n_, n_});
-      P_ = P_.defined() ? torch::matmul(M, P_) : M;
-    }
+    step(A, beta, G);  // X'_k = (A^T X)_{k+1} + beta_k G((A^T X)_0)
   }
   torch::Tensor finish() override {
     auto x = X_[0];
@@ -94,14 +83,9 @@ class HcStream : public ResidualStream {
     X_.clear();
     return x;
   }
-  torch::Tensor view() override { return concat_streams(X_); }
-  void end_block(int64_t, LayerSeries& stats) override { add_residual_gain(stats, P_); }
 
  private:
   std::vector<Hc> subs_;
-  int64_t n_;
-  Streams X_;
-  torch::Tensor P_;
 };
 
 std::string check_at_least_one(const KeyValue& v, const ModelConfig&) {
@@ -119,7 +103,7 @@ ResidualType hc_residual() {
   t.equation = "Y = A^T X; y = G(Y_0); X' = Y_{1..n} + beta y (n streams)";
   t.keys = {streams_key(),
             {"dynamic", KeyKind::kBoolean, true, "input-dependent alpha and beta (false: static HC)"}};
-  t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
+  t.make_terms = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<TermStream> {
     const int64_t n = m.residual.keys.integer("residual.streams");
     const bool dynamic = m.residual.keys.boolean("residual.dynamic");
     NormOptions no;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/torch_compat.h"
+#include "model/residual/n_streams.h"
 #include "model/residual/residual.h"
 #include "model/roles.h"
 #include "model/transformer.h"
@@ -75,41 +76,26 @@ class MhcHeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MhcHead);
 
-class MhcStream : public ResidualStream {
+class MhcStream : public NStreamCarrier {
  public:
-  MhcStream(std::vector<Mhc> subs, MhcHead head, int64_t n) : subs_(std::move(subs)), head_(std::move(head)), n_(n) {}
+  MhcStream(std::vector<Mhc> subs, MhcHead head, int64_t n)
+      : NStreamCarrier(n), subs_(std::move(subs)), head_(std::move(head)) {}
 
-  void start(const torch::Tensor& e) override {
-    X_.assign(n_, e);
-    P_ = torch::Tensor();
-  }
   void sublayer(int64_t s, const SublayerTerm& G) override {
     auto w = subs_[s]->weights(X_);
-    // One read of the streams: column 0 the sublayer input u = sum_j pre_j X_j, columns 1..n the
-    // mixed streams sum_i C[i, j] X_i.
-    Streams Y = mix_streams(torch::cat({w.pre.unsqueeze(-1), w.C}, -1), X_);
-    auto y = G(Y[0]);
-    X_ = add_scaled(Streams(Y.begin() + 1, Y.end()), w.post, y);  // X'_j = mixed_j + post_j y
-    if (capture_) {  // M_s[j, i] = C[i, j]; P = M_s P
-      torch::NoGradGuard ng;
-      auto M = w.C.detach().transpose(-1, -2).to(torch::kFloat);
-      P_ = P_.defined() ? torch::matmul(M, P_) : M;
-    }
+    // Column 0 reads the sublayer input u = sum_j pre_j X_j, columns 1..n the mixed streams
+    // sum_i C[i, j] X_i; X'_j = mixed_j + post_j y (the mixing matrix for P: M[j, i] = C[i, j]).
+    step(torch::cat({w.pre.unsqueeze(-1), w.C}, -1), w.post, G);
   }
   torch::Tensor finish() override {
     auto x = weighted_sum(head_->weights(X_), X_);
     X_.clear();
     return x;
   }
-  torch::Tensor view() override { return concat_streams(X_); }
-  void end_block(int64_t, LayerSeries& stats) override { add_residual_gain(stats, P_); }
 
  private:
   std::vector<Mhc> subs_;
   MhcHead head_;
-  int64_t n_;
-  Streams X_;
-  torch::Tensor P_;
 };
 }  // namespace
 
@@ -129,7 +115,7 @@ ResidualType mhc_residual() {
                           : fmt::format("must be in [1, {}] (the paper uses 20; each one is a pass over every "
                                         "position's mixing matrix)", kMaxSinkhornIters);
              }}};
-  t.make = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<ResidualStream> {
+  t.make_terms = [](TransformerImpl& model, const ModelConfig& m) -> std::unique_ptr<TermStream> {
     const int64_t n = m.residual.keys.integer("residual.streams");
     const int64_t iters = m.residual.keys.integer("residual.sinkhorn_iters");
     // Role mixing: scale and base keep their constructor values through init; fn is drawn.

@@ -36,7 +36,7 @@ void register_per_sublayer(TransformerImpl& model, const std::string& name,
   }
 }
 
-void ResidualStream::block(int64_t i, BlockImpl& b) {
+void TermStream::block(int64_t i, BlockImpl& b) {
   sublayer(2 * i, [&](const torch::Tensor& z) { return b.term(1, z); });
   sublayer(2 * i + 1, [&](const torch::Tensor& z) { return b.term(2, z); });
 }

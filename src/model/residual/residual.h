@@ -1,9 +1,10 @@
 // The residual stream as a registry entry (src/model/README.md, "Residual streams"): how the
 // stream is carried between sublayers, `model.residual.type`. Every forward runs through a
-// carrier (ResidualStream): `add`'s carries the layout's own stream x and runs each block's
-// forward; the others replace that one tensor by their own state and wrap each sublayer's term
-// G_s, which an additive layout provides (BlockPlan::term). A layout that carries more than x
-// (ResiDual) supplies its own carrier (LayoutType::make_stream). An entry owns its config keys
+// carrier, of one of two kinds: a ResidualStream runs whole blocks (`add`'s carries the layout's
+// own stream x and runs each block's forward; a layout that carries more than x, ResiDual, supplies
+// its own, LayoutType::make_stream); a TermStream replaces that one tensor by its own state and
+// wraps each sublayer's term G_s, which an additive layout provides (BlockPlan::term): HC, mHC,
+// AttnRes. An entry makes one kind or the other (ResidualType::make_blocks / make_terms). An entry owns its config keys
 // (model.residual.<key>), its parameters, their init and names, and its diagnostics. Adding a
 // stream method = one file defining `ResidualType xxx_residual()` + one line in registry.cpp +
 // one row in src/model/README.md.
@@ -34,11 +35,8 @@ class ResidualStream {
   virtual ~ResidualStream() = default;
   // e: the embedding output (B, T, d).
   virtual void start(const torch::Tensor& e) = 0;
-  // Block i: by default its two sublayers' terms (BlockImpl::term) through sublayer(2i, .) and
-  // sublayer(2i + 1, .); a carrier of the layout's own stream runs the block's forward instead.
-  virtual void block(int64_t i, BlockImpl& b);
-  // Sublayer s (2i attention, 2i + 1 FFN of block i) with its term G.
-  virtual void sublayer(int64_t s, const SublayerTerm& G) = 0;
+  // Block i (a carrier of whole blocks runs the block's forward on what it carries).
+  virtual void block(int64_t i, BlockImpl& b) = 0;
   // What final_norm reads after the last block (the model applies final_norm, when the layout has
   // one, to it).
   virtual torch::Tensor finish() = 0;
@@ -61,6 +59,15 @@ class ResidualStream {
   bool capture_ = false;
 };
 
+// A carrier that wraps the sublayers' terms of an additive layout: block i is its two sublayers'
+// terms (BlockImpl::term) through sublayer(2i, .) and sublayer(2i + 1, .).
+class TermStream : public ResidualStream {
+ public:
+  void block(int64_t i, BlockImpl& b) final;
+  // Sublayer s (2i attention, 2i + 1 FFN of block i) with its term G.
+  virtual void sublayer(int64_t s, const SublayerTerm& G) = 0;
+};
+
 // What an entry adds to a model's memory, for the estimate made before anything is built
 // (estimate_training_memory): its parameters, and the d-wide vectors per token its carrier keeps
 // per sublayer for the backward (the streams, their mixtures, stored sources). A rough count, so
@@ -74,12 +81,17 @@ struct ResidualType {
   std::string name;
   std::string equation;       // one line, for `normlab keys` and the README table
   std::vector<KeySpec> keys;  // model.residual.<key> this type owns
-  // Whether the carrier wraps an additive layout's sublayer terms (then the layout must be
-  // additive); false for add, which runs whatever the layout's blocks do.
-  bool wraps_terms = true;
-  // Registers the entry's parameters on the model (blocks.{i}.<name>{k} in each block, heads on
-  // the model) with their init values and returns the carrier.
-  std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make;
+  // Exactly one of the two: registers the entry's parameters on the model (blocks.{i}.<name>{k} in
+  // each block, heads on the model) with their init values and returns the carrier. make_blocks:
+  // a carrier of whole blocks, under any layout (add); make_terms: one that wraps an additive
+  // layout's sublayer terms (the config check refuses other layouts).
+  std::function<std::unique_ptr<ResidualStream>(TransformerImpl& model, const ModelConfig& m)> make_blocks;
+  std::function<std::unique_ptr<TermStream>(TransformerImpl& model, const ModelConfig& m)> make_terms;
+  bool wraps_terms() const { return static_cast<bool>(make_terms); }
+  std::unique_ptr<ResidualStream> make(TransformerImpl& model, const ModelConfig& m) const {
+    if (make_terms) return make_terms(model, m);
+    return make_blocks(model, m);
+  }
   // Its memory beyond the layout's own stream; empty: none (add).
   std::function<ResidualCost(const ModelConfig& m)> cost;
 };
