@@ -13,7 +13,6 @@ namespace normlab {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-
 AttentionImpl::AttentionImpl(const AttentionOptions& o) : o_(o), dh_(o.d_model / o.n_heads) {
   q_proj = register_module("q_proj", make_linear(o.d_model, o.d_model, o.bias));
   k_proj = register_module("k_proj", make_linear(o.d_model, o.d_model, o.bias));

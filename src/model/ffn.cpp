@@ -10,7 +10,6 @@ namespace normlab {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-
 namespace {
 const uint16_t* bf16_ptr(const torch::Tensor& t) {
   return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>());

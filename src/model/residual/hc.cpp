@@ -6,7 +6,6 @@
 // and x = sum_j X_j goes to the final norm. Init: static_alpha[:, 0] one-hot at row s mod n,
 // static_alpha[:, 1:] = I, static_beta = 1, alpha_fn = beta_fn = 0, scales 0.01: every stream
 // starts as the layout's stream.
-#include <fmt/format.h>
 
 #include "core/torch_compat.h"
 #include "model/norms/norm.h"

@@ -1,6 +1,5 @@
 // The value-residual registry: one line per mode. Validation, `normlab keys` and the
 // parameterised tests iterate this table.
-#include <fmt/format.h>
 
 #include "model/value_residual/value_residual.h"
 
