@@ -13,10 +13,61 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/load.h"
+#include "core/errors.h"
+#include "core/torch.h"
+#include "model/transformer.h"
+#include "train/checkpoint.h"
+#include "train/run_config.h"
 
 namespace normlab::testing {
 
 inline std::string source_dir() { return NORMLAB_SOURCE_DIR; }
+
+// A config checked and resolved as `normlab train` does it (its data files checked too).
+inline Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, /*check_data_files=*/true); }
+
+// Every problem the config checks find in a YAML text with overrides, one line each (none: empty).
+inline std::vector<std::string> config_problems(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  try {
+    check_and_resolve(parse_config_text(yaml, "cfg.yaml", overrides, /*collect=*/true), /*check_data_files=*/false);
+  } catch (const ConfigError& e) {
+    return e.problems();
+  }
+  return {};
+}
+
+// Writes a text file (its directory created first).
+inline void make_parent_dirs(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+}
+inline void write_text(const std::string& path, const std::string& text) {
+  make_parent_dirs(path);
+  std::ofstream(path) << text;
+}
+
+// Writes one line per string (its directory created first).
+inline void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  make_parent_dirs(path);
+  std::ofstream f(path);
+  for (const auto& l : lines) f << l << "\n";
+}
+
+// The weights of a run's last checkpoint.
+inline NamedTensors final_weights(const std::string& run, const Config& c) {
+  Transformer m(c.model);
+  load_model_weights(find_checkpoint(run, std::nullopt), m);
+  return model_tensors(m);
+}
+
+// Largest absolute difference relative to the reference's largest magnitude: elementwise relative
+// error is meaningless for outputs and gradients that cross zero.
+inline double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  auto ad = a.detach().to(torch::kDouble), bd = b.detach().to(torch::kDouble);
+  const double scale = std::max(bd.abs().max().item<double>(), 1e-30);
+  return (ad - bd).abs().max().item<double>() / scale;
+}
 
 // A fresh, empty directory under /tmp, removed when the object dies.
 class TempDir {

@@ -13,6 +13,7 @@
 #include "core/errors.h"
 #include "core/torch.h"
 #include "core/torch_compat.h"
+#include "metrics/stats.h"
 #include "model/attention.h"
 
 namespace normlab {
@@ -21,18 +22,12 @@ const char* const kFp32AttentionKernel = "fp32 kernel";
 
 namespace {
 
-struct Candidate {
+struct AttentionCandidate {
   std::string name;
   bool bf16;  // takes the bf16 inputs (else the fp32 ones)
   std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)> run;
   AttentionPath path;  // the dispatch's name for it
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
-}
 
 }  // namespace
 
@@ -87,7 +82,7 @@ std::vector<AttentionBenchEntry> run_attention_bench(const AttentionBenchOptions
     const torch::Tensor qb = bf(q), kb = bf(k), vb = bf(v);
     const auto g32 = torch::randn_like(q), gb = g32.to(torch::kBFloat16);
 
-    std::vector<Candidate> cands;
+    std::vector<AttentionCandidate> cands;
     auto fast = [](const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c) {
       return causal_attention_fast(a, b, c, nullptr);
     };

@@ -17,6 +17,7 @@
 #include "model/norms/layernorm.h"
 #include "model/norms/norm.h"
 #include "model/norms/rmsnorm.h"
+#include "metrics/stats.h"
 #include "train/device.h"
 
 namespace normlab {
@@ -29,7 +30,7 @@ constexpr const char* kComposedRms = "rmsnorm (composed)";
 constexpr const char* kComposedLayerNorm = "layernorm (composed)";
 constexpr const char* kNativeRms = "rms_norm (native)";
 
-struct Candidate {
+struct NormCandidate {
   std::string name;
   std::function<torch::Tensor(const torch::Tensor&)> forward;
   std::vector<torch::Tensor> params;  // grads reset before every round
@@ -45,8 +46,8 @@ bool took_fast_path(const NormPtr& m) {
 // The functional candidates take parameters of the input's dtype, as a model of that dtype calls
 // LibTorch's ops (CUDA's fused rms_norm wants them equal); the registry modules keep their fp32
 // parameters and upcast the input themselves (src/train/README.md).
-std::vector<Candidate> candidates(int64_t width, const torch::Device& device, torch::ScalarType dtype) {
-  std::vector<Candidate> out;
+std::vector<NormCandidate> candidates(int64_t width, const torch::Device& device, torch::ScalarType dtype) {
+  std::vector<NormCandidate> out;
   const auto popts = torch::TensorOptions().device(device).dtype(dtype);
   auto w = torch::ones({width}, popts).requires_grad_(), b = torch::zeros({width}, popts).requires_grad_();
   out.push_back({kNativeLayerNorm,
@@ -80,12 +81,6 @@ std::vector<Candidate> candidates(int64_t width, const torch::Device& device, to
                  nullptr});
 #endif
   return out;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t k = v.size() / 2;
-  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
 }
 
 }  // namespace

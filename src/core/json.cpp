@@ -146,4 +146,14 @@ std::vector<YAML::Node> read_json_lines(const std::string& path) {
   return records;
 }
 
+double json_number_or_nan(const YAML::Node& n) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (!n || !n.IsScalar()) return nan;
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    return nan;
+  }
+}
+
 }  // namespace normlab

@@ -46,4 +46,8 @@ class JsonObject {
 // still writing or was killed must not make the rest unreadable. A missing file gives no records.
 std::vector<YAML::Node> read_json_lines(const std::string& path);
 
+// A JSON number read back: NaN where the value is null (a non-finite number written), absent or
+// not a number.
+double json_number_or_nan(const YAML::Node& n);
+
 }  // namespace normlab

@@ -16,12 +16,12 @@
 #include "core/fs.h"
 #include "core/json.h"
 #include "metrics/records.h"
+#include "metrics/stats.h"
 
 namespace normlab {
 
 namespace {
 namespace fs = std::filesystem;
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // a != b in any bit, NaN equal to NaN.
 bool differs(double a, double b) {

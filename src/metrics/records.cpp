@@ -13,22 +13,13 @@
 #include "core/json.h"
 #include "data/corpus.h"
 #include "metrics/spike.h"
+#include "metrics/stats.h"
 
 namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-const double kNaN = std::nan("");
 
-// A JSON number; null (a non-finite value), absent or not a number: NaN.
-double num(const YAML::Node& n) {
-  if (!n || !n.IsScalar()) return kNaN;
-  try {
-    return n.as<double>();
-  } catch (const YAML::Exception&) {
-    return kNaN;
-  }
-}
 
 bool flag(const YAML::Node& n) {
   if (!n || !n.IsScalar()) return false;
@@ -42,7 +33,7 @@ bool flag(const YAML::Node& n) {
 std::vector<double> vec(const YAML::Node& n) {
   std::vector<double> v;
   if (n && n.IsSequence()) {
-    for (const auto& x : n) v.push_back(num(x));
+    for (const auto& x : n) v.push_back(json_number_or_nan(x));
   }
   return v;
 }
@@ -60,28 +51,28 @@ bool integer(const YAML::Node& n, int64_t& out) {
 TrainRecord parse_train(const YAML::Node& r, int64_t step) {
   TrainRecord t;
   t.step = step;
-  t.loss = num(r["loss"]);
-  t.lr = num(r["lr"]);
-  t.grad_norm = num(r["grad_norm"]);
-  t.loss_scale = num(r["loss_scale"]);
-  t.loss_z = num(r["loss_z"]);
-  t.grad_norm_z = num(r["grad_norm_z"]);
+  t.loss = json_number_or_nan(r["loss"]);
+  t.lr = json_number_or_nan(r["lr"]);
+  t.grad_norm = json_number_or_nan(r["grad_norm"]);
+  t.loss_scale = json_number_or_nan(r["loss_scale"]);
+  t.loss_z = json_number_or_nan(r["loss_z"]);
+  t.grad_norm_z = json_number_or_nan(r["grad_norm_z"]);
   integer(r["tokens"], t.tokens);
   t.skipped = flag(r["skipped"]);
   t.overflow = flag(r["overflow"]);
   t.nonfinite = flag(r["nonfinite"]);
   t.applied = static_cast<bool>(r["tok_per_s"]);
-  t.tok_per_s = num(r["tok_per_s"]);
-  t.param_norm = num(r["param_norm"]);
-  t.grad_noise_scale = num(r["grad_noise_scale"]);
+  t.tok_per_s = json_number_or_nan(r["tok_per_s"]);
+  t.param_norm = json_number_or_nan(r["param_norm"]);
+  t.grad_noise_scale = json_number_or_nan(r["grad_noise_scale"]);
   integer(r["qk_clipped"], t.qk_clipped);
-  t.grad_norm_embed = num(r["grad_norm_embed"]);
-  t.grad_norm_head = num(r["grad_norm_head"]);
-  t.logit_max = num(r["logit_max"]);
-  t.lse_mean = num(r["lse_mean"]);
+  t.grad_norm_embed = json_number_or_nan(r["grad_norm_embed"]);
+  t.grad_norm_head = json_number_or_nan(r["grad_norm_head"]);
+  t.logit_max = json_number_or_nan(r["logit_max"]);
+  t.lse_mean = json_number_or_nan(r["lse_mean"]);
   const YAML::Node params = r["params"];
   if (params && params.IsMap()) {
-    for (auto it = params.begin(); it != params.end(); ++it) t.params.emplace_back(it->first.as<std::string>(), num(it->second));
+    for (auto it = params.begin(); it != params.end(); ++it) t.params.emplace_back(it->first.as<std::string>(), json_number_or_nan(it->second));
   }
   const YAML::Node layers = r["layers"];
   if (layers && layers.IsMap()) {
@@ -97,13 +88,6 @@ TrainRecord parse_train(const YAML::Node& r, int64_t step) {
     }
   }
   return t;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
 }
 
 // node[k0][k1]..., an empty node where a level is missing (yaml-cpp throws on a missing level).
@@ -137,7 +121,7 @@ RunInfo read_info(const std::string& path) {
     integer(at({"model", "ctx"}), info.ctx);
     integer(at({"model", "n_layers"}), info.n_layers);
     integer(at({"model", "d_model"}), info.d_model);
-    if (const double z = num(at({"diag", "spike", "zscore"})); std::isfinite(z)) info.spike_zscore = z;
+    if (const double z = json_number_or_nan(at({"diag", "spike", "zscore"})); std::isfinite(z)) info.spike_zscore = z;
   } catch (const YAML::Exception& e) {
     info.config_error = fmt::format("{}: {}; defaults used", path, e.what());
   }
@@ -204,21 +188,21 @@ RunRecords read_records(const std::string& metrics_path, const RunInfo& info) {
     } else if (kind == "eval") {
       EvalRecord e;
       e.step = step;
-      e.val_loss = num(rec["val_loss"]);
+      e.val_loss = json_number_or_nan(rec["val_loss"]);
       e.has_eff_rank = static_cast<bool>(rec["eff_rank"]);
-      e.eff_rank = num(rec["eff_rank"]);
-      e.val_excess = num(rec["val_excess"]);
-      e.val_bpb = num(rec["val_bpb"]);
+      e.eff_rank = json_number_or_nan(rec["eff_rank"]);
+      e.val_excess = json_number_or_nan(rec["val_excess"]);
+      e.val_bpb = json_number_or_nan(rec["val_bpb"]);
       r.eval.push_back(e);
     } else if (kind == "spike") {
       SpikeRecord s;
       s.step = step;
       s.metric = rec["metric"] && rec["metric"].IsScalar() ? rec["metric"].as<std::string>() : "";
       s.action = rec["action"] && rec["action"].IsScalar() ? rec["action"].as<std::string>() : "";
-      s.value = num(rec["value"]);
-      s.mean = num(rec["mean"]);
-      s.std = num(rec["std"]);
-      s.z = num(rec["z"]);
+      s.value = json_number_or_nan(rec["value"]);
+      s.mean = json_number_or_nan(rec["mean"]);
+      s.std = json_number_or_nan(rec["std"]);
+      s.z = json_number_or_nan(rec["z"]);
       r.spikes.push_back(s);
     }
   }
@@ -253,8 +237,8 @@ RunRecords read_run(const std::string& dir) {
         AutopsyRecord a;
         a.step = j["step"].as<int64_t>();
         a.reproducible = j["reproducible"].as<bool>();
-        a.loss = num(j["loss"]);
-        a.logged_loss = num(j["logged_loss"]);
+        a.loss = json_number_or_nan(j["loss"]);
+        a.logged_loss = json_number_or_nan(j["logged_loss"]);
         a.path = e.path().string();
         r.autopsies.push_back(a);
       } catch (const YAML::Exception&) {  // a torn or foreign file: not an autopsy

@@ -8,7 +8,6 @@
 
 namespace normlab {
 namespace {
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Continued fraction of the regularised incomplete beta function (modified Lentz).
 double beta_cf(double a, double b, double x) {
@@ -67,6 +66,13 @@ void fill(TTest& t) {
 }
 
 }  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  std::sort(v.begin(), v.end());
+  const size_t k = v.size() / 2;
+  return v.size() % 2 ? v[k] : 0.5 * (v[k - 1] + v[k]);
+}
 
 double student_t_cdf(double t, double df) {
   if (std::isnan(t) || !(df > 0)) return kNaN;

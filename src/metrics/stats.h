@@ -7,10 +7,18 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace normlab {
+
+// A missing number (no value, no variance estimate, an unbounded interval).
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The median (the mean of the two middle values when there is an even number of them); NaN when
+// v is empty.
+double median(std::vector<double> v);
 
 // Student's t distribution (regularised incomplete beta by Lentz's continued fraction).
 double student_t_cdf(double t, double df);

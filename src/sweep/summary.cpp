@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "core/json.h"
+#include "metrics/stats.h"
 
 namespace normlab {
 
@@ -21,16 +22,7 @@ const std::array<const char*, kNumSummaryColumns> kSummaryColumnNames = {
 namespace {
 namespace fs = std::filesystem;
 
-const double kNaN = std::nan("");
 
-double num(const YAML::Node& n) {
-  if (!n || !n.IsScalar()) return kNaN;  // JSON null (a non-finite value) or absent
-  try {
-    return n.as<double>();
-  } catch (const YAML::Exception&) {
-    return kNaN;
-  }
-}
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -137,7 +129,7 @@ std::optional<PointRecord> read_point_record(const std::string& run_dir) {
     }
     if (!known) return std::nullopt;  // not a status this binary writes: as if never recorded
     if (j["exit_code"] && !j["exit_code"].IsNull()) r.exit_code = j["exit_code"].as<int>();
-    r.wall_s = num(j["wall_s"]);
+    r.wall_s = json_number_or_nan(j["wall_s"]);
     return r;
   } catch (const YAML::Exception&) {
     return std::nullopt;  // unreadable: treat the point as never recorded

@@ -22,7 +22,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-const double kNaN = std::nan("");
 
 // A run's metric, or l0 where it is missing or non-finite (a diverged or failed run).
 double counted(const TuneRun& r, double l0) { return std::isfinite(r.metric) ? r.metric : l0; }
@@ -86,7 +85,7 @@ std::string list(const std::vector<T>& v) {
   return "[" + out + "]";
 }
 
-std::string number(double v, const char* format = "{:.4f}") {
+std::string cell_number(double v, const char* format = "{:.4f}") {
   return std::isfinite(v) ? fmt::format(format, v) : "-";
 }
 
@@ -504,7 +503,7 @@ std::string tune_markdown(const TuneSummary& s) {
       const TTest& d = v.deciding(t.test);
       std::string confirm = "-";
       if (a.confirm_n > 0) {
-        confirm = number(a.confirm_mean) + (std::isfinite(a.confirm_std) ? " ± " + number(a.confirm_std) : "") +
+        confirm = cell_number(a.confirm_mean) + (std::isfinite(a.confirm_std) ? " ± " + cell_number(a.confirm_std) : "") +
                   fmt::format(" ({}{})", a.confirm_n,
                               a.confirm_complete ? "" : fmt::format(" of {}", t.confirm_seeds.size()));
       }
@@ -518,8 +517,8 @@ std::string tune_markdown(const TuneSummary& s) {
       if (a.transferred && a.selected >= 0) selected += " from " + a.from_rung;
       const std::string name = (ladder ? a.stem : a.name).empty() ? "(all)" : (ladder ? a.stem : a.name);
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name, selected,
-                         a.at_edge ? "edge" : "", number(a.sensitivity), confirm, delta, number(d.p, "{:.2g}"),
-                         number(v.p_adj, "{:.2g}"), std::isfinite(v.mde) ? fmt::format("{:.{}f}", v.mde, dec) : "-",
+                         a.at_edge ? "edge" : "", cell_number(a.sensitivity), confirm, delta, cell_number(d.p, "{:.2g}"),
+                         cell_number(v.p_adj, "{:.2g}"), std::isfinite(v.mde) ? fmt::format("{:.{}f}", v.mde, dec) : "-",
                          v.verdict + (a.at_entropy ? " (learned nothing: at the unigram entropy)" : ""));
     }
     out += "\n";
@@ -538,9 +537,9 @@ std::string tune_markdown(const TuneSummary& s) {
     for (const TuneTransfer& tr : s.transfer) {
       out += "| " + (tr.stem.empty() ? std::string("(all)") : tr.stem) + " |";
       for (size_t i = 0; i < tr.selected.size(); ++i) {
-        out += " " + number(tr.selected[i], "{:g}") + (tr.at_edge[i] ? " (edge)" : "") + " |";
+        out += " " + cell_number(tr.selected[i], "{:g}") + (tr.at_edge[i] ? " (edge)" : "") + " |";
       }
-      out += " " + number(tr.slope, "{:+.2f}") + " |\n";
+      out += " " + cell_number(tr.slope, "{:+.2f}") + " |\n";
     }
     out += "\n";
     out += fmt::format("Larger is better? Each arm at the value it selected at its first searched rung (the rate a "
@@ -548,7 +547,7 @@ std::string tune_markdown(const TuneSummary& s) {
                        "(mean over the search seeds) below at every evaluation after step 0?\n\n");
     for (const TuneTransfer& tr : s.transfer) {
       if (tr.ordered.empty()) continue;
-      out += "- " + (tr.stem.empty() ? std::string("(all)") : tr.stem) + " at " + number(tr.ordered_value, "{:g}") + ":";
+      out += "- " + (tr.stem.empty() ? std::string("(all)") : tr.stem) + " at " + cell_number(tr.ordered_value, "{:g}") + ":";
       for (const TuneOrdered& o : tr.ordered) {
         out += fmt::format(" {} -> {} {};", o.smaller, o.larger,
                            o.evals == 0                ? "no common evaluation"
@@ -571,9 +570,9 @@ std::string tune_markdown(const TuneSummary& s) {
       const std::string sel = a.selected >= 0 ? t.values[static_cast<size_t>(a.selected)] : "-";
       std::string fit = "-";
       if (std::isfinite(a.fitted)) {
-        fit = number(a.fitted, "{:.3g}") +
+        fit = cell_number(a.fitted, "{:.3g}") +
               (std::isfinite(a.fitted_low)
-                   ? " [" + number(a.fitted_low, "{:.3g}") + ", " + number(a.fitted_high, "{:.3g}") + "]"
+                   ? " [" + cell_number(a.fitted_low, "{:.3g}") + ", " + cell_number(a.fitted_high, "{:.3g}") + "]"
                    : "") +
               (a.fitted_at_edge ? " (edge)" : "");
       }
@@ -584,7 +583,7 @@ std::string tune_markdown(const TuneSummary& s) {
       out += fmt::format("Slope of log2 (fitted optimum) against log2 {}, over the rungs with a fit:", t.ladder);
       for (const TuneTransfer& tr : s.transfer) {
         out += fmt::format(" {} {} ({} rungs);", tr.stem.empty() ? "(all)" : tr.stem,
-                           number(tr.fitted_slope, "{:+.2f}"), tr.fit_rungs.size());
+                           cell_number(tr.fitted_slope, "{:+.2f}"), tr.fit_rungs.size());
       }
       out.back() = '\n';
       out += "\n";
@@ -612,7 +611,7 @@ std::string tune_markdown(const TuneSummary& s) {
            fmt::format("{:.{}f}", sorted[0], dec) == fmt::format("{:.{}f}", sorted[1], dec)) {
       ++dec;
     }
-    out += fmt::format("| {} | {} |", a.name.empty() ? "(all)" : a.name, number(a.l0));
+    out += fmt::format("| {} | {} |", a.name.empty() ? "(all)" : a.name, cell_number(a.l0));
     for (size_t v = 0; v < a.search.size(); ++v) {
       out += " " + (std::isfinite(a.search[v]) ? fmt::format("{:.{}f}", a.search[v], dec) : "-") +
              (static_cast<int>(v) == a.selected ? "*" : "") + " |";

@@ -20,7 +20,6 @@
 namespace normlab {
 namespace {
 
-const double kNaN = std::nan("");
 
 // [t - 1][module][block] of one model and seed.
 using RunValues = std::vector<std::vector<std::vector<double>>>;
@@ -61,7 +60,7 @@ RunValues run_one(const Config& cfg, const Corpus& data, int64_t steps) {
   return out;
 }
 
-std::string number(double v) { return fmt::format("{:.17g}", v); }
+std::string exact_number(double v) { return fmt::format("{:.17g}", v); }
 
 // The config of one size: the user's keys, the check's own, the base shape the config's mode
 // resolved (so that m_N and m_L move with the size), the size.
@@ -71,9 +70,9 @@ Config size_config(const CoordCheckOptions& o, const std::vector<std::string>& k
   if (mode == ParamType::kSp && base.param.type != ParamType::kSp) {
     ov.push_back("param={type: sp}");
   } else if (mode != ParamType::kSp) {
-    ov.push_back("param.base_width=" + number(*base.param.base_width));
-    ov.push_back("param.base_head_dim=" + number(*base.param.base_head_dim));
-    if (mode == ParamType::kCompleteP) ov.push_back("param.base_depth=" + number(*base.param.base_depth));
+    ov.push_back("param.base_width=" + exact_number(*base.param.base_width));
+    ov.push_back("param.base_head_dim=" + exact_number(*base.param.base_head_dim));
+    if (mode == ParamType::kCompleteP) ov.push_back("param.base_depth=" + exact_number(*base.param.base_depth));
   }
   if (axis == CoordAxis::kWidth) {
     const int64_t d_ff = std::max<int64_t>(

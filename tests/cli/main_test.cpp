@@ -18,15 +18,13 @@ namespace {
 
 using testing::run_command;
 
-std::string bin() { return testing::normlab_binary(); }
-
 TEST(CliTest, HelpExitsZeroForEveryCommand) {
   for (const char* c : {"--help", "train --help", "eval --help", "sample --help"}) {
-    auto r = run_command(bin() + " " + c);
+    auto r = run_command(testing::normlab_binary() + " " + c);
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("--"), std::string::npos) << c;
   }
-  auto k = run_command(bin() + " keys");
+  auto k = run_command(testing::normlab_binary() + " keys");
   EXPECT_EQ(k.status, 0);
   EXPECT_NE(k.out.find("model.norm.type"), std::string::npos);
   EXPECT_NE(k.out.find("rmsnorm_1p"), std::string::npos);
@@ -34,10 +32,10 @@ TEST(CliTest, HelpExitsZeroForEveryCommand) {
 
 TEST(CliTest, BadUsageAndBadConfigsExitTwoWithOneLinePerProblem) {
   testing::TempDir dir;
-  EXPECT_EQ(run_command(bin()).status, 2);
-  EXPECT_EQ(run_command(bin() + " train").status, 2);
-  EXPECT_EQ(run_command(bin() + " frobnicate").status, 2);
-  auto missing = run_command(bin() + " train -c " + dir / "nope.yaml", dir / "err");
+  EXPECT_EQ(run_command(testing::normlab_binary()).status, 2);
+  EXPECT_EQ(run_command(testing::normlab_binary() + " train").status, 2);
+  EXPECT_EQ(run_command(testing::normlab_binary() + " frobnicate").status, 2);
+  auto missing = run_command(testing::normlab_binary() + " train -c " + dir / "nope.yaml", dir / "err");
   EXPECT_EQ(missing.status, 2);
   EXPECT_EQ(read_file(dir / "err"), "error: " + dir / "nope.yaml" + ": config file not found\n");
 
@@ -45,7 +43,7 @@ TEST(CliTest, BadUsageAndBadConfigsExitTwoWithOneLinePerProblem) {
     std::ofstream f(dir / "bad.yaml");
     f << "model:\n  n_heads: 5\n  norm: {type: groupnorm}\ntrain: {steps: 10}\n";
   }
-  auto bad = run_command("cd " + testing::source_dir() + " && " + bin() + " train -c " + dir / "bad.yaml" +
+  auto bad = run_command("cd " + testing::source_dir() + " && " + testing::normlab_binary() + " train -c " + dir / "bad.yaml" +
                              " --out " + dir / "run",
                          dir / "err");
   EXPECT_EQ(bad.status, 2);
@@ -55,13 +53,13 @@ TEST(CliTest, BadUsageAndBadConfigsExitTwoWithOneLinePerProblem) {
   EXPECT_NE(err.find(dir / "bad.yaml" + ":2: model.n_heads: 5 does not divide d_model 128"), std::string::npos) << err;
   EXPECT_FALSE(std::filesystem::exists(dir / "run"));  // nothing half-written
 
-  auto badset = run_command(bin() + " train -c " + dir / "bad.yaml" + " --set model.n_heads", dir / "err");
+  auto badset = run_command(testing::normlab_binary() + " train -c " + dir / "bad.yaml" + " --set model.n_heads", dir / "err");
   EXPECT_EQ(badset.status, 2);
-  auto empty_out = run_command("cd " + testing::source_dir() + " && " + bin() +
+  auto empty_out = run_command("cd " + testing::source_dir() + " && " + testing::normlab_binary() +
                                    " train -c configs/default.yaml --out ''", dir / "err");
   EXPECT_EQ(empty_out.status, 2);
   EXPECT_EQ(read_file(dir / "err"), "error: --out: must name a directory, got an empty string\n");
-  EXPECT_EQ(run_command(bin() + " eval --run " + dir / "norun").status, 2);
+  EXPECT_EQ(run_command(testing::normlab_binary() + " eval --run " + dir / "norun").status, 2);
 }
 
 // The bf16 start-up check times the model's own gradient pass in both precisions. With
@@ -69,7 +67,7 @@ TEST(CliTest, BadUsageAndBadConfigsExitTwoWithOneLinePerProblem) {
 // its slow native loops), so the warning must appear on any machine.
 TEST(CliTest, Bf16StartupCheckWarnsWhereBf16TrainsSlowerThanFp32) {
   testing::TempDir dir;
-  const std::string cmd = "cd " + testing::source_dir() + " && NORMLAB_NO_ONEDNN=1 " + bin() +
+  const std::string cmd = "cd " + testing::source_dir() + " && NORMLAB_NO_ONEDNN=1 " + testing::normlab_binary() +
                           " train -c configs/default.yaml --out " + (dir / "run") +
                           " --set train.steps=1 --set model.n_layers=1 --set model.d_model=64 --set model.ctx=64"
                           " --set train.batch_size=4 --set eval.max_windows=2 --set train.threads=1"
@@ -99,7 +97,7 @@ class CliRunTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
-    const std::string cmd = "cd " + testing::source_dir() + " && " + bin() +
+    const std::string cmd = "cd " + testing::source_dir() + " && " + testing::normlab_binary() +
                             " train -c configs/default.yaml --out " + (*dir_ / "run") +
                             " --set train.steps=6 --set model.n_layers=1 --set model.d_model=32"
                             " --set model.ctx=32 --set train.batch_size=4 --set train.checkpoint_every=3"
@@ -121,7 +119,7 @@ TEST_F(CliRunTest, TrainPrintsNothingOnStdoutAndSaysWhereTheRunWent) {
 
 TEST_F(CliRunTest, EvalPrintsOneJsonLine) {
   ASSERT_EQ(status_, 0);
-  auto r = run_command("cd " + testing::source_dir() + " && " + bin() + " eval --run " + run());
+  auto r = run_command("cd " + testing::source_dir() + " && " + testing::normlab_binary() + " eval --run " + run());
   ASSERT_EQ(r.status, 0);
   ASSERT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1);
   YAML::Node j = YAML::Load(r.out);
@@ -129,16 +127,16 @@ TEST_F(CliRunTest, EvalPrintsOneJsonLine) {
   EXPECT_EQ(j["tokens"].as<int>(), 4 * 32);
   EXPECT_GT(j["loss"].as<double>(), 0.5);
   // The last eval record of the run is the same number for the same checkpoint.
-  auto at3 = run_command("cd " + testing::source_dir() + " && " + bin() + " eval --run " + run() + " --step 3");
+  auto at3 = run_command("cd " + testing::source_dir() + " && " + testing::normlab_binary() + " eval --run " + run() + " --step 3");
   EXPECT_EQ(at3.status, 0);
   EXPECT_NE(at3.out, r.out);
-  EXPECT_EQ(run_command(bin() + " eval --run " + run() + " --step 4").status, 2);
-  EXPECT_EQ(run_command(bin() + " eval --run " + run() + " --data /nonexistent.txt").status, 2);
+  EXPECT_EQ(run_command(testing::normlab_binary() + " eval --run " + run() + " --step 4").status, 2);
+  EXPECT_EQ(run_command(testing::normlab_binary() + " eval --run " + run() + " --data /nonexistent.txt").status, 2);
 }
 
 TEST_F(CliRunTest, GreedySampleIsDeterministicAndPrintsOnlyNewBytes) {
   ASSERT_EQ(status_, 0);
-  const std::string base = bin() + " sample --run " + run() + " --prompt 'k: a=1' --max-new 20";
+  const std::string base = testing::normlab_binary() + " sample --run " + run() + " --prompt 'k: a=1' --max-new 20";
   auto a = run_command(base + " --temperature 0");
   auto b = run_command(base + " --temperature 0 --seed 9");
   ASSERT_EQ(a.status, 0);
@@ -149,7 +147,7 @@ TEST_F(CliRunTest, GreedySampleIsDeterministicAndPrintsOnlyNewBytes) {
   EXPECT_EQ(s1.out, s2.out);
   EXPECT_EQ(s1.out.size(), 20u);
   // Prompts longer than ctx are cropped to the last ctx tokens, not refused.
-  auto longp = run_command(bin() + " sample --run " + run() + " --prompt '" + std::string(100, 'w') +
+  auto longp = run_command(testing::normlab_binary() + " sample --run " + run() + " --prompt '" + std::string(100, 'w') +
                            "' --max-new 3 --temperature 0");
   EXPECT_EQ(longp.status, 0);
   EXPECT_EQ(longp.out.size(), 3u);
@@ -159,11 +157,11 @@ TEST_F(CliRunTest, GreedySampleIsDeterministicAndPrintsOnlyNewBytes) {
 // eval and sample run on the device --device names; the checkpoint (CPU tensors) follows.
 TEST_F(CliRunTest, EvalAndSampleTakeADevice) {
   ASSERT_EQ(status_, 0);
-  const std::string eval = bin() + " eval --run " + run();
+  const std::string eval = testing::normlab_binary() + " eval --run " + run();
   auto plain = run_command(eval), on_cpu = run_command(eval + " --device cpu");
   ASSERT_EQ(on_cpu.status, 0);
   EXPECT_EQ(on_cpu.out, plain.out);
-  const std::string sample = bin() + " sample --run " + run() + " --prompt 'k: a=1' --max-new 5 --temperature 0";
+  const std::string sample = testing::normlab_binary() + " sample --run " + run() + " --prompt 'k: a=1' --max-new 5 --temperature 0";
   EXPECT_EQ(run_command(sample + " --device cpu").out, run_command(sample).out);
 
   testing::TempDir dir;
@@ -182,7 +180,7 @@ TEST_F(CliRunTest, EvalAndSampleTakeADevice) {
 
 TEST_F(CliRunTest, SampleRejectsNonFiniteTemperatureAndAbsurdLengths) {
   ASSERT_EQ(status_, 0);
-  const std::string base = bin() + " sample --run " + run() + " --prompt 'k: a=1'";
+  const std::string base = testing::normlab_binary() + " sample --run " + run() + " --prompt 'k: a=1'";
   for (const char* bad : {" --temperature nan", " --temperature inf", " --max-new 1000001",
                           " --max-new 99999999999999999"}) {
     auto r = run_command(base + bad, *dir_ / "err");
@@ -197,7 +195,7 @@ TEST_F(CliRunTest, SampleRejectsNonFiniteTemperatureAndAbsurdLengths) {
 TEST_F(CliRunTest, SampleStreamsItsBytesAndStopsCleanlyOnCtrlC) {
   ASSERT_EQ(status_, 0);
   const std::string out = *dir_ / "sample_out", err = *dir_ / "sample_err";
-  const std::string script = "(exec " + bin() + " sample --run " + run() +
+  const std::string script = "(exec " + testing::normlab_binary() + " sample --run " + run() +
                              " --prompt k --max-new 1000000 --temperature 1 >" + out + " 2>" + err +
                              " & pid=$!; sleep 2; kill -INT $pid; wait $pid; echo $?)";
   auto r = run_command("bash -c '" + script + "'");
@@ -211,7 +209,7 @@ TEST_F(CliRunTest, SampleStreamsItsBytesAndStopsCleanlyOnCtrlC) {
 // config.yaml stores the data paths absolute: eval finds data.val from any directory.
 TEST_F(CliRunTest, EvalWorksFromAnyDirectory) {
   ASSERT_EQ(status_, 0);
-  auto r = run_command("cd / && " + bin() + " eval --run " + run(), *dir_ / "err");
+  auto r = run_command("cd / && " + testing::normlab_binary() + " eval --run " + run(), *dir_ / "err");
   EXPECT_EQ(r.status, 0) << read_file(*dir_ / "err");
   EXPECT_NE(r.out.find("\"loss\""), std::string::npos);
 }

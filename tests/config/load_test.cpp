@@ -17,16 +17,6 @@
 namespace normlab {
 namespace {
 
-std::vector<std::string> problems_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
-  try {
-    auto loaded = parse_config_text(yaml, "cfg.yaml", overrides, /*collect=*/true);
-    check_and_resolve(loaded, /*check_data_files=*/false);
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
 TEST(ConfigTest, EmptyFileGivesContractDefaults) {
   auto c = parse_config_text("", "cfg.yaml").config;
   EXPECT_EQ(c.seed, 1337);
@@ -56,21 +46,21 @@ TEST(ConfigTest, ParsesNestedValuesOfEveryType) {
 }
 
 TEST(ConfigTest, UnknownKeyNamesFileLineKeyAndExpectedKeys) {
-  auto p = problems_of("seed: 1\nmodel:\n  d_modle: 64\n");
+  auto p = testing::config_problems("seed: 1\nmodel:\n  d_modle: 64\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("cfg.yaml:3: model.d_modle: unknown key"), std::string::npos) << p[0];
   EXPECT_NE(p[0].find("d_model"), std::string::npos) << p[0];
 }
 
 TEST(ConfigTest, WrongTypeIsRejectedWithExpectation) {
-  auto p = problems_of("train:\n  steps: many\n");
+  auto p = testing::config_problems("train:\n  steps: many\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "cfg.yaml:2: train.steps: expected an integer, got 'many'");
 }
 
 TEST(ConfigTest, AllProblemsAreReportedAtOnce) {
   // Unknown keys and wrong types are reported in the same pass as the value rules.
-  auto p = problems_of("model:\n  n_heads: 5\n  layout: upside_down\n  norm: {type: groupnorm}\n"
+  auto p = testing::config_problems("model:\n  n_heads: 5\n  layout: upside_down\n  norm: {type: groupnorm}\n"
                        "optim: {schedule: wavy, lr: -1}\nbogus: 3\ntrain: {steps: many}\n");
   ASSERT_EQ(p.size(), 7u);
   std::string all;
@@ -87,7 +77,7 @@ TEST(ConfigTest, AllProblemsAreReportedAtOnce) {
 TEST(ConfigTest, ATypeErrorAndAnotherKeysRuleAreReportedTogether) {
   // d_model: abc keeps the default 128, which 5 heads do not divide; only the type is reported
   // for d_model, and n_heads' own rule still is.
-  auto p = problems_of("model: {d_model: abc, n_heads: 5}\n");
+  auto p = testing::config_problems("model: {d_model: abc, n_heads: 5}\n");
   std::string all;
   for (const auto& l : p) all += l + "\n";
   EXPECT_NE(all.find("model.d_model: expected an integer, got 'abc'"), std::string::npos) << all;
@@ -95,58 +85,58 @@ TEST(ConfigTest, ATypeErrorAndAnotherKeysRuleAreReportedTogether) {
 }
 
 TEST(ConfigStrictYamlTest, DuplicateKeysAreRejectedWithBothLines) {
-  auto p = problems_of("model:\n  d_model: 64\n  d_model: 96\noptim: {lr: 1}\noptim: {eps: 1}\n");
+  auto p = testing::config_problems("model:\n  d_model: 64\n  d_model: 96\noptim: {lr: 1}\noptim: {eps: 1}\n");
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0], "cfg.yaml:3: model.d_model: duplicate key (first set on line 2)");
   EXPECT_EQ(p[1], "cfg.yaml:5: optim: duplicate key (first set on line 4)");
 }
 
 TEST(ConfigStrictYamlTest, ASecondDocumentIsRejected) {
-  auto p = problems_of("seed: 1\n---\nbogus: 2\n");
+  auto p = testing::config_problems("seed: 1\n---\nbogus: 2\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "cfg.yaml:2: a second YAML document; a config is one document");
   // An explicit start of the one document is fine.
-  EXPECT_TRUE(problems_of("---\nseed: 1\n").empty());
+  EXPECT_TRUE(testing::config_problems("---\nseed: 1\n").empty());
 }
 
 // Found by tests/fuzz/config_fuzz.cpp: yaml-cpp's LoadAll loops forever on a stray ',' after a
 // document, and YAML::Load ignores it.
 TEST(ConfigStrictYamlTest, StrayTextAfterTheDocumentIsRejectedAndDoesNotHang) {
   for (const char* text : {",", "{model: {d_model: 64}},", "[1, 2],"}) {
-    auto p = problems_of(text);
+    auto p = testing::config_problems(text);
     ASSERT_EQ(p.size(), 1u) << text;
     EXPECT_NE(p[0].find("unexpected text after the end of the YAML document"), std::string::npos) << p[0];
   }
 }
 
 TEST(ConfigStrictYamlTest, AnUnterminatedQuoteIsRejected) {
-  auto p = problems_of("seed: 1\nout_dir: \"runs/x\nmodel: {d_model: 64}\n");
+  auto p = testing::config_problems("seed: 1\nout_dir: \"runs/x\nmodel: {d_model: 64}\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "cfg.yaml:2: out_dir: unterminated quoted string (missing closing \")");
-  EXPECT_EQ(problems_of("out_dir: 'runs/x\n").size(), 1u);
+  EXPECT_EQ(testing::config_problems("out_dir: 'runs/x\n").size(), 1u);
   // Closed quotes, escapes included, are fine.
-  EXPECT_TRUE(problems_of("out_dir: \"a\\\"b\"\ndata: {val: 'it''s'}\n").empty());
+  EXPECT_TRUE(testing::config_problems("out_dir: \"a\\\"b\"\ndata: {val: 'it''s'}\n").empty());
 }
 
 // Found by tests/fuzz/sweep_fuzz.cpp: a control byte or invalid UTF-8 in a path was accepted,
 // and yaml-cpp writes such text back escaped or replaced, so config.yaml / sweep.yaml no longer
 // named the same directory.
 TEST(ConfigStrictYamlTest, TextThatIsNotPrintableUtf8IsRejectedWithItsLine) {
-  auto p = problems_of("seed: 1\nout_dir: runs/a\x0f\n");
+  auto p = testing::config_problems("seed: 1\nout_dir: runs/a\x0f\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "cfg.yaml:2: control character 0x0f; YAML text must be printable UTF-8");
-  p = problems_of("seed: 1\n\nout_dir: runs/\xff\xfe\n");
+  p = testing::config_problems("seed: 1\n\nout_dir: runs/\xff\xfe\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "cfg.yaml:3: invalid UTF-8 byte 0xff; YAML text must be printable UTF-8");
-  EXPECT_EQ(problems_of("seed: 1\r\nout_dir: runs/a\r\r \n")[0],
+  EXPECT_EQ(testing::config_problems("seed: 1\r\nout_dir: runs/a\r\r \n")[0],
             "cfg.yaml:2: carriage return not followed by a line feed; YAML text must be printable UTF-8");
   // Overlong, surrogate, truncated sequences and C1 controls are not printable UTF-8 either.
   for (const char* bad : {"\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\xc2\x80", "\xef\xbf\xbf"}) {
-    EXPECT_EQ(problems_of(std::string("out_dir: runs/") + bad + "\n").size(), 1u) << bad;
+    EXPECT_EQ(testing::config_problems(std::string("out_dir: runs/") + bad + "\n").size(), 1u) << bad;
   }
   // Printable non-ASCII text, tabs and CRLF line ends are fine, and round-trip through config.yaml.
   const std::string name = "runs/\xc3\xa9t\xc3\xa9-\xe2\x88\x9a-\xf0\x9f\x98\x80";
-  EXPECT_TRUE(problems_of("seed:\t1\r\nout_dir: " + name + "\r\n").empty());
+  EXPECT_TRUE(testing::config_problems("seed:\t1\r\nout_dir: " + name + "\r\n").empty());
   const Config c = parse_config_text("out_dir: " + name + "\n").config;
   EXPECT_EQ(c.out_dir, name);
   EXPECT_EQ(parse_config_text(dump_config(c)).config.out_dir, name);
@@ -165,12 +155,12 @@ TEST(ConfigTest, NonFiniteNumbersAreRejectedEverywhere) {
                           "model.attn_softcap", "model.norm.eps", "model.norm.dyt_alpha",
                           "model.deepnorm.alpha", "diag.spike.zscore"}) {
     for (const char* v : {".inf", "-.inf", ".nan"}) {
-      auto p = problems_of("", {std::string(key) + "=" + v});
+      auto p = testing::config_problems("", {std::string(key) + "=" + v});
       ASSERT_EQ(p.size(), 1u) << key << "=" << v;
       EXPECT_NE(p[0].find(std::string(key) + ": expected a finite number"), std::string::npos) << p[0];
     }
   }
-  auto p = problems_of("optim: {betas: [0.9, .inf]}\n");
+  auto p = testing::config_problems("optim: {betas: [0.9, .inf]}\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("optim.betas: expected a list of two finite numbers"), std::string::npos) << p[0];
 }
@@ -331,7 +321,7 @@ TEST(ConfigTest, ValueRules) {
       {"model: 3", "model: expected a mapping of keys, got '3'"},
   };
   for (const auto& c : cases) {
-    auto p = problems_of(c.yaml);
+    auto p = testing::config_problems(c.yaml);
     ASSERT_EQ(p.size(), 1u) << c.yaml;
     EXPECT_NE(p[0].find(c.expect), std::string::npos) << c.yaml << " -> " << p[0];
     EXPECT_EQ(p[0].rfind("cfg.yaml:1: ", 0), 0u) << p[0];
@@ -349,10 +339,10 @@ TEST(ConfigTest, OverridesParseValuesAsYamlAndNameTheirSource) {
   EXPECT_TRUE(c.model.qk_norm);
   EXPECT_EQ(c.train.steps, 7);
 
-  auto p = problems_of("", {"model.n_heads=5"});
+  auto p = testing::config_problems("", {"model.n_heads=5"});
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "--set: model.n_heads: 5 does not divide d_model 128");
-  p = problems_of("", {"model.nope=1"});
+  p = testing::config_problems("", {"model.nope=1"});
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].rfind("--set: model.nope: unknown key", 0), 0u) << p[0];
 }
@@ -364,7 +354,7 @@ TEST(ConfigTest, MalformedOverrideIsAUsageError) {
 }
 
 TEST(ConfigTest, YamlSyntaxErrorNamesLine) {
-  auto p = problems_of("model:\n  d_model: [1, 2\n");
+  auto p = testing::config_problems("model:\n  d_model: [1, 2\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_NE(p[0].find("cfg.yaml:"), std::string::npos);
   EXPECT_NE(p[0].find("YAML syntax error"), std::string::npos) << p[0];

@@ -18,8 +18,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
 TEST(AppendFileTest, AWriteOnAFullDiskThrowsNamingTheFile) {
   AppendFile f("/dev/full");  // every write fails with ENOSPC
   try {
@@ -62,9 +60,9 @@ TEST(ReplaceDirectoryTest, SwapsTheCompleteDirectoryIn) {
   testing::TempDir dir;
   fs::create_directories(dir / "to");
   fs::create_directories(dir / "from");
-  write_text(dir / "to/state.json", "old");
-  write_text(dir / "to/only_old", "x");
-  write_text(dir / "from/state.json", "new");
+  testing::write_text(dir / "to/state.json", "old");
+  testing::write_text(dir / "to/only_old", "x");
+  testing::write_text(dir / "from/state.json", "new");
   replace_directory(dir / "from", dir / "to");
   EXPECT_EQ(read_file(dir / "to/state.json"), "new");
   EXPECT_FALSE(fs::exists(dir / "to/only_old"));
@@ -81,7 +79,7 @@ TEST(ReplaceDirectoryTest, ReadersNeverSeeTheDirectoryMissing) {
   testing::TempDir dir;
   const std::string to = dir / "step_00000010";
   fs::create_directories(to);
-  write_text(to + "/state.json", "0");
+  testing::write_text(to + "/state.json", "0");
   std::atomic<bool> done{false};
   std::atomic<int> missing{0};
   std::thread reader([&] {
@@ -92,7 +90,7 @@ TEST(ReplaceDirectoryTest, ReadersNeverSeeTheDirectoryMissing) {
   for (int i = 1; i <= 300; ++i) {
     const std::string tmp = dir / ".step_00000010.tmp";
     fs::create_directories(tmp);
-    write_text(tmp + "/state.json", std::to_string(i));
+    testing::write_text(tmp + "/state.json", std::to_string(i));
     replace_directory(tmp, to);
   }
   done = true;
@@ -104,7 +102,7 @@ TEST(ReplaceDirectoryTest, ReadersNeverSeeTheDirectoryMissing) {
 TEST(RemoveStaleTemporariesTest, RemovesOnlyWhatAnInterruptedAtomicWriteLeaves) {
   testing::TempDir dir;
   for (const char* f : {"LATEST", "LATEST.tmp.4242", "config.yaml.tmp.7", "notes.tmp", "x.tmp.12ab"}) {
-    write_text(dir / f, "x");
+    testing::write_text(dir / f, "x");
   }
   remove_stale_temporaries(dir.path());
   EXPECT_TRUE(fs::exists(dir / "LATEST"));

@@ -20,7 +20,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 std::vector<uint32_t> toy_tokens(size_t n) {
   const std::string text = read_file(testing::source_dir() + "/data/toy/train.txt").substr(0, n);
@@ -35,7 +34,7 @@ std::string raw_bytes(const std::vector<uint32_t>& tokens, int width) {
   return out;
 }
 
-std::vector<std::string> losses(const std::string& run) {
+std::vector<std::string> loss_texts(const std::string& run) {
   std::vector<std::string> out;
   for (const auto& r : testing::records(run, "train")) out.push_back(r["loss"].as<std::string>());
   for (const auto& r : testing::records(run, "eval")) out.push_back("val " + r["val_loss"].as<std::string>());
@@ -68,16 +67,16 @@ TEST(DataFormatTrainingTest, TheSameTokensInEveryFormatTrainToIdenticalLosses) {
 
   Config ref = small_run(dir / "text", {dir / "text.txt"});
   ref.data.val = ref.data.train;
-  ASSERT_EQ(train(resolved(ref), {}), 0);
-  const auto want = losses(dir / "text");
+  ASSERT_EQ(train(testing::resolved(ref), {}), 0);
+  const auto want = loss_texts(dir / "text");
   ASSERT_EQ(want.size(), 8u + 3u);
   for (const auto& [name, format] : {std::pair{"u16.bin", TokenFormat::kAuto}, std::pair{"u32.bin", TokenFormat::kAuto},
                                      std::pair{"raw16.bin", TokenFormat::kU16}, std::pair{"raw32.tok", TokenFormat::kU32}}) {
     Config c = small_run(dir / (std::string("run_") + name), {dir / name});
     c.data.format = format;
     c.data.val = c.data.train;  // data.format applies to both splits
-    ASSERT_EQ(train(resolved(c), {}), 0) << name;
-    EXPECT_EQ(losses(c.out_dir), want) << name;
+    ASSERT_EQ(train(testing::resolved(c), {}), 0) << name;
+    EXPECT_EQ(loss_texts(c.out_dir), want) << name;
   }
 }
 
@@ -92,14 +91,14 @@ TEST(DataFormatTrainingTest, ShardsTrainAsTheirConcatenationAndResumeAcrossTheBo
   write_llmc_shard(dir / "s2.bin", {toks.begin() + 510, toks.end()});
   Config one = small_run(dir / "one", {dir / "all.bin"});
   one.data.shuffle = false;
-  ASSERT_EQ(train(resolved(one), {}), 0);
+  ASSERT_EQ(train(testing::resolved(one), {}), 0);
   Config sharded = one;
   sharded.out_dir = dir / "sharded";
   sharded.data.train = {dir / "s*.bin"};  // a glob: s0, s1, s2 in sorted order
-  const Config rs = resolved(sharded);
+  const Config rs = testing::resolved(sharded);
   ASSERT_EQ(rs.data.train.size(), 3u);
   ASSERT_EQ(train(rs, {}), 0);
-  EXPECT_EQ(losses(dir / "sharded"), losses(dir / "one"));
+  EXPECT_EQ(loss_texts(dir / "sharded"), loss_texts(dir / "one"));
 
   // Interrupted after the first update, resumed from a checkpoint, across the boundary.
   Config part = sharded;
@@ -109,16 +108,14 @@ TEST(DataFormatTrainingTest, ShardsTrainAsTheirConcatenationAndResumeAcrossTheBo
   std::atomic<bool> stop{true};
   TrainOptions first;
   first.stop = &stop;
-  EXPECT_EQ(train(resolved(part), first), kInterrupted);
+  EXPECT_EQ(train(testing::resolved(part), first), kInterrupted);
   TrainOptions rest;
   rest.resume = true;
-  ASSERT_EQ(train(resolved(part), rest), 0);
+  ASSERT_EQ(train(testing::resolved(part), rest), 0);
   const auto a = testing::records(dir / "one", "train"), b = testing::records(dir / "part", "train");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i]["loss"].as<std::string>(), b[i]["loss"].as<std::string>()) << i;
 }
-
-std::string bin() { return testing::normlab_binary(); }
 
 bool valid_utf8(const std::string& s) {
   for (size_t i = 0; i < s.size();) {
@@ -136,7 +133,7 @@ bool valid_utf8(const std::string& s) {
 // One line on stderr, exit 2, and no run directory.
 void expect_refused(const std::string& args, const std::string& out, const std::string& expect) {
   testing::TempDir err;
-  const auto r = testing::run_command(bin() + " train -c " + testing::source_dir() + "/configs/default.yaml --out " +
+  const auto r = testing::run_command(testing::normlab_binary() + " train -c " + testing::source_dir() + "/configs/default.yaml --out " +
                                       out + " " + args, err / "stderr");
   EXPECT_EQ(r.status, 2) << args;
   const std::string e = read_file(err / "stderr");
@@ -169,12 +166,12 @@ TEST(CliTokenizeTest, TrainEncodeTrainEvalAndSampleThroughASentencePieceModel) {
   testing::TempDir dir;
   const std::string toy = testing::source_dir() + "/data/toy/";
   write_file_atomic(dir / "train.txt", read_file(toy + "train.txt").substr(0, 400000));
-  auto r = testing::run_command(bin() + " tokenize train --input " + dir / "train.txt" + " --vocab 512 --out " +
+  auto r = testing::run_command(testing::normlab_binary() + " tokenize train --input " + dir / "train.txt" + " --vocab 512 --out " +
                                 dir / "bpe.model");
   ASSERT_EQ(r.status, 0);
   EXPECT_NE(r.out.find("\"vocab\":512"), std::string::npos) << r.out;
   for (const auto& [in, out] : {std::pair{dir / "train.txt", dir / "train.bin"}, std::pair{toy + "val.txt", dir / "val.bin"}}) {
-    r = testing::run_command(bin() + " tokenize encode --model " + dir / "bpe.model" + " --input " + in + " --out " + out);
+    r = testing::run_command(testing::normlab_binary() + " tokenize encode --model " + dir / "bpe.model" + " --input " + in + " --out " + out);
     ASSERT_EQ(r.status, 0) << in;
     const YAML::Node j = YAML::Load(r.out);
     EXPECT_GT(j["bytes_per_token"].as<double>(), 1.5) << r.out;  // subwords, not bytes
@@ -183,7 +180,7 @@ TEST(CliTokenizeTest, TrainEncodeTrainEvalAndSampleThroughASentencePieceModel) {
   expect_refused("--set data.tokenizer=" + dir / "bpe.model" + " --set model.vocab_size=512", dir / "bytes_run",
                  "is read as bytes (a text file), not as the tokenizer's ids");
   const std::string run = dir / "run";
-  r = testing::run_command(bin() + " train -c " + testing::source_dir() + "/configs/default.yaml --out " + run +
+  r = testing::run_command(testing::normlab_binary() + " train -c " + testing::source_dir() + "/configs/default.yaml --out " + run +
                            " --set data.train=" + dir / "train.bin" + " --set data.val=" + dir / "val.bin" +
                            " --set data.tokenizer=" + dir / "bpe.model" +
                            " --set model.vocab_size=512 --set model.n_layers=2 --set model.d_model=64"
@@ -202,7 +199,7 @@ TEST(CliTokenizeTest, TrainEncodeTrainEvalAndSampleThroughASentencePieceModel) {
   }
   EXPECT_LT(ev[2]["val_bpb"].as<double>(), ev[0]["val_bpb"].as<double>() - 0.3);  // it learns
   // eval: bpb = loss * tokens / (bytes * ln 2), bytes those behind the predicted tokens.
-  r = testing::run_command(bin() + " eval --run " + run);
+  r = testing::run_command(testing::normlab_binary() + " eval --run " + run);
   ASSERT_EQ(r.status, 0);
   const YAML::Node j = YAML::Load(r.out);
   EXPECT_NEAR(j["bpb"].as<double>(),
@@ -212,7 +209,7 @@ TEST(CliTokenizeTest, TrainEncodeTrainEvalAndSampleThroughASentencePieceModel) {
   const auto meta = checkpoint_metadata(find_checkpoint(run, std::nullopt));
   EXPECT_EQ(meta.at("tokenizer"), dir / "bpe.model");
   EXPECT_EQ(meta.at("tokenizer_sha256").size(), 64u);
-  r = testing::run_command(bin() + " sample --run " + run + " --prompt 'c: hello|' --max-new 40 --temperature 0");
+  r = testing::run_command(testing::normlab_binary() + " sample --run " + run + " --prompt 'c: hello|' --max-new 40 --temperature 0");
   ASSERT_EQ(r.status, 0);
   EXPECT_GT(r.out.size(), 20u) << r.out;  // 40 subword tokens are more than 20 bytes of text
   EXPECT_FALSE(std::regex_search(r.out, std::regex("<[0-9]+>"))) << r.out;  // text, not token ids
@@ -220,7 +217,7 @@ TEST(CliTokenizeTest, TrainEncodeTrainEvalAndSampleThroughASentencePieceModel) {
   // A changed tokenizer file is refused rather than decoding garbage.
   std::ofstream(dir / "bpe.model", std::ios::app) << "x";
   testing::TempDir err;
-  r = testing::run_command(bin() + " sample --run " + run + " --prompt 'c: a|' --max-new 3", err / "e");
+  r = testing::run_command(testing::normlab_binary() + " sample --run " + run + " --prompt 'c: a|' --max-new 3", err / "e");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(read_file(err / "e").find("the tokenizer changed since"), std::string::npos) << read_file(err / "e");
 }

@@ -20,14 +20,8 @@
 namespace normlab {
 namespace {
 
-void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream f(path);
-  for (const auto& l : lines) f << l << "\n";
-}
-
 RunRecords records(const testing::TempDir& dir, const std::vector<std::string>& lines, double zscore = 6) {
-  write_lines(dir / "m.jsonl", lines);
+  testing::write_lines(dir / "m.jsonl", lines);
   RunInfo info;
   info.spike_zscore = zscore;
   return read_records(dir / "m.jsonl", info);
@@ -143,8 +137,8 @@ const char* kConfig =
 
 // A run with a spike, a skipped step, evaluations and per-layer series, written at `dir`.
 void write_run(const std::string& dir) {
-  write_lines(dir + "/config.yaml", {kConfig});
-  write_lines(
+  testing::write_lines(dir + "/config.yaml", {kConfig});
+  testing::write_lines(
       dir + "/metrics.jsonl",
       {R"({"kind":"eval","step":0,"val_loss":5.5,"eff_rank":1.5,"val_excess":4.5})",
        R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0,"tokens":64,"tok_per_s":100,"layers":{"grad_norm":[3.0,0.5]}})",
@@ -239,8 +233,8 @@ TEST(RecordsTest, ReadRunNeedsADirectoryWithMetrics) {
   testing::TempDir dir;
   EXPECT_THROW(read_run(dir / "nope"), UsageError);
   EXPECT_THROW(read_run(dir.path()), UsageError);
-  write_lines(dir / "metrics.jsonl", {R"({"kind":"train","step":0,"loss":5.0})"});
-  write_lines(dir / "config.yaml", {"model: [unclosed"});
+  testing::write_lines(dir / "metrics.jsonl", {R"({"kind":"train","step":0,"loss":5.0})"});
+  testing::write_lines(dir / "config.yaml", {"model: [unclosed"});
   const RunRecords r = read_run(dir.path());  // a broken config.yaml: defaults and a warning
   EXPECT_EQ(r.info.spike_zscore, 6);
   ASSERT_EQ(r.derived.warnings.size(), 1u);
@@ -387,7 +381,7 @@ TEST(SeedStatsTest, SampleStdOverTheFiniteSeedsWithTheOthersCounted) {
 
 TEST(RecordsTest, ARunWithoutValidRecordsIsAUsageErrorForReportAndCompare) {
   testing::TempDir dir;
-  write_lines(dir / "empty/metrics.jsonl", {"not json", R"({"kind":"other"})"});
+  testing::write_lines(dir / "empty/metrics.jsonl", {"not json", R"({"kind":"other"})"});
   EXPECT_NO_THROW(read_run(dir / "empty"));  // the sweep summary reads a run that is starting
   try {
     read_run_with_records(dir / "empty");
@@ -398,7 +392,7 @@ TEST(RecordsTest, ARunWithoutValidRecordsIsAUsageErrorForReportAndCompare) {
   }
   EXPECT_THROW(report_text(dir / "empty"), UsageError);
   EXPECT_THROW(report_json(dir / "empty"), UsageError);
-  write_lines(dir / "good/metrics.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":1.0})"});
+  testing::write_lines(dir / "good/metrics.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":1.0})"});
   EXPECT_THROW(compare_runs({dir / "good", dir / "empty"}, ""), UsageError);
 }
 

@@ -13,7 +13,6 @@
 namespace normlab {
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Student's t with df 2: F(t) = 1/2 + t / (2 sqrt(2 + t^2)).
 double cdf2(double t) { return 0.5 + t / (2 * std::sqrt(2 + t * t)); }

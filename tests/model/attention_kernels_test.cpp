@@ -13,7 +13,7 @@
 namespace normlab {
 namespace {
 
-struct Case {
+struct AttentionCase {
   int64_t B, T, H, dh;
 };
 
@@ -25,17 +25,17 @@ double rel_err(const torch::Tensor& a, const torch::Tensor& b, double floor = 1e
 
 // q, k, v as (B, T, H, dh) views of one fused (B, T, 3 * H * dh) projection, like a real model
 // with a fused QKV matmul: strided, head dimension contiguous.
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qkv_views(const Case& c, double scale) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> qkv_views(const AttentionCase& c, double scale) {
   auto qkv = (torch::randn({c.B, c.T, 3 * c.H * c.dh}) * scale).requires_grad_(true);
   auto parts = qkv.split(c.H * c.dh, -1);
   auto view = [&](const torch::Tensor& t) { return t.view({c.B, c.T, c.H, c.dh}); };
   return {view(parts[0]), view(parts[1]), view(parts[2])};
 }
 
-class FusedAttentionTest : public ::testing::TestWithParam<Case> {};
+class FusedAttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
 TEST_P(FusedAttentionTest, ForwardAndGradientsMatchComposedReference) {
-  const Case c = GetParam();
+  const AttentionCase c = GetParam();
   torch::manual_seed(c.T * 31 + c.dh);
   // Scores of a few units: a peaked softmax, where exp and the causal edge both matter.
   auto [q, k, v] = qkv_views(c, 1.5);
@@ -56,7 +56,7 @@ TEST_P(FusedAttentionTest, ForwardAndGradientsMatchComposedReference) {
 }
 
 TEST_P(FusedAttentionTest, DiagnosticsMatchComposedReference) {
-  const Case c = GetParam();
+  const AttentionCase c = GetParam();
   torch::manual_seed(7);
   auto [q, k, v] = qkv_views(c, 1.0);
   AttentionStats fast_stats, ref_stats;
@@ -78,15 +78,15 @@ TEST_P(FusedAttentionTest, DiagnosticsMatchComposedReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttentionTest,
-                         ::testing::Values(Case{2, 1, 2, 8}, Case{2, 5, 3, 8}, Case{2, 8, 2, 16},
-                                           Case{1, 37, 2, 32}, Case{2, 64, 4, 32},
-                                           Case{1, 70, 2, 64}, Case{1, 33, 1, 24},
+                         ::testing::Values(AttentionCase{2, 1, 2, 8}, AttentionCase{2, 5, 3, 8}, AttentionCase{2, 8, 2, 16},
+                                           AttentionCase{1, 37, 2, 32}, AttentionCase{2, 64, 4, 32},
+                                           AttentionCase{1, 70, 2, 64}, AttentionCase{1, 33, 1, 24},
                                            // the backward's key blocks (128 keys): exactly two,
                                            // a last block of one key, three with a partial one
-                                           Case{1, 256, 1, 8}, Case{1, 257, 1, 16},
-                                           Case{1, 301, 2, 32}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           const Case& c = info.param;
+                                           AttentionCase{1, 256, 1, 8}, AttentionCase{1, 257, 1, 16},
+                                           AttentionCase{1, 301, 2, 32}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           const AttentionCase& c = info.param;
                            return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" +
                                   std::to_string(c.H) + "dh" + std::to_string(c.dh);
                          });
@@ -221,14 +221,14 @@ TEST(FusedAttention, ModuleGivesTheSameLossAndGradientsWithEitherPath) {
 // cancelling sums: 2e-2. Largest seen over the shapes below: o 3.2e-3, dq 6.5e-3, dk 8.9e-3, dv
 // 3.2e-3. Scores and the statistics come from fp32 sums of exact products: 1e-5.
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bf16_qkv(const Case& c, double scale) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bf16_qkv(const AttentionCase& c, double scale) {
   auto qkv = (torch::randn({c.B, c.T, 3 * c.H * c.dh}) * scale).to(torch::kBFloat16).requires_grad_(true);
   auto parts = qkv.split(c.H * c.dh, -1);
   auto view = [&](const torch::Tensor& t) { return t.view({c.B, c.T, c.H, c.dh}); };
   return {qkv, view(parts[0]), view(parts[1]), view(parts[2])};
 }
 
-class Bf16AttentionTest : public ::testing::TestWithParam<Case> {};
+class Bf16AttentionTest : public ::testing::TestWithParam<AttentionCase> {};
 
 // Runs `body` once with the AMX tile path allowed (where the CPU has it and dh % 32 == 0) and once
 // on the vdpbf16ps loops, naming the path in failures.
@@ -242,7 +242,7 @@ void on_both_paths(F body) {
   attention_kernels::set_amx_allowed(true);
 }
 
-void check_forward_and_gradients(const Case& c) {
+void check_forward_and_gradients(const AttentionCase& c) {
   torch::manual_seed(c.T * 31 + c.dh);
   auto [qkv, q, k, v] = bf16_qkv(c, 1.5);
   ASSERT_TRUE(causal_attention_bf16_kernel_applies(q, 0));
@@ -271,7 +271,7 @@ TEST_P(Bf16AttentionTest, ForwardAndGradientsMatchTheFp32ReferenceOnTheSameInput
   on_both_paths([&] { check_forward_and_gradients(GetParam()); });
 }
 
-void check_diagnostics(const Case& c) {
+void check_diagnostics(const AttentionCase& c) {
   torch::manual_seed(7);
   auto [qkv, q, k, v] = bf16_qkv(c, 1.0);
   AttentionStats fast_stats, ref_stats;
@@ -291,14 +291,14 @@ TEST_P(Bf16AttentionTest, DiagnosticsMatchTheFp32Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16AttentionTest,
-                         ::testing::Values(Case{2, 1, 2, 16}, Case{2, 5, 3, 16}, Case{2, 16, 2, 32},
-                                           Case{1, 37, 2, 32}, Case{2, 64, 4, 64}, Case{1, 70, 2, 48},
-                                           Case{1, 33, 1, 128}, Case{1, 19, 2, 256},
+                         ::testing::Values(AttentionCase{2, 1, 2, 16}, AttentionCase{2, 5, 3, 16}, AttentionCase{2, 16, 2, 32},
+                                           AttentionCase{1, 37, 2, 32}, AttentionCase{2, 64, 4, 64}, AttentionCase{1, 70, 2, 48},
+                                           AttentionCase{1, 33, 1, 128}, AttentionCase{1, 19, 2, 256},
                                            // key blocks of 128: exactly two, a last block of one
                                            // key, three with a partial one
-                                           Case{1, 256, 1, 16}, Case{1, 257, 1, 32}, Case{1, 301, 2, 64}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           const Case& c = info.param;
+                                           AttentionCase{1, 256, 1, 16}, AttentionCase{1, 257, 1, 32}, AttentionCase{1, 301, 2, 64}),
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           const AttentionCase& c = info.param;
                            return "B" + std::to_string(c.B) + "T" + std::to_string(c.T) + "H" +
                                   std::to_string(c.H) + "dh" + std::to_string(c.dh);
                          });

@@ -197,16 +197,6 @@ TEST(ParametrizationTest, BranchMultiplierScalesEverySublayerTerm) {
   EXPECT_TRUE(torch::allclose(b->term(1, x), mult * g1, 1e-6, 1e-7));
 }
 
-std::vector<std::string> problems_of(const std::string& yaml) {
-  try {
-    auto loaded = parse_config_text(yaml, "cfg.yaml", {}, /*collect=*/true);
-    check_and_resolve(loaded, /*check_data_files=*/false);
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
 // Every scope rule and value rule of section param is one line naming its key.
 TEST(ParametrizationTest, EveryScopeErrorIsOneLine) {
   struct Case {
@@ -230,7 +220,7 @@ TEST(ParametrizationTest, EveryScopeErrorIsOneLine) {
       {"param: {type: umup}", "param.type", "sp"},
   };
   for (const Case& c : cases) {
-    const auto p = problems_of(c.yaml);
+    const auto p = testing::config_problems(c.yaml);
     ASSERT_EQ(p.size(), 1u) << c.yaml << (p.empty() ? "" : "\n" + p[0]);
     EXPECT_NE(p[0].find(c.key), std::string::npos) << p[0];
     EXPECT_NE(p[0].find(c.text), std::string::npos) << p[0];
@@ -239,10 +229,10 @@ TEST(ParametrizationTest, EveryScopeErrorIsOneLine) {
   // In scope: the additive layouts under completep, a base equal to the run's own under sp (what a
   // resolved config.yaml records).
   for (const char* layout : {"pre", "sandwich", "normformer", "reordered", "subln", "lns"}) {
-    EXPECT_TRUE(problems_of(std::string("param: {type: completep, base_depth: 2}\nmodel: {layout: ") + layout + "}").empty())
+    EXPECT_TRUE(testing::config_problems(std::string("param: {type: completep, base_depth: 2}\nmodel: {layout: ") + layout + "}").empty())
         << layout;
   }
-  EXPECT_TRUE(problems_of("param: {base_width: 128, base_depth: 4, base_head_dim: 32}").empty());
+  EXPECT_TRUE(testing::config_problems("param: {base_width: 128, base_depth: 4, base_head_dim: 32}").empty());
 }
 
 // The resolved config records numbers, never auto, and reloads to itself.

@@ -10,7 +10,7 @@
 namespace normlab {
 namespace {
 
-ModelConfig small(const std::string& layout = "pre") {
+ModelConfig small_model(const std::string& layout = "pre") {
   ModelConfig m;
   m.ctx = 16;
   m.d_model = 32;
@@ -29,7 +29,7 @@ std::set<std::string> names(Transformer& t) {
 }
 
 TEST(TransformerTest, PreLayoutHasExactlyTheContractTensorNames) {
-  Transformer t(small());
+  Transformer t(small_model());
   std::set<std::string> expect = {"tok_emb.weight", "pos_emb.weight", "final_norm.weight", "final_norm.bias"};
   for (int i = 0; i < 3; ++i) {
     const std::string b = "blocks." + std::to_string(i) + ".";
@@ -63,7 +63,7 @@ void expect_in_order(Transformer& t, const std::vector<std::string>& want, const
 }
 
 TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
-  ModelConfig m = small("normformer");
+  ModelConfig m = small_model("normformer");
   m.keys.set("normformer.resid_scale", std::string("all"));
   m.layerscale = 0.1;
   m.embed_norm = true;
@@ -78,14 +78,14 @@ TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
                       "blocks.1.norm2.weight", "blocks.1.ffn.fc1.weight", "blocks.1.ffn.fc2.weight",
                       "blocks.1.ffn.mid_norm.weight", "blocks.2.resid_scale1", "final_norm.weight", "lm_head.weight"},
                   "normformer");
-  ModelConfig h = small("pre");
+  ModelConfig h = small_model("pre");
   h.residual.type = "mhc";
   resolve_model_config(h);
   Transformer th(h);
   expect_in_order(th, {"tok_emb.weight", "blocks.0.norm1.weight", "blocks.0.norm2.weight", "blocks.0.ffn.fc2.weight",
                        "blocks.0.mhc1.fn", "blocks.0.mhc2.fn", "blocks.1.norm1.weight", "final_norm.weight", "mhc_head.fn"},
                   "mhc");
-  ModelConfig g = fit_to_layout(*find_layout("ngpt"), small("ngpt"));
+  ModelConfig g = fit_to_layout(*find_layout("ngpt"), small_model("ngpt"));
   resolve_model_config(g);
   Transformer tg(g);
   expect_in_order(tg, {"s_z", "tok_emb.weight", "blocks.0.alpha1", "blocks.0.alpha2", "blocks.0.attn.s_qk",
@@ -95,7 +95,7 @@ TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
 }
 
 TEST(TransformerTest, UntiedHeadAndBiasOptionsAddTheirTensors) {
-  auto m = small();
+  auto m = small_model();
   m.tie_embeddings = false;
   m.bias = true;
   m.norm.keys.set("norm.bias", false);
@@ -112,7 +112,7 @@ TEST(TransformerTest, UntiedHeadAndBiasOptionsAddTheirTensors) {
 
 TEST(TransformerTest, LogitsShapeAndTiedHeadIsTokEmbTransposed) {
   torch::manual_seed(0);
-  Transformer t(small());
+  Transformer t(small_model());
   init_weights(t, InitConfig{});
   auto tok = torch::randint(0, 256, {2, 10}, torch::kLong);
   auto logits = t->forward(tok);
@@ -122,7 +122,7 @@ TEST(TransformerTest, LogitsShapeAndTiedHeadIsTokEmbTransposed) {
 
 TEST(TransformerTest, ChangingALaterTokenNeverChangesEarlierLogits) {
   torch::manual_seed(0);
-  Transformer t(small());
+  Transformer t(small_model());
   init_weights(t, InitConfig{});
   t->eval();
   auto a = torch::randint(0, 256, {1, 12}, torch::kLong);
@@ -134,7 +134,7 @@ TEST(TransformerTest, ChangingALaterTokenNeverChangesEarlierLogits) {
 }
 
 TEST(TransformerTest, DefaultInitStdsFollowTheContract) {
-  auto m = small();
+  auto m = small_model();
   m.d_model = 256;
   m.n_heads = 4;
   m.d_ff = 1024;
@@ -195,7 +195,7 @@ TEST(LayerSeriesTest, SeriesKeepTheOrderTheyWereFirstAddedIn) {
 TEST(LayerSeriesTest, CapturedStreamStatisticsMatchTheStreamRecomputedBlockByBlock) {
   for (const char* layout : {"pre", "post", "sandwich"}) {
     torch::manual_seed(11);
-    Transformer t(small(layout));
+    Transformer t(small_model(layout));
     init_weights(t, InitConfig{});
     {
       // Spread the weights so the stream is far from Gaussian-like init noise.

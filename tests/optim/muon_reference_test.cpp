@@ -26,7 +26,7 @@
 namespace normlab {
 namespace {
 
-struct Case {
+struct MuonCase {
   std::string name;
   std::string type;
   NsKind ns = NsKind::kKeller;
@@ -38,7 +38,7 @@ struct Case {
   ParamType param = ParamType::kSp;  // mup, completep: base width 8 (m_N 2), base depth 1 (m_L 2), alpha 0.5
 };
 
-std::string json_config(const Case& c, const OptimConfig& o, const std::vector<double>& f,
+std::string json_config(const MuonCase& c, const OptimConfig& o, const std::vector<double>& f,
                         const std::vector<std::pair<std::string, Role>>& roles) {
   std::string fs, rs;
   for (double v : f) fs += (fs.empty() ? "" : ",") + fmt::format("{:.17g}", v);
@@ -56,7 +56,7 @@ std::string json_config(const Case& c, const OptimConfig& o, const std::vector<d
       c.param == ParamType::kCompleteP ? 2.0 : 1.0, c.param == ParamType::kCompleteP ? 0.5 : 1.0);
 }
 
-void run_case(const Case& c) {
+void run_case(const MuonCase& c) {
   SCOPED_TRACE(c.name);
   ModelConfig mc;
   mc.ctx = 8;
@@ -168,18 +168,18 @@ TEST(MuonReferenceTest, MuonKeller) { run_case({"muon_keller", "muon"}); }
 // The parametrizations' per-role rates and decays (src/model/README.md, "Parametrization") at
 // m_N = 2 (and m_L = 2, alpha 0.5 under completep), under AdamW and Muon.
 TEST(MuonReferenceTest, AdamwUnderMupAndCompletep) {
-  Case mup{"adamw_mup", "adamw"};
+  MuonCase mup{"adamw_mup", "adamw"};
   mup.param = ParamType::kMup;
   run_case(mup);
-  Case completep{"adamw_completep", "adamw"};
+  MuonCase completep{"adamw_completep", "adamw"};
   completep.param = ParamType::kCompleteP;
   run_case(completep);
 }
 TEST(MuonReferenceTest, MuonUnderMupAndCompletep) {
-  Case mup{"muon_mup", "muon"};
+  MuonCase mup{"muon_mup", "muon"};
   mup.param = ParamType::kMup;
   run_case(mup);
-  Case completep{"muon_completep", "muon"};
+  MuonCase completep{"muon_completep", "muon"};
   completep.param = ParamType::kCompleteP;
   run_case(completep);
 }
@@ -203,7 +203,7 @@ TEST(MuonReferenceTest, MuonBf16ProductsOnBf16Gemms) {
   if (attention_kernels::bf16_kernel_available()) {
     EXPECT_TRUE(ns_uses_bf16_gemm(160, 64, torch::Device(torch::kCPU)));
   }
-  Case c{"muon_bf16_gemm", "muon", NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
+  MuonCase c{"muon_bf16_gemm", "muon", NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
   c.width = 64;
   run_case(c);
 }

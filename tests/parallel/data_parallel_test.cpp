@@ -62,12 +62,6 @@ std::vector<double> losses(const std::string& run) {
   return v;
 }
 
-NamedTensors final_weights(const std::string& run, const Config& c) {
-  Transformer m(c.model);
-  load_model_weights(find_checkpoint(run, std::nullopt), m);
-  return model_tensors(m);
-}
-
 // Every train loss agrees to 1e-5 relative, and so do the final weights as a whole (the norm of the
 // difference of all weights over the norm of all weights). Each tensor alone is held to 5e-5 of its
 // norm: that is the float noise floor of the computation itself, since after these 50 AdamW steps
@@ -81,7 +75,7 @@ void expect_same_run(const std::string& got_run, const std::string& want_run, co
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_NEAR(got[i], want[i], rtol * std::abs(want[i])) << what << ": train loss of step " << i;
   }
-  const auto wg = final_weights(got_run, c), ww = final_weights(want_run, c);
+  const auto wg = testing::final_weights(got_run, c), ww = testing::final_weights(want_run, c);
   ASSERT_EQ(wg.size(), ww.size());
   double all_diff2 = 0, all_w2 = 0, worst = 0;
   std::string worst_name;

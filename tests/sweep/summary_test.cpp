@@ -14,15 +14,9 @@
 namespace normlab {
 namespace {
 
-void write_lines(const std::string& path, const std::vector<std::string>& lines) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  std::ofstream f(path);
-  for (const auto& l : lines) f << l << "\n";
-}
-
 TEST(SweepSummaryTest, RunNumbersFollowTheFormat) {
   testing::TempDir dir;
-  write_lines(
+  testing::write_lines(
       dir / "m.jsonl",
       {R"({"kind":"eval","step":0,"val_loss":5.5,"val_excess":4.5})",
        R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0,"tok_per_s":100,"layers":{"grad_norm":[3.0,1.0,0.5]}})",
@@ -48,7 +42,7 @@ TEST(SweepSummaryTest, RunNumbersFollowTheFormat) {
 
   // spike_score: of the 4 records with z-scores, 1 is above 6 (grad_norm) and 1 above 6 only
   // under a threshold of 3; records without z (detector warming up) do not count.
-  write_lines(dir / "z.jsonl",
+  testing::write_lines(dir / "z.jsonl",
               {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
                R"({"kind":"train","step":1,"loss":4.0,"grad_norm":2.0,"loss_z":0.5,"grad_norm_z":-1.0})",
                R"({"kind":"train","step":2,"loss":4.0,"grad_norm":9.0,"loss_z":1.0,"grad_norm_z":7.5})",
@@ -58,7 +52,7 @@ TEST(SweepSummaryTest, RunNumbersFollowTheFormat) {
   EXPECT_DOUBLE_EQ(run_metrics(dir / "z.jsonl", 3.0)[kSpikeScore], 0.5);
 
   // No eval excess, one train record: empty cells where the records have nothing.
-  write_lines(dir / "short.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})"});
+  testing::write_lines(dir / "short.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})"});
   const SummaryValues s = run_metrics(dir / "short.jsonl");
   EXPECT_EQ(s[kSteps], 1);
   EXPECT_TRUE(std::isnan(s[kBestValLoss]));
@@ -72,7 +66,7 @@ TEST(SweepSummaryTest, RunNumbersFollowTheFormat) {
 
 TEST(SweepSummaryTest, DivergedWhenNonFiniteOrLossDidNotFall) {
   testing::TempDir dir;
-  write_lines(
+  testing::write_lines(
       dir / "nan.jsonl",
       {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
        R"({"kind":"train","step":1,"loss":null,"grad_norm":null,"skipped":true,"nonfinite":true})",
@@ -82,17 +76,17 @@ TEST(SweepSummaryTest, DivergedWhenNonFiniteOrLossDidNotFall) {
   EXPECT_EQ(n[kMaxGradNorm], 9.0);
   EXPECT_EQ(n[kSteps], 3);
 
-  write_lines(dir / "last_null.jsonl",
+  testing::write_lines(dir / "last_null.jsonl",
               {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
                R"({"kind":"train","step":1,"loss":null,"grad_norm":1.0})"});
   EXPECT_EQ(run_metrics(dir / "last_null.jsonl")[kDiverged], 1);
   EXPECT_TRUE(std::isnan(run_metrics(dir / "last_null.jsonl")[kFinalTrainLoss]));
 
-  write_lines(dir / "up.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
+  testing::write_lines(dir / "up.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
                                  R"({"kind":"train","step":9,"loss":5.0,"grad_norm":1.0})"});
   EXPECT_EQ(run_metrics(dir / "up.jsonl")[kDiverged], 1);  // >= the first loss
 
-  write_lines(dir / "ok.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
+  testing::write_lines(dir / "ok.jsonl", {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0})",
                                  R"({"kind":"train","step":9,"loss":4.999,"grad_norm":1.0})"});
   EXPECT_EQ(run_metrics(dir / "ok.jsonl")[kDiverged], 0);
 }
@@ -106,7 +100,7 @@ class SweepSummaryTableTest : public ::testing::Test {
     points_ = expand_sweep(sweep_);
     auto run = [&](size_t i, double last_loss, double tok, PointStatus status, double wall) {
       const std::string dir = point_run_dir(dir_.path(), points_[i]);
-      write_lines(
+      testing::write_lines(
           dir + "/metrics.jsonl",
           {R"({"kind":"train","step":0,"loss":5.0,"grad_norm":2.0,"tok_per_s":)" +
                std::to_string(tok) + R"(,"layers":{"grad_norm":[2.0,1.0]}})",

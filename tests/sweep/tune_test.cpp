@@ -24,7 +24,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Student's t: two-sided 95 % critical values from the usual table, and its CDF where it has a
 // closed form (df 4: F(t) = 1/2 + 3/8 x (1 - x^2/12 (1 + t^2/4)^-1)..., written out below).
@@ -79,25 +78,20 @@ TEST(TuneStatsTest, VerdictIsTheWelchIntervalAgainstZero) {
 
 // ---- a tuned sweep directory of hand-written runs ----------------------------------------------
 
-void write_text(const std::string& path, const std::string& text) {
-  fs::create_directories(fs::path(path).parent_path());
-  std::ofstream(path) << text;
-}
-
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
 
 // A run: eval records at step 0 (step0) and at step 10 (last; NaN: diverged there); no metrics
 // file at all when step0 is NaN (a run that failed before its first record).
 void write_run(const std::string& dir, const std::string& status, double step0, double last) {
   if (std::isfinite(step0)) {
-    write_text(dir + "/metrics.jsonl",
+    testing::write_text(dir + "/metrics.jsonl",
                "{\"kind\":\"eval\",\"step\":0,\"val_loss\":" + num(step0) + "}\n" +
                    "{\"kind\":\"train\",\"step\":0,\"loss\":5.0,\"grad_norm\":1.0}\n" +
                    "{\"kind\":\"train\",\"step\":9,\"loss\":" +
                    (std::isfinite(last) ? "2.0" : "null") + ",\"grad_norm\":1.0}\n" +
                    "{\"kind\":\"eval\",\"step\":10,\"val_loss\":" + num(last) + "}\n");
   }
-  write_text(dir + "/point.json", "{\"status\":\"" + status + "\",\"exit_code\":0,\"wall_s\":1}\n");
+  testing::write_text(dir + "/point.json", "{\"status\":\"" + status + "\",\"exit_code\":0,\"wall_s\":1}\n");
 }
 
 // The test's own reading of a run's metrics.jsonl: best (lowest finite eval loss), final (last
@@ -124,7 +118,7 @@ class TuneSummaryTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     // Three arms x lr {1e-3, 2e-3, 4e-3} x search seeds {1, 2}; confirm seeds {11, 12, 13}.
-    write_text(dir_ / "s.yaml",
+    testing::write_text(dir_ / "s.yaml",
                std::string("base: none.yaml\nout_dir: ") + (dir_ / "out") +
                    "\naxes: {model.layout: [pre, post, sandwich]}\n"
                    "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1, 2],\n"
@@ -349,7 +343,7 @@ TEST(TuneSearchTest, NothingIsSelectedUntilEverySearchRunFinished) {
 // runs, recomputed here from the hand-written runs.
 TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns) {
   testing::TempDir dir;
-  write_text(dir / "s.yaml",
+  testing::write_text(dir / "s.yaml",
              std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
                  "\naxes: {model.layout: [pre, post, sandwich], model.d_model: [32, 64, 128]}\n"
                  "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12, 13],\n"
@@ -359,7 +353,7 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   o.check_base = false;
   const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
   // The resolved sweep.yaml keeps the ladder and the tests (`normlab report` reads it back).
-  write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
+  testing::write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
   const Sweep back = parse_sweep_file(dir / "out/sweep.yaml", o);
   ASSERT_TRUE(back.tune);
   EXPECT_EQ(back.tune->ladder, "model.d_model");
@@ -422,7 +416,7 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
     write_run(run(p.name), "done", 5.25 + 0.01 * static_cast<double>(k), x);
     values_of[cell].push_back(x);
     const std::string cpu = cell == "pre,d_model=128" && k == 2 ? "AMD EPYC" : "Intel Xeon";
-    write_text(run(p.name) + "/machine.json", "[{\"step\": 0, \"host\": \"h\", \"cpu\": \"" + cpu +
+    testing::write_text(run(p.name) + "/machine.json", "[{\"step\": 0, \"host\": \"h\", \"cpu\": \"" + cpu +
                                                   "\", \"device\": \"cpu\", \"torch\": \"2.11.0 (CPU)\", "
                                                   "\"commit\": \"abc\"}]\n");
   }
@@ -573,7 +567,7 @@ TEST(TuneFitTest, QuadraticOptimumIsTheParabolasMinimumOverTheBracket) {
 
 TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum) {
   testing::TempDir dir;
-  write_text(dir / "s.yaml",
+  testing::write_text(dir / "s.yaml",
              std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
                  "\naxes: {model.layout: [pre, post], model.d_model: [32, 64]}\n"
                  "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12],\n"
@@ -582,7 +576,7 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   o.check_base = false;
   const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
   ASSERT_TRUE(sweep.tune->fit);
-  write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
+  testing::write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
   EXPECT_TRUE(parse_sweep_file(dir / "out/sweep.yaml", o).tune->fit);
   EXPECT_NO_THROW(expand_sweep(sweep));  // a neighbour's name is another selection's confirm name
   auto run = [&](const std::string& name) { return std::string(dir / "out/runs/") + name; };

@@ -38,18 +38,12 @@ int train_process(const std::string& cfg, const std::string& extra, const std::s
   return testing::run_command(env + testing::normlab_binary() + " train -c " + cfg + extra, err).status;
 }
 
-NamedTensors final_weights(const std::string& run, const Config& c) {
-  Transformer m(c.model);
-  load_model_weights(find_checkpoint(run, std::nullopt), m);
-  return model_tensors(m);
-}
-
 TEST(CrashTest, EveryKillLeavesARunThatResumesOrRestartsToTheSameWeights) {
   testing::TempDir dir;
   const Config ref_cfg = crash_config(dir / "ref");
   std::ofstream(dir / "ref.yaml") << dump_config(ref_cfg);
   ASSERT_EQ(train_process(dir / "ref.yaml", "", "", dir / "err"), 0) << read_file(dir / "err");
-  const NamedTensors want = final_weights(dir / "ref", ref_cfg);
+  const NamedTensors want = testing::final_weights(dir / "ref", ref_cfg);
 
   // 2 checkpoints (steps 2 and 4) of 4 atomic files each (model, trainer, state.json, LATEST),
   // and config.yaml first.
@@ -71,12 +65,12 @@ TEST(CrashTest, EveryKillLeavesARunThatResumesOrRestartsToTheSameWeights) {
         for (const char* f : {"model.safetensors", "trainer.safetensors", "state.json"}) {
           EXPECT_TRUE(file_exists(ck + "/" + f)) << at << ": " << ck << "/" << f;
         }
-        EXPECT_NO_THROW(final_weights(run, c)) << at;
+        EXPECT_NO_THROW(testing::final_weights(run, c)) << at;
       }
       // What a user does next: --resume when there is a checkpoint, else start again.
       const int status = train_process(cfg, has_latest ? " --resume" : "", "", dir / "err");
       ASSERT_EQ(status, 0) << at << ": " << read_file(dir / "err");
-      const NamedTensors got = final_weights(run, c);
+      const NamedTensors got = testing::final_weights(run, c);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_TRUE(torch::equal(got[i].second, want[i].second)) << at << ": " << got[i].first;

@@ -23,7 +23,6 @@ namespace {
   if (!torch::cuda::is_available())                                                      \
   GTEST_SKIP() << "needs a CUDA device; this build: LibTorch " << torch_build_description()
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 double json_number(const std::string& line, const std::string& key) {
   return YAML::Load(line)[key].as<double>();
@@ -41,7 +40,7 @@ TEST(CudaModel, EveryLayoutAndNormMatchesTheCpu) {
       c.model.qk_norm = true;
       c = fit_to_layout(layout, c);  // nGPT: no norms, no QK-norm (its scope)
       if (c.model.norm.type != norm.name) continue;  // a layout with no norms runs once
-      Config r = resolved(c);
+      Config r = testing::resolved(c);
       torch::manual_seed(7);
       Transformer cpu(r.model);
       init_weights(cpu, r.init);
@@ -76,10 +75,10 @@ TEST(CudaTrain, FollowsTheCpuAndCheckpointsMoveBetweenDevices) {
   NORMLAB_REQUIRE_CUDA();
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "cpu");
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   c.out_dir = dir / "cuda";
   c.train.device = DeviceKind::kCuda;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   auto a = testing::records(dir / "cpu", "train"), b = testing::records(dir / "cuda", "train");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -116,7 +115,7 @@ TEST(CudaTrain, OneHostReadPerPlainStep) {
     c.diag.every = 1000;
     c.eval.every = 0;
     c.train.checkpoint_every = 1000;
-    Config r = resolved(c);
+    Config r = testing::resolved(c);
     CudaSyncCounter counter;
     EXPECT_EQ(train(r, {}), 0);
     return counter.count();
@@ -132,7 +131,7 @@ TEST(CudaBench, MfuIsAgainstThePeakOfTheGpu) {
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "bench");
   c.train.device = DeviceKind::kCuda;
-  BenchResult r = bench_training(resolved(c), "tiny", 2, 5);
+  BenchResult r = bench_training(testing::resolved(c), "tiny", 2, 5);
   EXPECT_EQ(r.device.rfind("cuda", 0), 0u);
   EXPECT_GT(r.gemm_peak_gflops, 1000.0);  // any CUDA GPU beats a CPU core by this much
   EXPECT_GT(r.gemm_peak_bf16_gflops, 0.0);
@@ -150,13 +149,13 @@ TEST(CudaPrecision, Bf16AndFp16FollowFp32) {
   Config c = testing::tiny_config(dir / "fp32");
   c.train.device = DeviceKind::kCuda;
   c.train.steps = 60;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   const auto a = testing::records(dir / "fp32", "train");
   const double val32 = testing::records(dir / "fp32", "eval").back()["val_loss"].as<double>();
   for (const std::string prec : {"bf16", "fp16"}) {
     c.out_dir = dir / prec;
     c.train.precision = *parse_choice<Precision>(prec);
-    ASSERT_EQ(train(resolved(c), {}), 0) << prec;
+    ASSERT_EQ(train(testing::resolved(c), {}), 0) << prec;
     const auto b = testing::records(dir / prec, "train");
     ASSERT_EQ(a.size(), b.size()) << prec;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -187,7 +186,7 @@ TEST(CudaPrecision, Fp16OverflowSkipsTheUpdateAndHalvesTheScale) {
   c.train.checkpoint_every = 1;
   c.train.save_init = true;
   ::setenv("NORMLAB_TEST_LOSS_SCALE", "16777216", 1);
-  const int rc = train(resolved(c), {});
+  const int rc = train(testing::resolved(c), {});
   ::unsetenv("NORMLAB_TEST_LOSS_SCALE");
   ASSERT_EQ(rc, 0);
   const auto recs = testing::records(dir / "run", "train");
@@ -203,7 +202,7 @@ TEST(CudaPrecision, Fp16OverflowSkipsTheUpdateAndHalvesTheScale) {
     ++overflows;
     // the update was skipped: the weights after this step are those before it
     const int64_t s = r["step"].as<int64_t>();
-    Transformer a(resolved(c).model), b(resolved(c).model);
+    Transformer a(testing::resolved(c).model), b(testing::resolved(c).model);
     load_model_weights(dir / ("run/checkpoints/" + checkpoint_name(s)), a);
     load_model_weights(dir / ("run/checkpoints/" + checkpoint_name(s + 1)), b);
     for (auto& kv : a->named_parameters()) {
@@ -222,9 +221,9 @@ TEST(CudaBench, Bf16StepIsMeasuredAgainstTheBf16Peak) {
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "bench");
   c.train.device = DeviceKind::kCuda;
-  BenchResult f = bench_training(resolved(c), "tiny", 2, 5);
+  BenchResult f = bench_training(testing::resolved(c), "tiny", 2, 5);
   c.train.precision = Precision::kBf16;
-  BenchResult b = bench_training(resolved(c), "tiny", 2, 5);
+  BenchResult b = bench_training(testing::resolved(c), "tiny", 2, 5);
   EXPECT_EQ(b.precision, "bf16");
   EXPECT_EQ(b.mfu_of, "bf16");
   EXPECT_NEAR(b.mfu, b.gflops / b.gemm_peak_bf16_gflops, 1e-12);

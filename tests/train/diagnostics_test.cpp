@@ -23,7 +23,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 TEST(DiagnosticsTest, TrainRecordsCarryEveryContractField) {
   testing::TempDir dir;
@@ -34,7 +33,7 @@ TEST(DiagnosticsTest, TrainRecordsCarryEveryContractField) {
   c.diag.every = 3;
   c.diag.per_param = true;
   c.diag.csv = true;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   auto tr = testing::records(c.out_dir, "train");
   std::vector<int> steps;
   for (auto& r : tr) steps.push_back(r["step"].as<int>());
@@ -95,7 +94,7 @@ Config spiky_config(const testing::TempDir& dir, const std::string& action) {
 TEST(DiagnosticsTest, RandomByteBlockProducesSpikeRecordsAndForensics) {
   testing::TempDir dir;
   Config c = spiky_config(dir, "log");
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   auto spikes = testing::records(c.out_dir, "spike");
   ASSERT_FALSE(spikes.empty());
   std::set<int> steps;
@@ -123,7 +122,7 @@ TEST(DiagnosticsTest, RandomByteBlockProducesSpikeRecordsAndForensics) {
 TEST(DiagnosticsTest, SkipLeavesWeightsAndOptimizerStateBitwiseUnchanged) {
   testing::TempDir dir;
   Config c = spiky_config(dir, "skip");
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   auto tr = testing::records(c.out_dir, "train");
   ASSERT_TRUE(tr[60]["skipped"].IsDefined());
   // Checkpoint after 60 iterations vs after 61 (step 60 skipped): identical bytes.
@@ -140,7 +139,7 @@ TEST(DiagnosticsTest, StopCheckpointsTheWeightsBeforeTheSpikeAndEndsWithAMessage
   testing::TempDir dir;
   Config c = spiky_config(dir, "stop");
   try {
-    train(resolved(c), {});
+    train(testing::resolved(c), {});
     FAIL() << "expected the run to stop";
   } catch (const RuntimeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("stopped at step 60 by a loss spike"), std::string::npos) << e.what();
@@ -159,7 +158,7 @@ TEST(DiagnosticsTest, AbsurdLearningRateEndsClearlyAndNeverSavesNonFiniteWeights
   c.train.checkpoint_every = 1;
   c.model.norm.type = "none";
   try {
-    train(resolved(c), {});
+    train(testing::resolved(c), {});
     FAIL() << "expected a non-finite stop";
   } catch (const RuntimeFailure& e) {
     EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
@@ -167,7 +166,7 @@ TEST(DiagnosticsTest, AbsurdLearningRateEndsClearlyAndNeverSavesNonFiniteWeights
   int checked = 0;
   for (const auto& e : fs::directory_iterator(c.out_dir + "/checkpoints")) {
     if (!e.is_directory()) continue;
-    Config cfg = resolved(c);
+    Config cfg = testing::resolved(c);
     Transformer m(cfg.model);
     load_model_weights(e.path().string(), m);
     for (auto& [n, t] : model_tensors(m)) EXPECT_TRUE(torch::isfinite(t).all().item<bool>()) << e.path() << " " << n;
@@ -179,14 +178,14 @@ TEST(DiagnosticsTest, AbsurdLearningRateEndsClearlyAndNeverSavesNonFiniteWeights
   s.out_dir = dir / "skip";
   s.diag.nonfinite = NonFinitePolicy::kSkip;
   s.train.steps = 12;
-  EXPECT_EQ(train(resolved(s), {}), 0);
+  EXPECT_EQ(train(testing::resolved(s), {}), 0);
 }
 
 TEST(ReportTest, SummarisesLossesAndGradientProfilesAsTextAndJson) {
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "run");
   c.train.steps = 10;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   const std::string t = report_text(c.out_dir);
   for (const char* k : {"val loss", "best", "excess over floor", "per-layer gradient norm", "blocks.1", "first/last"}) {
     EXPECT_NE(t.find(k), std::string::npos) << k << "\n" << t;

@@ -21,11 +21,10 @@
 namespace normlab {
 namespace {
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 std::string config_error(Config c) {
   try {
-    resolved(c);
+    testing::resolved(c);
   } catch (const ConfigError& e) {
     return e.what();
   }
@@ -98,10 +97,10 @@ TEST(Autocast, EveryNormEqualsItsFp32ComputationCastOnce) {
 TEST(Bf16Training, FollowsFp32OnTheCpu) {
   testing::TempDir dir;
   Config c = testing::tiny_config(dir / "fp32");
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   c.out_dir = dir / "bf16";
   c.train.precision = Precision::kBf16;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   auto a = testing::records(dir / "fp32", "train"), b = testing::records(dir / "bf16", "train");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -146,7 +145,7 @@ TEST(LossScaler, HalvesOnOverflowDoublesAfterTheIntervalAndRestores) {
 // inside the optimizer) is bitwise the unscaled one. An absurd scale overflows the fp32 gradients:
 // the step's norm is not finite, which is what the scaler treats as an overflow.
 TEST(LossScaler, ScaledStepEqualsTheUnscaledStepAndAnAbsurdScaleOverflows) {
-  Config c = resolved(testing::tiny_config("/unused"));
+  Config c = testing::resolved(testing::tiny_config("/unused"));
   Corpus data = Corpus::load(c.data.train);
   auto run = [&](double scale, double* grad_norm_out) {
     torch::manual_seed(1);

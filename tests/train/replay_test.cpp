@@ -24,7 +24,6 @@ namespace normlab {
 namespace {
 namespace fs = std::filesystem;
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 // 16 updates, 2 micro-batches each, checkpoints every 5, full diagnostics every 4; a spike
 // detector so sensitive (window 4, z 0.5, action skip) that some updates are skipped.
@@ -44,7 +43,7 @@ Config replay_run(const std::string& out) {
 TEST(ReplayTest, ALoggedStepReplaysBitForBitAndItsRowsAverageToItsLoss) {
   testing::TempDir dir;
   const Config c = replay_run(dir / "run");
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   const std::string metrics_before = read_file(dir / "run/metrics.jsonl");
   const RunRecords recs = read_run(dir / "run");
   bool saw_skip = false;
@@ -116,7 +115,7 @@ TEST(ReplayTest, EveryOptimizersRunsReplayBitForBit) {
     Config c = replay_run(dir / "run");
     c.optim.type = type;
     c.diag.spike.action = SpikeAction::kLog;
-    ASSERT_EQ(train(resolved(c), {}), 0);
+    ASSERT_EQ(train(testing::resolved(c), {}), 0);
     for (int64_t n : {int64_t{3}, int64_t{12}}) {  // from step_0 and from step_10 (momenta restored)
       const ReplayResult r = replay_step(dir / "run", n);
       EXPECT_TRUE(r.reproducible) << n << ": " << r.loss << " vs " << r.logged_loss;
@@ -136,7 +135,7 @@ TEST(ReplayTest, MupAndCompletepRunsReplayBitForBit) {
     c.param.base_width = c.model.d_model / 2.0;
     if (p == ParamType::kCompleteP) c.param.base_depth = c.model.n_layers / 2.0;
     c.diag.spike.action = SpikeAction::kLog;
-    ASSERT_EQ(train(resolved(c), {}), 0);
+    ASSERT_EQ(train(testing::resolved(c), {}), 0);
     const ReplayResult r = replay_step(dir / "run", 12);
     EXPECT_TRUE(r.reproducible) << r.loss << " vs " << r.logged_loss;
     EXPECT_EQ(r.grad_norm, r.logged_grad_norm);
@@ -163,7 +162,7 @@ TEST(ReplayTest, EveryLayoutAndResidualTypeReplaysBitForBit) {
     c.train.checkpoint_every = 3;
     c.diag.every = 4;
     c.eval.every = 0;
-    ASSERT_EQ(train(resolved(c), {}), 0);
+    ASSERT_EQ(train(testing::resolved(c), {}), 0);
     for (int64_t n : {int64_t{4}, int64_t{5}}) {  // a diagnostics step, and the step after it
       const ReplayResult r = replay_step(dir / "run", n);
       EXPECT_TRUE(r.reproducible) << n << ": " << r.loss << " vs " << r.logged_loss;
@@ -176,7 +175,7 @@ TEST(ReplayTest, ALoggedValueThatDiffersIsReportedNotReproducible) {
   testing::TempDir dir;
   Config c = replay_run(dir / "run");
   c.diag.spike.action = SpikeAction::kLog;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   // As if the machine had computed another loss at step 6: one bit of its last digit changed.
   std::string m = read_file(dir / "run/metrics.jsonl");
   const auto at = m.find("\"step\":6,\"loss\":");

@@ -21,7 +21,6 @@
 namespace normlab {
 namespace {
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 struct Method {
   std::string name, residual;
@@ -62,16 +61,16 @@ TEST_P(ResidualTrainingTest, TrainsResumesBitForBitAndRecordsItsSeries) {
   testing::TempDir dir;
   Config full = method_config(m, dir / "full");
   full.train.accum = 2;
-  ASSERT_EQ(train(resolved(full), {}), 0);
+  ASSERT_EQ(train(testing::resolved(full), {}), 0);
   Config part = full;
   part.out_dir = dir / "part";
   std::atomic<bool> stop{true};
   TrainOptions first;
   first.stop = &stop;
-  EXPECT_EQ(train(resolved(part), first), kInterrupted);
+  EXPECT_EQ(train(testing::resolved(part), first), kInterrupted);
   TrainOptions rest;
   rest.resume = true;
-  ASSERT_EQ(train(resolved(part), rest), 0);
+  ASSERT_EQ(train(testing::resolved(part), rest), 0);
 
   auto a = testing::records(dir / "full", "train"), b = testing::records(dir / "part", "train");
   ASSERT_EQ(a.size(), 12u);
@@ -85,7 +84,7 @@ TEST_P(ResidualTrainingTest, TrainsResumesBitForBitAndRecordsItsSeries) {
     ASSERT_TRUE(a[4]["layers"][s]) << m.name << ": no layers." << s;
     EXPECT_EQ(a[4]["layers"][s].size(), s == "act_rms" ? 3u : 2u) << s;
   }
-  Config cfg = resolved(full);
+  Config cfg = testing::resolved(full);
   Transformer t(cfg.model);
   load_model_weights(find_checkpoint(full.out_dir, std::nullopt), t);
   bool found = false;
@@ -116,7 +115,7 @@ TEST_P(ResidualTrainingTest, TrainsUnderBf16Autocast) {
   Config c = method_config(m, dir / "bf16");
   c.train.steps = 6;
   c.train.precision = Precision::kBf16;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   const auto r = testing::records(dir / "bf16", "train");
   ASSERT_EQ(r.size(), 6u);
   for (const auto& x : r) EXPECT_TRUE(std::isfinite(x["loss"].as<double>())) << m.name;
@@ -145,7 +144,7 @@ TEST(ResidualGridTest, EveryTypeTrainsUnderEveryLayoutItAccepts) {
       c.train.log_every = 1;
       c.eval.every = 0;
       c.train.checkpoint_every = 1000;
-      ASSERT_EQ(train(resolved(c), {}), 0) << r.name << " / " << l.name;
+      ASSERT_EQ(train(testing::resolved(c), {}), 0) << r.name << " / " << l.name;
       const auto records = testing::records(c.out_dir, "train");
       ASSERT_EQ(records.size(), 20u) << r.name << " / " << l.name;
       for (const auto& rec : records) {

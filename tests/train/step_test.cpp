@@ -11,6 +11,7 @@
 #include "train/bench.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
+#include "metrics/stats.h"
 #include "test_util.h"
 
 namespace normlab {
@@ -26,7 +27,6 @@ StepPlan plan(double lr, bool diag) {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 DiagConfig diag(const std::string& nonfinite, const std::string& spike_action) {
   DiagConfig d;

@@ -27,7 +27,6 @@
 namespace normlab {
 namespace {
 
-Config resolved(Config c) { return check_and_resolve(LoadedConfig{c, {}}, true); }
 
 // Every optimizer of the registry (and variants with keys set): its state (moments, momentum,
 // NorMuon's row moments) goes through the checkpoint.
@@ -43,7 +42,7 @@ void resume_is_bitwise_identical(const std::string& type, const std::vector<std:
   if (param != ParamType::kSp) full.param.base_width = full.model.d_model / 2.0;
   if (param == ParamType::kCompleteP) full.param.base_depth = full.model.n_layers / 2.0;
   for (const auto& [key, value] : keys) full.optim.keys.set(key, value);
-  ASSERT_EQ(train(resolved(full), {}), 0);
+  ASSERT_EQ(train(testing::resolved(full), {}), 0);
 
   // The same run interrupted (Ctrl-C) after its first update, then resumed to the end through
   // checkpoints at other steps: the later losses must not differ in a single bit.
@@ -53,11 +52,11 @@ void resume_is_bitwise_identical(const std::string& type, const std::vector<std:
   std::atomic<bool> stop{true};
   TrainOptions first;
   first.stop = &stop;
-  EXPECT_EQ(train(resolved(part), first), kInterrupted);
+  EXPECT_EQ(train(testing::resolved(part), first), kInterrupted);
   EXPECT_EQ(find_checkpoint(part.out_dir, std::nullopt), part.out_dir + "/checkpoints/step_00000001");
   TrainOptions rest;
   rest.resume = true;
-  EXPECT_EQ(train(resolved(part), rest), 0);
+  EXPECT_EQ(train(testing::resolved(part), rest), 0);
 
   auto a = testing::records(dir / "full", "train"), b = testing::records(dir / "part", "train");
   ASSERT_EQ(a.size(), 20u);
@@ -72,7 +71,7 @@ void resume_is_bitwise_identical(const std::string& type, const std::vector<std:
   EXPECT_EQ(ea.back()["val_loss"].as<std::string>(), eb.back()["val_loss"].as<std::string>());
 
   // Final weights equal bit for bit.
-  Config cfg = resolved(full);
+  Config cfg = testing::resolved(full);
   Transformer ma(cfg.model), mb(cfg.model);
   load_model_weights(find_checkpoint(dir / "full", std::nullopt), ma);
   load_model_weights(find_checkpoint(dir / "part", std::nullopt), mb);
@@ -141,7 +140,7 @@ TEST(TrainerTest, RunDirectoryFollowsTheContract) {
   c.train.steps = 12;
   c.train.save_init = true;
   c.train.log_every = 5;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   namespace fs = std::filesystem;
   const fs::path run(c.out_dir);
   for (const char* f : {"config.yaml", "metrics.jsonl", "train.log", "checkpoints/LATEST",
@@ -174,7 +173,7 @@ TEST(TrainerTest, RunDirectoryFollowsTheContract) {
 
   // A second run into the same directory is refused; nothing is overwritten.
   const std::string before = read_file((run / "metrics.jsonl").string());
-  EXPECT_THROW(train(resolved(c), {}), UsageError);
+  EXPECT_THROW(train(testing::resolved(c), {}), UsageError);
   EXPECT_EQ(read_file((run / "metrics.jsonl").string()), before);
 }
 
@@ -193,7 +192,7 @@ TEST(TrainerTest, SmokeRunLearnsWellBelowUnigramEntropy) {
   c.eval.max_windows = 32;
   c.optim.lr = 3e-3;
   c.optim.warmup = 20;
-  ASSERT_EQ(train(resolved(c), {}), 0);
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
   auto ev = testing::records(c.out_dir, "eval");
   ASSERT_EQ(ev.size(), 2u);
   const double unigram = 3.6659;  // data/toy/floor.json, val
@@ -206,7 +205,7 @@ namespace fs = std::filesystem;
 // A run of the tiny config that wrote its checkpoints at steps 10 and 20.
 Config finished_run(const testing::TempDir& dir) {
   Config c = testing::tiny_config(dir / "run");
-  EXPECT_EQ(train(resolved(c), {}), 0);
+  EXPECT_EQ(train(testing::resolved(c), {}), 0);
   return c;
 }
 
@@ -216,7 +215,7 @@ TEST(TrainerRunDirTest, ASecondWriterIsRefusedWhileTheFirstRuns) {
   c.train.steps = 100000;  // runs until killed
   c.eval.every = 0;
   const std::string cfg_path = dir / "cfg.yaml";
-  std::ofstream(cfg_path) << dump_config(resolved(c));
+  std::ofstream(cfg_path) << dump_config(testing::resolved(c));
   const std::string bin = testing::normlab_binary();
   const pid_t first = ::fork();
   ASSERT_GE(first, 0);
@@ -250,13 +249,13 @@ TEST(TrainerRunDirTest, ARunThatStoppedBeforeItsFirstCheckpointStartsOver) {
     // What a start killed before its first checkpoint leaves: config, log, some records, a
     // half-written checkpoint directory and an atomic write's temporary.
     fs::create_directories(dir / "run/checkpoints/.step_00000010.tmp");
-    std::ofstream(dir / "run/config.yaml") << dump_config(resolved(c));
+    std::ofstream(dir / "run/config.yaml") << dump_config(testing::resolved(c));
     std::ofstream(dir / "run/metrics.jsonl") << "{\"kind\":\"eval\",\"step\":0,\"val_loss\":5.5}\n"
                                              << "{\"kind\":\"train\",\"step\":0,\"loss\":5.5}\n{\"kind";
     std::ofstream(dir / "run/checkpoints/LATEST.tmp.99999") << "step_00000010\n";
     TrainOptions o;
     o.resume = resume;
-    ASSERT_EQ(train(resolved(c), o), 0) << "resume " << resume;
+    ASSERT_EQ(train(testing::resolved(c), o), 0) << "resume " << resume;
     auto tr = testing::records(c.out_dir, "train");
     ASSERT_EQ(tr.size(), 20u);
     EXPECT_EQ(testing::records(c.out_dir, "eval").size(), 3u);  // 0, 10, 20: none left over
@@ -278,7 +277,7 @@ TEST(TrainerRunDirTest, AFailedResumeChangesNothingAndNamesEveryRefusedKey) {
   TrainOptions o;
   o.resume = true;
   try {
-    train(resolved(changed), o);
+    train(testing::resolved(changed), o);
     FAIL() << "resume accepted";
   } catch (const ConfigError& e) {
     ASSERT_EQ(e.problems().size(), 2u);
@@ -297,7 +296,7 @@ TEST(TrainerRunDirTest, AFailedResumeChangesNothingAndNamesEveryRefusedKey) {
   longer.train.steps = 30;
   longer.optim.lr = 1e-3;
   longer.train.log_every = 2;
-  EXPECT_EQ(train(resolved(longer), o), 0);
+  EXPECT_EQ(train(testing::resolved(longer), o), 0);
   EXPECT_EQ(find_checkpoint(c.out_dir, std::nullopt), c.out_dir + "/checkpoints/step_00000030");
   EXPECT_NE(read_file(dir / "run/config.yaml").find("steps: 30"), std::string::npos);
 }
@@ -307,7 +306,7 @@ TEST(TrainerRunDirTest, ResumingNothingCreatesNothing) {
   TrainOptions o;
   o.resume = true;
   try {
-    train(resolved(testing::tiny_config(dir / "none")), o);
+    train(testing::resolved(testing::tiny_config(dir / "none")), o);
     FAIL() << "resumed nothing";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("nothing to resume"), std::string::npos) << e.what();
@@ -321,7 +320,7 @@ TEST(TrainerRunDirTest, ResumingAFinishedRunWritesNothing) {
   const std::string metrics = read_file(dir / "run/metrics.jsonl"), log = read_file(dir / "run/train.log");
   TrainOptions o;
   o.resume = true;
-  EXPECT_EQ(train(resolved(c), o), 0);
+  EXPECT_EQ(train(testing::resolved(c), o), 0);
   EXPECT_EQ(read_file(dir / "run/metrics.jsonl"), metrics);
   EXPECT_EQ(read_file(dir / "run/train.log"), log);
 }
@@ -332,7 +331,7 @@ TEST(TrainerRunDirTest, AFullDiskStopsTheRunWithOneLineAndNoTornRecord) {
   c.train.steps = 200;
   c.train.checkpoint_every = 1000;  // the first checkpoint would come at the end
   const std::string cfg_path = dir / "cfg.yaml";
-  std::ofstream(cfg_path) << dump_config(resolved(c));
+  std::ofstream(cfg_path) << dump_config(testing::resolved(c));
   // A 16 KiB file size limit: metrics.jsonl outgrows it after a few dozen records.
   auto r = testing::run_command("bash -c 'ulimit -f 16; trap \"\" XFSZ; exec " + testing::normlab_binary() +
                                     " train -c " + cfg_path + "'",

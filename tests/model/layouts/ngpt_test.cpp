@@ -10,6 +10,7 @@
 #include "core/errors.h"
 #include "model/transformer.h"
 #include "train/run_config.h"
+#include "test_util.h"
 
 namespace normlab {
 namespace {
@@ -133,19 +134,10 @@ TEST(NgptTest, InitStoresTheContractValuesAndUnitNormMatrices) {
   EXPECT_LT(unit(p["tok_emb.weight"], 1), 1e-6);
 }
 
-std::vector<std::string> problems_of(const std::vector<std::string>& overrides) {
-  try {
-    check_and_resolve(parse_config_text("", "cfg.yaml", overrides, /*collect=*/true), /*check_data_files=*/false);
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
-}
-
 TEST(NgptTest, ScopeRulesAreOneLineConfigErrors) {
   const std::vector<std::string> ok = {"model.layout=ngpt", "model.pos=rope", "model.ffn=swiglu",
                                        "model.tie_embeddings=false", "optim.weight_decay=0"};
-  EXPECT_TRUE(problems_of(ok).empty()) << problems_of(ok)[0];
+  EXPECT_TRUE(testing::config_problems("", ok).empty()) << testing::config_problems("", ok)[0];
   struct Case {
     std::string set, key;
   };
@@ -164,11 +156,11 @@ TEST(NgptTest, ScopeRulesAreOneLineConfigErrors) {
                                          {"model.residual.type=hc", "model.residual.type"}}) {
     auto set = ok;
     set.push_back(c.set);
-    const auto p = problems_of(set);
+    const auto p = testing::config_problems("", set);
     ASSERT_EQ(p.size(), 1u) << c.set << (p.size() > 1 ? ": " + p[0] + " | " + p[1] : "");
     EXPECT_NE(p[0].find(c.key), std::string::npos) << p[0];
   }
-  EXPECT_NE(problems_of({"model.ngpt.alpha_init=0.1"})[0].find("belongs to layout ngpt"), std::string::npos);
+  EXPECT_NE(testing::config_problems("", {"model.ngpt.alpha_init=0.1"})[0].find("belongs to layout ngpt"), std::string::npos);
 }
 
 TEST(ResiDualTest, HeadReadsThePostLnStreamPlusTheNormalisedDualStream) {

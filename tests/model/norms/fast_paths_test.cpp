@@ -15,14 +15,6 @@
 namespace normlab {
 namespace {
 
-// Largest absolute difference relative to the reference's largest magnitude: elementwise relative
-// error is meaningless for outputs and gradients that cross zero.
-double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  auto ad = a.detach().to(torch::kDouble), bd = b.detach().to(torch::kDouble);
-  const double scale = std::max(bd.abs().max().item<double>(), 1e-30);
-  return (ad - bd).abs().max().item<double>() / scale;
-}
-
 struct FastCase {
   std::string norm;  // rmsnorm, rmsnorm_1p, layernorm, layernorm_nobias
   std::vector<int64_t> shape;
@@ -96,10 +88,10 @@ TEST_P(FastPathTest, ForwardAndBackwardEqualTheComposedReferenceTo1e6) {
     for (auto& p : params) pr.push_back(p.detach().to(dtype).requires_grad_());
     auto yr = s.reference(xr, pr);
     yr.backward(g.to(dtype));
-    EXPECT_LT(max_rel_diff(y, yr), 1e-6) << "forward vs " << dtype;
-    EXPECT_LT(max_rel_diff(x.grad(), xr.grad()), 1e-6) << "input gradient vs " << dtype;
+    EXPECT_LT(testing::max_rel_diff(y, yr), 1e-6) << "forward vs " << dtype;
+    EXPECT_LT(testing::max_rel_diff(x.grad(), xr.grad()), 1e-6) << "input gradient vs " << dtype;
     for (size_t i = 0; i < params.size(); ++i) {
-      EXPECT_LT(max_rel_diff(params[i].grad(), pr[i].grad()), 1e-6)
+      EXPECT_LT(testing::max_rel_diff(params[i].grad(), pr[i].grad()), 1e-6)
           << "parameter " << i << " vs " << dtype;
     }
   }
@@ -107,7 +99,7 @@ TEST_P(FastPathTest, ForwardAndBackwardEqualTheComposedReferenceTo1e6) {
     auto xn = x.detach().clone().requires_grad_();
     auto yn = torch::layer_norm(xn, {n}, params[0], params.size() > 1 ? params[1] : torch::Tensor(),
                                 s.eps);
-    EXPECT_LT(max_rel_diff(y, yn), 1e-6) << "forward vs native layer_norm";
+    EXPECT_LT(testing::max_rel_diff(y, yn), 1e-6) << "forward vs native layer_norm";
   }
 }
 
@@ -144,7 +136,7 @@ TEST_P(FastPathSelectionTest, TakenForContiguousFloatOnlyAndOtherInputsGetTheSam
   EXPECT_FALSE(s.last_was_fast()) << "strided input";
   auto y_fast = s.module->forward(x.contiguous());
   EXPECT_TRUE(s.last_was_fast()) << "contiguous float input";
-  EXPECT_LT(max_rel_diff(y_fast, y_strided), 1e-6);
+  EXPECT_LT(testing::max_rel_diff(y_fast, y_strided), 1e-6);
 
   auto y_bf16 = s.module->forward(x.contiguous().to(torch::kBFloat16));
   EXPECT_TRUE(s.last_was_fast()) << "bfloat16 is computed in contiguous fp32";
@@ -153,7 +145,7 @@ TEST_P(FastPathSelectionTest, TakenForContiguousFloatOnlyAndOtherInputsGetTheSam
   s.module->to(torch::kDouble);
   auto y_double = s.module->forward(x.contiguous().to(torch::kDouble));
   EXPECT_FALSE(s.last_was_fast()) << "double input";
-  EXPECT_LT(max_rel_diff(y_fast, y_double), 1e-6);
+  EXPECT_LT(testing::max_rel_diff(y_fast, y_double), 1e-6);
 }
 
 // The native path (LibTorch's fused at::layer_norm, and at::rms_norm on LibTorch 2.4+) against
@@ -183,10 +175,10 @@ TEST_P(NativePathTest, ForwardAndGradientsEqualTheComposedReferenceInFloatAndDou
     yn.backward(g);
     yr.backward(g);
     const double tol = dtype == torch::kDouble ? 1e-12 : 1e-6;
-    EXPECT_LT(max_rel_diff(yn, yr), tol) << "forward, " << dtype;
-    EXPECT_LT(max_rel_diff(xn.grad(), xr.grad()), tol) << "input gradient, " << dtype;
+    EXPECT_LT(testing::max_rel_diff(yn, yr), tol) << "forward, " << dtype;
+    EXPECT_LT(testing::max_rel_diff(xn.grad(), xr.grad()), tol) << "input gradient, " << dtype;
     for (size_t i = 0; i < pn.size(); ++i)
-      EXPECT_LT(max_rel_diff(pn[i].grad(), pr[i].grad()), tol) << "parameter " << i << ", " << dtype;
+      EXPECT_LT(testing::max_rel_diff(pn[i].grad(), pr[i].grad()), tol) << "parameter " << i << ", " << dtype;
   }
 }
 
@@ -290,8 +282,8 @@ TEST(FastPathTest, SecondOrderGradientsMatchTheReference) {
     };
     auto [hx_fast, hw_fast] = hvp(true);
     auto [hx_ref, hw_ref] = hvp(false);
-    EXPECT_LT(max_rel_diff(hx_fast, hx_ref), 1e-5) << norm;
-    EXPECT_LT(max_rel_diff(hw_fast, hw_ref), 1e-5) << norm;
+    EXPECT_LT(testing::max_rel_diff(hx_fast, hx_ref), 1e-5) << norm;
+    EXPECT_LT(testing::max_rel_diff(hw_fast, hw_ref), 1e-5) << norm;
   }
 }
 

@@ -22,6 +22,7 @@
 #include "train/evaluate.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
+#include "metrics/stats.h"
 
 namespace normlab {
 namespace {
@@ -186,12 +187,6 @@ torch::Tensor expected(const std::string& type, const torch::Tensor& x, const Te
   return y;
 }
 
-double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  auto ad = a.detach().to(torch::kDouble), bd = b.detach().to(torch::kDouble);
-  const double scale = std::max(bd.abs().max().item<double>(), 1e-30);
-  return (ad - bd).abs().max().item<double>() / scale;
-}
-
 class NormFormulaTest : public ::testing::TestWithParam<std::string> {};
 
 TEST(NormRegistryTest, TestsKnowEveryRegisteredNormsFormula) {
@@ -211,7 +206,7 @@ TEST_P(NormFormulaTest, FloatOutputMatchesTheFormula) {
   EXPECT_EQ(y.scalar_type(), torch::kFloat);
   EXPECT_EQ(y.sizes(), x.sizes());
   const double eps = has_eps(GetParam()) ? find_norm(GetParam())->default_eps : 0.0;
-  EXPECT_LT(max_rel_diff(y, expected(GetParam(), x, state_of(*m), eps)), 2e-6);
+  EXPECT_LT(testing::max_rel_diff(y, expected(GetParam(), x, state_of(*m), eps)), 2e-6);
 }
 
 TEST_P(NormFormulaTest, DoubleOutputMatchesTheFormulaToRoundoff) {
@@ -223,7 +218,7 @@ TEST_P(NormFormulaTest, DoubleOutputMatchesTheFormulaToRoundoff) {
   auto y = m->forward(x);
   EXPECT_EQ(y.scalar_type(), torch::kDouble);
   const double eps = has_eps(GetParam()) ? find_norm(GetParam())->default_eps : 0.0;
-  EXPECT_LT(max_rel_diff(y, expected(GetParam(), x, state_of(*m), eps)), 1e-13);
+  EXPECT_LT(testing::max_rel_diff(y, expected(GetParam(), x, state_of(*m), eps)), 1e-13);
 }
 
 TEST_P(NormFormulaTest, ConfiguredEpsIsUsedWhereTheFormulaPutsIt) {
@@ -238,8 +233,8 @@ TEST_P(NormFormulaTest, ConfiguredEpsIsUsedWhereTheFormulaPutsIt) {
   auto x = torch::randn({6, 16}, torch::kDouble) * 0.05;
   auto y = m->forward(x);
   const auto p = state_of(*m);
-  EXPECT_LT(max_rel_diff(y, expected(GetParam(), x, p, eps)), 1e-13);
-  EXPECT_GT(max_rel_diff(y, expected(GetParam(), x, p, find_norm(GetParam())->default_eps)), 1e-2);
+  EXPECT_LT(testing::max_rel_diff(y, expected(GetParam(), x, p, eps)), 1e-13);
+  EXPECT_GT(testing::max_rel_diff(y, expected(GetParam(), x, p, find_norm(GetParam())->default_eps)), 1e-2);
 }
 
 TEST_P(NormFormulaTest, LowPrecisionInputIsComputedInFloatAndCastBack) {
@@ -252,7 +247,7 @@ TEST_P(NormFormulaTest, LowPrecisionInputIsComputedInFloatAndCastBack) {
   // bf16 keeps 8 bits: the cast of the fp32 result, not an error piled up over the reduction.
   const double eps = has_eps(GetParam()) ? find_norm(GetParam())->default_eps : 0.0;
   auto ref = expected(GetParam(), x.to(torch::kBFloat16).to(torch::kFloat), state_of(*m), eps);
-  EXPECT_LT(max_rel_diff(y, ref), 1e-2);
+  EXPECT_LT(testing::max_rel_diff(y, ref), 1e-2);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllNorms, NormFormulaTest, ::testing::ValuesIn(registered_names()),
@@ -320,7 +315,6 @@ struct NormContract {
   std::map<std::string, TensorInit> params, buffers;
 };
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int64_t kN = 0;  // placeholder for the norm's size in shapes
 constexpr int64_t kSize = 24;
 constexpr double kAlpha = 0.37;  // a non-default dyt_alpha, so the option is seen to arrive
@@ -395,7 +389,7 @@ TEST(LayerNormTest, BiasFalseLeavesOnlyTheWeight) {
   randomize_params(*m);
   auto x = torch::randn({4, 8}, torch::kDouble);
   m->to(torch::kDouble);
-  EXPECT_LT(max_rel_diff(m->forward(x), expected("layernorm", x, state_of(*m), 1e-5)), 1e-13);
+  EXPECT_LT(testing::max_rel_diff(m->forward(x), expected("layernorm", x, state_of(*m), 1e-5)), 1e-13);
 }
 
 // ---- Invariances.
@@ -410,7 +404,7 @@ TEST(LayerNormTest, UnchangedByShiftAndPositiveScaleOfTheInput) {
     auto shift = torch::randn({6, 1}, dtype) * 3;  // a different shift per row
     auto y = m->forward(x), y2 = m->forward(2.5 * x + shift);
     // Exact up to eps: var + eps against 6.25 var + eps changes y by ~eps / (2 var) relative.
-    EXPECT_LT(max_rel_diff(y2, y), 2e-5) << dtype;
+    EXPECT_LT(testing::max_rel_diff(y2, y), 2e-5) << dtype;
   }
 }
 
@@ -425,9 +419,9 @@ TEST_P(ScaleInvariantNormTest, UnchangedByPositiveScalingOfTheInput) {
     auto x = torch::randn({6, 64}, dtype);
     auto y = m->forward(x);
     for (double a : {0.5, 3.0, 40.0})
-      EXPECT_LT(max_rel_diff(m->forward(a * x), y), 2e-5) << a << " " << dtype;
+      EXPECT_LT(testing::max_rel_diff(m->forward(a * x), y), 2e-5) << a << " " << dtype;
     // ...but not under shifts, unlike LayerNorm.
-    EXPECT_GT(max_rel_diff(m->forward(x + 1.0), y), 1e-2);
+    EXPECT_GT(testing::max_rel_diff(m->forward(x + 1.0), y), 1e-2);
   }
 }
 
@@ -444,7 +438,7 @@ TEST(DyTTest, IsNotScaleInvariantAndSaturatesToWeightTimesSignPlusBias) {
     m->named_parameters()["alpha"].fill_(0.8);  // a random alpha could sit near 0
   }
   auto x = torch::randn({4, 32}, torch::kDouble);
-  EXPECT_GT(max_rel_diff(m->forward(3 * x), m->forward(x)), 0.1);
+  EXPECT_GT(testing::max_rel_diff(m->forward(3 * x), m->forward(x)), 0.1);
   // tanh saturates: for |alpha x| >~ 20 the output is weight * sign(x) + bias to double precision.
   const auto p = state_of(*m);
   auto big = x.sign() * (x.abs() + 1) * 1e3;
@@ -466,7 +460,7 @@ TEST(DerfTest, SaturatesToWeightTimesSignPlusBiasAndShiftMovesTheCentre) {
     m->named_parameters()["shift"].fill_(0.3);
   }
   auto x = torch::randn({4, 32}, torch::kDouble);
-  EXPECT_GT(max_rel_diff(m->forward(3 * x), m->forward(x)), 0.1);  // not scale invariant
+  EXPECT_GT(testing::max_rel_diff(m->forward(3 * x), m->forward(x)), 0.1);  // not scale invariant
   const auto p = state_of(*m);
   // erf saturates faster than tanh: |alpha x + shift| >~ 6 is +-1 to double precision.
   auto big = x.sign() * (x.abs() + 1) * 1e2;
@@ -495,8 +489,8 @@ TEST(RMSNorm1pTest, EqualsRMSNormWithWeightPlusOne) {
     auto y2 = plain->forward(x);
     auto gx2 = torch::autograd::grad({y2}, {x}, {g})[0];
     const double tol = dtype == torch::kFloat ? 1e-6 : 1e-14;
-    EXPECT_LT(max_rel_diff(y1, y2), tol);
-    EXPECT_LT(max_rel_diff(gx1, gx2), tol);
+    EXPECT_LT(testing::max_rel_diff(y1, y2), tol);
+    EXPECT_LT(testing::max_rel_diff(gx1, gx2), tol);
   }
 }
 
@@ -526,14 +520,14 @@ TEST(BatchNormTest, TrainUsesBatchStatisticsAndEvalUsesRunningStatistics) {
                                        at(p, "bias", j);
     }
   }
-  EXPECT_LT(max_rel_diff(y_eval, want_eval), 1e-13);
+  EXPECT_LT(testing::max_rel_diff(y_eval, want_eval), 1e-13);
   EXPECT_TRUE(torch::equal(state_of(*m).at("running_mean"), p.at("running_mean")))
       << "eval must not update";
 
   m->train();
   auto y_train = m->forward(x);
-  EXPECT_LT(max_rel_diff(y_train, expected("batchnorm", x, p, 1e-5)), 1e-13);
-  EXPECT_GT(max_rel_diff(y_train, y_eval), 0.1);
+  EXPECT_LT(testing::max_rel_diff(y_train, expected("batchnorm", x, p, 1e-5)), 1e-13);
+  EXPECT_GT(testing::max_rel_diff(y_train, y_eval), 0.1);
 }
 
 TEST(BatchNormTest, RunningStatsUpdateWithMomentum01AndUnbiasedVariance) {

@@ -15,13 +15,14 @@
 #include "model/roles.h"
 #include "model/transformer.h"
 #include "train/run_config.h"
+#include "test_util.h"
 
 namespace normlab {
 namespace {
 
 using Vec = std::vector<double>;
 
-ModelConfig small(const std::string& residual, int64_t L = 2, const std::string& layout = "pre") {
+ModelConfig small_residual(const std::string& residual, int64_t L = 2, const std::string& layout = "pre") {
   ModelConfig m;
   m.vocab_size = 11;
   m.ctx = 4;
@@ -97,8 +98,8 @@ Vec rms(const Vec& x, const Vec& w, double eps) {
   return out;
 }
 
-// Streams as nested vectors: S[b][t][j] is stream j's d values at position (b, t).
-using Streams = std::vector<std::vector<std::vector<Vec>>>;
+// RefStreams as nested vectors: S[b][t][j] is stream j's d values at position (b, t).
+using RefStreams = std::vector<std::vector<std::vector<Vec>>>;
 
 torch::Tensor to_tensor(const std::vector<std::vector<Vec>>& x) {  // [b][t] -> (B, T, d)
   const int64_t B = x.size(), T = x[0].size(), d = x[0][0].size();
@@ -183,7 +184,7 @@ void expect_gains(Transformer& t, const Gains& g, const std::string& what, bool 
 
 TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
   for (bool dynamic : {true, false}) {
-    ModelConfig m = small("hc");
+    ModelConfig m = small_residual("hc");
     m.residual.keys.set("residual.streams", int64_t{3});
     m.residual.keys.set("residual.dynamic", dynamic);
     auto t = build(m);
@@ -197,7 +198,7 @@ TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
 
     auto e = embed(t, tokens);
     const int64_t B = e.size(0), T = e.size(1);
-    Streams X(B, std::vector<std::vector<Vec>>(T));
+    RefStreams X(B, std::vector<std::vector<Vec>>(T));
     for (int64_t b = 0; b < B; ++b)
       for (int64_t p = 0; p < T; ++p) X[b][p] = std::vector<Vec>(n, at(e, b, p));
     std::vector<std::vector<Mat>> P(B, std::vector<Mat>(T, identity(n)));
@@ -273,7 +274,7 @@ TEST(HcTest, EqualsItsEquationWrittenAsLoops) {
 // move away from 1 and the gain check sees the order of the product.
 TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
   for (const int64_t iters : {int64_t{5}, int64_t{1}}) {
-  ModelConfig m = small("mhc");
+  ModelConfig m = small_residual("mhc");
   m.residual.keys.set("residual.streams", int64_t{3});
   m.residual.keys.set("residual.sinkhorn_iters", iters);
   auto t = build(m);
@@ -287,7 +288,7 @@ TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
 
   auto e = embed(t, tokens);
   const int64_t B = e.size(0), T = e.size(1);
-  Streams X(B, std::vector<std::vector<Vec>>(T));
+  RefStreams X(B, std::vector<std::vector<Vec>>(T));
   for (int64_t b = 0; b < B; ++b)
     for (int64_t p = 0; p < T; ++p) X[b][p] = std::vector<Vec>(n, at(e, b, p));
   std::vector<std::vector<Mat>> P(B, std::vector<Mat>(T, identity(n)));
@@ -391,7 +392,7 @@ TEST(MhcTest, EqualsItsEquationWrittenAsLoops) {
 // AttnRes by its definition: sources [e, B_0 .. B_{m-1}] (+ the partial sum of the open group).
 TEST(AttnResTest, EqualsItsEquationWrittenAsLoopsForFullAndBlockVariants) {
   for (int64_t S : {1, 2, 4}) {
-    ModelConfig m = small("attnres", 3);
+    ModelConfig m = small_residual("attnres", 3);
     m.residual.keys.set("residual.attnres_block", S);
     auto t = build(m);
     perturb(t, {".attnres", "final_attnres."}, 0.5);
@@ -453,8 +454,8 @@ TEST(AttnResTest, EqualsItsEquationWrittenAsLoopsForFullAndBlockVariants) {
 
 TEST(HcTest, OneStreamAtInitIsItsLayoutAndMoreStreamsCarryTheLayoutsStream) {
   for (const char* layout : {"pre", "sandwich", "lns"}) {
-    auto plain = build(small("add", 3, layout));
-    ModelConfig m = small("hc", 3, layout);
+    auto plain = build(small_residual("add", 3, layout));
+    ModelConfig m = small_residual("hc", 3, layout);
     m.residual.keys.set("residual.streams", int64_t{1});
     auto hc = build(m);  // HC's parameters keep their constructor init: the other draws are the same
     auto tokens = tokens_for(m);
@@ -464,7 +465,7 @@ TEST(HcTest, OneStreamAtInitIsItsLayoutAndMoreStreamsCarryTheLayoutsStream) {
   }
   // n = 3: every stream is the layout's stream and the final norm sees 3x it, which an rmsnorm with
   // a negligible eps does not see.
-  ModelConfig a = small("add", 3), m = small("hc", 3);
+  ModelConfig a = small_residual("add", 3), m = small_residual("hc", 3);
   for (ModelConfig* c : {&a, &m}) {
     c->norm.type = "rmsnorm";
     c->norm.eps = 1e-30;
@@ -483,7 +484,7 @@ TEST(AttnResTest, ZeroQueriesWithScaleInvariantNormsStartAsTheLayout) {
   // Uniform weights make h_s the mean of the sources, x_s / (number of sources); Na and the final
   // norm do not see the scale (eps 1e-30 makes rmsnorm scale-invariant to rounding).
   for (int64_t S : {1, 2}) {
-    ModelConfig a = small("add", 3), r = small("attnres", 3);
+    ModelConfig a = small_residual("add", 3), r = small_residual("attnres", 3);
     for (ModelConfig* m : {&a, &r}) {
       m->norm.type = "rmsnorm";
       m->norm.eps = 1e-30;
@@ -516,7 +517,7 @@ TEST(MhcTest, MixingMatrixIsPositiveAndDoublyStochastic) {
 TEST(ValueResidualTest, TokenAndScalarStartAsFixed) {
   std::map<std::string, torch::Tensor> logits;
   for (const std::string v : {"none", "fixed", "scalar", "token"}) {
-    ModelConfig m = small("add", 3);
+    ModelConfig m = small_residual("add", 3);
     m.value_residual = v;
     auto t = build(m);
     torch::NoGradGuard ng;
@@ -597,7 +598,7 @@ TEST(ValueResidualTest, MixingBlockEqualsItsEquationWrittenAsLoops) {
 TEST(ValueResidualTest, EveryModeInTheModelIsItsFormulaOnBlockZerosRawValues) {
   std::map<std::string, torch::Tensor> hidden;
   for (const std::string mode : {"none", "fixed", "scalar", "token"}) {
-    ModelConfig m = small("add", 3);
+    ModelConfig m = small_residual("add", 3);
     m.value_residual = mode;
     auto t = build(m);
     perturb(t, {"vres_"}, 0.5);
@@ -664,14 +665,14 @@ void expect_gradients_match(Transformer& t, const std::vector<std::string>& frag
 
 TEST(ResidualGradientTest, EveryAddedParameterMatchesFiniteDifferences) {
   {
-    ModelConfig m = small("hc");
+    ModelConfig m = small_residual("hc");
     m.residual.keys.set("residual.streams", int64_t{3});
     auto t = build(m);
     perturb(t, {".hc"});
     expect_gradients_match(t, {".hc"}, "hc");
   }
   {
-    ModelConfig m = small("mhc");
+    ModelConfig m = small_residual("mhc");
     m.residual.keys.set("residual.streams", int64_t{2});
     m.residual.keys.set("residual.sinkhorn_iters", int64_t{4});
     auto t = build(m);
@@ -679,14 +680,14 @@ TEST(ResidualGradientTest, EveryAddedParameterMatchesFiniteDifferences) {
     expect_gradients_match(t, {".mhc", "mhc_head."}, "mhc");
   }
   for (int64_t S : {1, 2}) {
-    ModelConfig m = small("attnres");
+    ModelConfig m = small_residual("attnres");
     m.residual.keys.set("residual.attnres_block", S);
     auto t = build(m);
     perturb(t, {".attnres", "final_attnres."}, 0.5);
     expect_gradients_match(t, {".attnres", "final_attnres."}, "attnres S=" + std::to_string(S));
   }
   for (const std::string v : {"scalar", "token"}) {
-    ModelConfig m = small("hc", 3);
+    ModelConfig m = small_residual("hc", 3);
     m.value_residual = v;
     auto t = build(m);
     perturb(t, {"vres_", ".hc"});
@@ -703,7 +704,7 @@ std::set<std::string> names_of(Transformer& t, const std::string& fragment) {
 }
 
 TEST(ResidualNamesTest, ExactTensorNamesAndShapes) {
-  ModelConfig m = small("hc");
+  ModelConfig m = small_residual("hc");
   m.residual.keys.set("residual.streams", int64_t{3});
   auto hc = build(m, false);
   EXPECT_EQ(names_of(hc, "blocks.1.hc2."),
@@ -722,7 +723,7 @@ TEST(ResidualNamesTest, ExactTensorNamesAndShapes) {
   want.narrow(1, 1, 3).copy_(torch::eye(3));
   EXPECT_TRUE(torch::equal(a, want));
 
-  ModelConfig mm = small("mhc");
+  ModelConfig mm = small_residual("mhc");
   mm.residual.keys.set("residual.streams", int64_t{2});
   auto mhc = build(mm, false);
   EXPECT_EQ(names_of(mhc, "mhc"), (std::set<std::string>{
@@ -737,7 +738,7 @@ TEST(ResidualNamesTest, ExactTensorNamesAndShapes) {
   EXPECT_GT(fn_std, 0.01);  // drawn as a Linear weight, N(0, 0.02)
   EXPECT_LT(fn_std, 0.03);
 
-  auto ar = build(small("attnres"), false);
+  auto ar = build(small_residual("attnres"), false);
   EXPECT_EQ(names_of(ar, "attnres"), (std::set<std::string>{
                                          "blocks.0.attnres1.query [8]", "blocks.0.attnres1.norm.weight [8]",
                                          "blocks.0.attnres2.query [8]", "blocks.0.attnres2.norm.weight [8]",
@@ -745,7 +746,7 @@ TEST(ResidualNamesTest, ExactTensorNamesAndShapes) {
                                          "blocks.1.attnres2.query [8]", "blocks.1.attnres2.norm.weight [8]",
                                          "final_attnres.query [8]", "final_attnres.norm.weight [8]"}));
 
-  ModelConfig v = small("add", 3);
+  ModelConfig v = small_residual("add", 3);
   v.value_residual = "token";
   auto tok = build(v, false);
   EXPECT_EQ(names_of(tok, "vres"), (std::set<std::string>{
@@ -759,11 +760,11 @@ TEST(ResidualNamesTest, ExactTensorNamesAndShapes) {
 
 TEST(ResidualNamesTest, ASeedGivesEveryMethodTheSameWeightsForTheTensorsItSharesWithAdd) {
   std::map<std::string, torch::Tensor> plain;
-  auto a = build(small("add", 3), false);
+  auto a = build(small_residual("add", 3), false);
   for (auto& kv : a->named_parameters()) plain[kv.key()] = kv.value();
   for (const char* type : {"hc", "mhc", "attnres"}) {
     for (const std::string v : {"none", "token", "scalar"}) {
-      ModelConfig m = small(type, 3);
+      ModelConfig m = small_residual(type, 3);
       m.value_residual = v;
       auto t = build(m, false);
       int shared = 0;
@@ -779,7 +780,7 @@ TEST(ResidualNamesTest, ASeedGivesEveryMethodTheSameWeightsForTheTensorsItShares
 }
 
 TEST(ResidualNamesTest, NoTensorOfAStreamMethodIsWeightDecayed) {
-  ModelConfig m = small("mhc");
+  ModelConfig m = small_residual("mhc");
   m.value_residual = "token";
   auto t = build(m, false);
   for (auto& kv : t->named_parameters()) {
@@ -796,7 +797,7 @@ TEST(ResidualNamesTest, NoTensorOfAStreamMethodIsWeightDecayed) {
 
 TEST(ResidualDiagnosticsTest, GainIsOneForOneStreamAndBoundedForMhc) {
   for (const char* type : {"hc", "mhc"}) {
-    ModelConfig m = small(type, 4);
+    ModelConfig m = small_residual(type, 4);
     auto t = build(m, false);
     t->set_capture(true);
     torch::NoGradGuard ng;
@@ -817,15 +818,6 @@ TEST(ResidualDiagnosticsTest, GainIsOneForOneStreamAndBoundedForMhc) {
     }
     EXPECT_EQ(t->stats().get("act_rms").size(), 5u);
   }
-}
-
-std::vector<std::string> problems_of(const std::vector<std::string>& overrides) {
-  try {
-    check_and_resolve(parse_config_text("", "cfg.yaml", overrides, /*collect=*/true), /*check_data_files=*/false);
-  } catch (const ConfigError& e) {
-    return e.problems();
-  }
-  return {};
 }
 
 TEST(ResidualConfigTest, EveryScopeRuleIsOneLineNamingTheKey) {
@@ -855,7 +847,7 @@ TEST(ResidualConfigTest, EveryScopeRuleIsOneLineNamingTheKey) {
       {{"model.value_residual=gated"}, "model.value_residual", "none, fixed, scalar, token"},
   };
   for (const auto& c : cases) {
-    const auto p = problems_of(c.set);
+    const auto p = testing::config_problems("", c.set);
     std::string all;
     for (const auto& s : c.set) all += s + " ";
     ASSERT_EQ(p.size(), 1u) << all << (p.empty() ? "" : p[0]);
@@ -865,7 +857,7 @@ TEST(ResidualConfigTest, EveryScopeRuleIsOneLineNamingTheKey) {
   }
   for (const char* layout : {"pre", "sandwich", "normformer", "reordered", "subln", "lns"}) {
     for (const char* type : {"hc", "mhc", "attnres"}) {
-      EXPECT_TRUE(problems_of({std::string("model.layout=") + layout, std::string("model.residual.type=") + type}).empty())
+      EXPECT_TRUE(testing::config_problems("", {std::string("model.layout=") + layout, std::string("model.residual.type=") + type}).empty())
           << layout << " " << type;
     }
   }
