@@ -11,7 +11,7 @@
 #include <atomic>
 #include <string>
 
-#include "sweep/sweep_config.h"
+#include "sweep/sweep_points.h"
 
 namespace normlab {
 

@@ -312,7 +312,7 @@ std::string summary_json(const SweepSummary& s) {
     for (int c = 0; c < kNumSummaryColumns; ++c) j.add(kSummaryColumnNames[c], r.values[c]);
     rows += (rows.empty() ? "" : ",") + j.str();
   }
-  // Each axis key with the short name the point names and plots use (sweep_config.h).
+  // Each axis key with the short name the point names and plots use (sweep_points.h).
   const auto shorts = short_names(s.keys);
   std::vector<JsonObject> axes;
   for (const auto& k : s.keys) axes.push_back(JsonObject().add("key", k).add("short", shorts.at(k)));

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "metrics/records.h"
-#include "sweep/sweep_config.h"
+#include "sweep/sweep_points.h"
 #include "sweep/tune.h"
 
 namespace normlab {

@@ -1,6 +1,7 @@
-// What the sweep file's parsers share (sweep_config.cpp: the file, its axes, points and quick:
-// variant; tune_config.cpp: the tune: block): where a node was written, how a node is described
-// in an error line, and the parse of lists every section uses. Internal to src/sweep/.
+// What the sweep file's parsers share (sweep_config.cpp: the file, its axes and quick: variant;
+// sweep_points.cpp: its points; tune_config.cpp: the tune: block): where a node was written, how
+// a node is described in an error line, and the parse of lists every section uses. Internal to
+// src/sweep/.
 #pragma once
 
 #include <fmt/format.h>

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "metrics/stats.h"
-#include "sweep/sweep_config.h"
+#include "sweep/sweep_points.h"
 
 namespace normlab {
 

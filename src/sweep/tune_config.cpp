@@ -13,7 +13,7 @@
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/fs.h"
-#include "sweep/sweep_config.h"
+#include "sweep/sweep_points.h"
 #include "sweep/sweep_yaml.h"
 
 namespace normlab {

@@ -31,7 +31,7 @@ CONFIG=("$ROOT/src/config/load.cpp" "$ROOT/src/config/yaml_strict.cpp" "$ROOT/sr
 "$CXX" "${FLAGS[@]}" "$ROOT/tests/fuzz/safetensors_fuzz.cpp" "$ROOT/src/train/safetensors_header.cpp" \
   "${CORE[@]}" -lyaml-cpp -lfmt -o "$OUT/safetensors_fuzz"
 "$CXX" "${FLAGS[@]}" -DNORMLAB_SOURCE_DIR="\"$ROOT\"" "$ROOT/tests/fuzz/sweep_fuzz.cpp" \
-  "$ROOT/src/sweep/sweep_config.cpp" "$ROOT/src/sweep/tune_config.cpp" "${CONFIG[@]}" "$ROOT/src/core/json.cpp" \
+  "$ROOT/src/sweep/sweep_config.cpp" "$ROOT/src/sweep/sweep_points.cpp" "$ROOT/src/sweep/tune_config.cpp" "${CONFIG[@]}" "$ROOT/src/core/json.cpp" \
   "${CORE[@]}" -lyaml-cpp -lfmt -lspdlog -o "$OUT/sweep_fuzz"
 
 mkdir -p "$OUT/corpus/config" "$OUT/corpus/safetensors" "$OUT/corpus/sweep"

@@ -1,4 +1,4 @@
-// libFuzzer target for the sweep-file parser (sweep/sweep_config.h), the path of
+// libFuzzer target for the sweep-file parser (sweep/sweep_config.h, sweep/sweep_points.h), the path of
 // `normlab sweep -c FILE`: parse_sweep_file, expand_sweep, validate_points, and the dump_sweep
 // copy that `normlab sweep` writes to <sweep>/sweep.yaml and the summary parses again.
 // Input: the text of a sweep file. It is written to configs/sweeps/fuzz.yaml inside a private copy
@@ -35,7 +35,7 @@
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/fs.h"
-#include "sweep/sweep_config.h"
+#include "sweep/sweep_points.h"
 #include "train/run_config.h"
 #include "../readme_tables.h"
 

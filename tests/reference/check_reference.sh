@@ -2,9 +2,13 @@
 # Contract check: checkpoints of many layout x norm x option combinations, evaluated and sampled
 # by normlab and by scripts/reference_model.py (an independent numpy implementation written from
 # the contract in src/model/README.md alone), must agree: eval loss to 1e-4 relative, identical greedy samples.
-# Usage: check_reference.sh NORMLAB_BINARY   (run from the repository root)
+# Usage: check_reference.sh NORMLAB_BINARY [K/N]   (run from the repository root)
+# K/N: shard K of N, every N-th case from the K-th (CTest runs two shards side by side).
 set -euo pipefail
 BIN="$1"
+SHARD="${2:-1/1}"
+K="${SHARD%/*}" N="${SHARD#*/}"
+mine() { [ $(( ($1 - 1) % N )) -eq $((K - 1)) ]; }  # is case number $1 this shard's?
 PY=/usr/bin/python3
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -43,8 +47,11 @@ cases+=("subln rmsnorm --set optim.qk_clip=5 --set optim.lr=3e-2")
 
 fail=0
 i=0
+ran=0
 for c in "${cases[@]}"; do
   i=$((i + 1))
+  mine $i || continue
+  ran=$((ran + 1))
   read -r layout norm extra <<<"$c"
   # "--perturb" (not a normlab flag): after training, scripts/reference_model.py perturb adds
   # seeded noise to every parameter, so weights that training leaves near init move too
@@ -77,8 +84,7 @@ PYEOF
   fi
   echo "ok [$c]"
 done
-n=${#cases[@]}
-if [ $fail -eq 0 ]; then echo "reference check: all $n combinations agree"; fi
+if [ $fail -eq 0 ]; then echo "reference check (shard $SHARD): all $ran of the ${#cases[@]} combinations this shard runs agree"; fi
 
 # The residual-stream statistics of the train records (layers.act_rms, act_max, act_kurtosis,
 # block_cos; src/metrics/README.md) against the reference's forward over the same micro-batch,
@@ -86,6 +92,7 @@ if [ $fail -eq 0 ]; then echo "reference check: all $n combinations agree"; fi
 stream_cases=("pre layernorm" "post rmsnorm" "deepnorm layernorm" "pre ssnorm" "hybrid rmsnorm --set model.pos=rope")
 for c in "${stream_cases[@]}"; do
   i=$((i + 1))
+  mine $i || continue
   read -r layout norm extra <<<"$c"
   run="$tmp/run$i"
   # shellcheck disable=SC2086

@@ -1,5 +1,5 @@
 // Sweep files: expansion (product, zip, seeds, quick), point names, and errors that name the file.
-#include "sweep/sweep_config.h"
+#include "sweep/sweep_points.h"
 
 #include <gtest/gtest.h>
 
