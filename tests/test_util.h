@@ -37,11 +37,13 @@ inline std::vector<std::string> config_problems(const std::string& yaml, const s
   return {};
 }
 
-// Writes a text file (its directory created first).
+// Creates the directories above a file's path (none for a bare file name).
 inline void make_parent_dirs(const std::string& path) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
 }
+
+// Writes a text file (its directory created first).
 inline void write_text(const std::string& path, const std::string& text) {
   make_parent_dirs(path);
   std::ofstream(path) << text;
