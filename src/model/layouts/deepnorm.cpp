@@ -42,6 +42,11 @@ LayoutType deepnorm_layout() {
              check_positive}};
   t.resolve = deepnorm_resolve;
   t.init = deepnorm_init;
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    const double alpha = r.model->keys.number("deepnorm.alpha");
+    auto h = r.norm("norm1", alpha * x + r.scaled("ls1", r.attn(x)));
+    return r.norm("norm2", alpha * h + r.scaled("ls2", r.ffn(h)));
+  };
   return t;
 }
 }  // namespace normlab

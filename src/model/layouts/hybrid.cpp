@@ -30,6 +30,12 @@ LayoutType hybrid_layout() {
   LayoutType t{"hybrid", "x = x + A_qkv(x); y = N(x); x = y + M(y)", true, hybrid_plan};
   t.qkv_norm = true;
   t.keys = {{"first_block_pre", KeyKind::kBoolean, false, "HybridNorm*: block 0 is pre-norm (with q/k/v norms)"}};
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    if (r.layer == 0 && r.model->keys.boolean("hybrid.first_block_pre")) return find_layout("pre")->reference(x, r);
+    auto h = x + r.scaled("ls1", r.attn(x));
+    auto y = r.norm("norm2", h);
+    return y + r.scaled("ls2", r.ffn(y));
+  };
   return t;
 }
 }  // namespace normlab

@@ -48,12 +48,31 @@ struct BlockPlan {
   std::vector<std::pair<std::string, double>> vectors;
 };
 
+// What a layout's reference equation may use of one block (tests/model/layouts/layouts_test.cpp
+// builds it from a real block whose sublayers are stubbed): its norms by slot, its two sublayers,
+// its parameters by name, scaled(name, v) = v * the block's parameter `name` where the block has
+// it, else v (LayerScale's ls1 / ls2, NormFormer's resid_scale1 / 2), the block's index and the
+// resolved config.
+struct BlockReference {
+  std::function<torch::Tensor(const char* slot, const torch::Tensor& x)> norm;
+  std::function<torch::Tensor(const torch::Tensor& x)> attn, ffn;
+  std::function<torch::Tensor(const char* name)> param;
+  std::function<torch::Tensor(const char* name, const torch::Tensor& v)> scaled;
+  int64_t layer = 0;
+  const ModelConfig* model = nullptr;
+};
+// The block's equation written a second time, apart from the plan's forward, in composed ops: x
+// (for a layout with its own carrier, the carrier's stacked state: ResiDual's [x, dual]) -> the
+// block's output. The tests hold every registered layout's blocks to it.
+using BlockEquation = std::function<torch::Tensor(const torch::Tensor& x, const BlockReference& r)>;
+
 struct LayoutType {
   std::string name;
   std::string equation;  // per sublayer F, as in the contract table
   bool final_norm = true;
   // Block i's plan; m is resolved (resolve has run).
   std::function<BlockPlan(int64_t layer, const ModelConfig& m)> plan;
+  BlockEquation reference;  // required (LayoutTest.EveryRegisteredLayoutStatesItsEquation)
   // The config keys this layout owns, model.<name>.<key> (read as m.keys.number("<name>.<key>")):
   // a value other than the default under another layout is a config error (config/owned_keys.h).
   std::vector<KeySpec> keys;

@@ -21,6 +21,11 @@ BlockPlan lns_plan(int64_t layer, const ModelConfig&) {
 LayoutType lns_layout() {
   LayoutType t{"lns", "x = x + F(Na(x) / sqrt(i + 1))", true, lns_plan};
   t.depth_branch = true;
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    const double s = 1.0 / std::sqrt(static_cast<double>(r.layer + 1));
+    auto h = x + r.scaled("ls1", r.attn(r.norm("norm1", x) * s));
+    return h + r.scaled("ls2", r.ffn(r.norm("norm2", h) * s));
+  };
   return t;
 }
 }  // namespace normlab

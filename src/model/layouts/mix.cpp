@@ -22,6 +22,10 @@ LayoutType mix_layout() {
   t.resolve = [](ModelConfig& m) {
     if (m.keys.is_auto("mix.post_layers")) m.keys.set("mix.post_layers", m.n_layers / 4);
   };
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    const bool post = r.layer < r.model->keys.integer("mix.post_layers");
+    return find_layout(post ? "post" : "pre")->reference(x, r);
+  };
   return t;
 }
 }  // namespace normlab

@@ -145,6 +145,13 @@ LayoutType ngpt_layout() {
     stats.add("ngpt_a1", (b.vector("alpha1") * step).abs().mean().to(torch::kFloat));
     stats.add("ngpt_a2", (b.vector("alpha2") * step).abs().mean().to(torch::kFloat));
   };
+  // N(z) = z / |z|; steps a = |alpha_init * sqrt(d) * alpha| (alpha1, alpha2 are stored scaled).
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    auto N = [](const torch::Tensor& z) { return z / z.norm(2, -1, true); };
+    const double step = r.model->keys.number("ngpt.alpha_init") * std::sqrt(static_cast<double>(r.model->d_model));
+    auto h = N(N(x) + (r.param("alpha1") * step).abs() * (N(r.attn(x)) - N(x)));
+    return N(N(h) + (r.param("alpha2") * step).abs() * (N(r.ffn(h)) - N(h)));
+  };
   return t;
 }
 }  // namespace normlab

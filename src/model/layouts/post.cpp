@@ -19,5 +19,12 @@ BlockPlan post_plan(int64_t, const ModelConfig&) {
   return p;
 }
 
-LayoutType post_layout() { return {"post", "x = Na(x + F(x))", false, post_plan}; }
+LayoutType post_layout() {
+  LayoutType t{"post", "x = Na(x + F(x))", false, post_plan};
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    auto h = r.norm("norm1", x + r.scaled("ls1", r.attn(x)));
+    return r.norm("norm2", h + r.scaled("ls2", r.ffn(h)));
+  };
+  return t;
+}
 }  // namespace normlab

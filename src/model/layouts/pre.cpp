@@ -14,6 +14,10 @@ BlockPlan pre_plan(int64_t, const ModelConfig&) {
 LayoutType pre_layout() {
   LayoutType t{"pre", "x = x + F(Na(x))", true, pre_plan};
   t.depth_branch = true;
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    auto h = x + r.scaled("ls1", r.attn(r.norm("norm1", x)));
+    return h + r.scaled("ls2", r.ffn(r.norm("norm2", h)));
+  };
   return t;
 }
 }  // namespace normlab

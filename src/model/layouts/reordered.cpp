@@ -14,6 +14,10 @@ BlockPlan reordered_plan(int64_t, const ModelConfig&) {
 LayoutType reordered_layout() {
   LayoutType t{"reordered", "x = x + Nb(F(x))", true, reordered_plan};
   t.depth_branch = true;
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    auto h = x + r.scaled("ls1", r.norm("norm1_out", r.attn(x)));
+    return h + r.scaled("ls2", r.norm("norm2_out", r.ffn(h)));
+  };
   return t;
 }
 }  // namespace normlab

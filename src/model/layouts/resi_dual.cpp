@@ -53,6 +53,17 @@ LayoutType resi_dual_layout() {
   LayoutType t{"resi_dual", "y = F(x); dual = dual + y; x = Na(x + y); head reads x + final_norm(dual)", true,
                resi_dual_plan};
   t.make_stream = [](TransformerImpl&, const ModelConfig&) { return std::unique_ptr<ResidualStream>(new ResiDualStream()); };
+  // The block carries [x, dual] stacked.
+  t.reference = [](const torch::Tensor& s, const BlockReference& r) {
+    auto x = s[0], dual = s[1];
+    auto y = r.scaled("ls1", r.attn(x));
+    dual = dual + y;
+    x = r.norm("norm1", x + y);
+    y = r.scaled("ls2", r.ffn(x));
+    dual = dual + y;
+    x = r.norm("norm2", x + y);
+    return torch::stack({x, dual});
+  };
   return t;
 }
 }  // namespace normlab

@@ -15,6 +15,10 @@ BlockPlan sandwich_plan(int64_t, const ModelConfig&) {
 LayoutType sandwich_layout() {
   LayoutType t{"sandwich", "x = x + Nb(F(Na(x)))", true, sandwich_plan};
   t.depth_branch = true;
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    auto h = x + r.scaled("ls1", r.norm("norm1_out", r.attn(r.norm("norm1", x))));
+    return h + r.scaled("ls2", r.norm("norm2_out", r.ffn(r.norm("norm2", h))));
+  };
   return t;
 }
 }  // namespace normlab

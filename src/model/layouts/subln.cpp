@@ -39,6 +39,12 @@ LayoutType subln_layout() {
       if (branch) w.mul_(gamma);
     });
   };
+  // Sub-LN's extra norms sit inside the sublayers (stubbed in the equation test; the attention
+  // tests and the reference check cover them): the block equation is pre's.
+  t.reference = [](const torch::Tensor& x, const BlockReference& r) {
+    auto h = x + r.scaled("ls1", r.attn(r.norm("norm1", x)));
+    return h + r.scaled("ls2", r.ffn(r.norm("norm2", h)));
+  };
   return t;
 }
 }  // namespace normlab

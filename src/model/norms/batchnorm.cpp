@@ -4,6 +4,8 @@
 // variance (PyTorch's convention). y = (x - mu) / sqrt(var + eps) * weight + bias.
 // In a causal LM the training statistics see later tokens of the batch: a real leak that users
 // study, announced once at start-up by the trainer (see README).
+#include <cmath>
+
 #include "model/norms/norm.h"
 
 namespace normlab {
@@ -49,6 +51,20 @@ class BatchNormImpl : public NormImpl {
 NormType batchnorm_norm() {
   NormType t{"batchnorm", 1e-5, "(x - mu_batch)/sqrt(var_batch + eps)*weight + bias",
              [](const NormOptions& o) { return std::make_shared<BatchNormImpl>(o); }};
+  t.reference = [](const double* x, double* y, int64_t rows, int64_t n, const NormTensors& p, double eps) {
+    for (int64_t j = 0; j < n; ++j) {  // statistics of channel j over every row (batch statistics)
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < rows; ++i) mean += x[i * n + j] / rows;
+      for (int64_t i = 0; i < rows; ++i) var += (x[i * n + j] - mean) * (x[i * n + j] - mean) / rows;
+      for (int64_t i = 0; i < rows; ++i) {
+        y[i * n + j] = (x[i * n + j] - mean) / std::sqrt(var + eps) * element(p, "weight", j) + element(p, "bias", j);
+      }
+    }
+  };
+  t.tensors = {{"weight", true, 1},
+               {"bias", true, 0},
+               {"running_mean", true, 0, {}, /*buffer=*/true},
+               {"running_var", true, 1, {}, /*buffer=*/true}};
   t.batch_statistics = true;
   return t;
 }

@@ -2,6 +2,7 @@
 // scalar (init model.norm.derf_alpha = 0.5), shift a learnable scalar (init 0), weight[n]=1,
 // bias[n]=0 (always present, as for dyt). Point-wise like DyT: no statistics over the vector, so
 // not scale invariant; erf saturates faster than tanh and is steeper at 0 (2/sqrt(pi) vs 1).
+#include <cmath>
 #include <limits>
 
 #include "model/norms/norm.h"
@@ -31,6 +32,18 @@ class DerfImpl : public NormImpl {
 NormType derf_norm() {
   NormType t{"derf", std::numeric_limits<double>::quiet_NaN(), "weight*erf(alpha*x + shift) + bias",
              [](const NormOptions& o) { return std::make_shared<DerfImpl>(o); }};
+  t.reference = [](const double* x, double* y, int64_t rows, int64_t n, const NormTensors& p, double) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        y[i * n + j] = element(p, "weight", j) * std::erf(element(p, "alpha", 0) * x[i * n + j] + element(p, "shift", 0)) +
+                       element(p, "bias", j);
+      }
+    }
+  };
+  t.tensors = {{"alpha", false, 0, [](const NormOptions& o) { return o.keys.number("norm.derf_alpha"); }},
+               {"shift", false, 0},
+               {"weight", true, 1},
+               {"bias", true, 0}};
   t.keys = {{"derf_alpha", KeyKind::kNumber, 0.5, "initial alpha of derf", {}, check_positive}};
   return t;
 }

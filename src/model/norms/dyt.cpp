@@ -2,6 +2,7 @@
 // y = weight * tanh(alpha * x) + bias, alpha a learnable scalar (init model.norm.dyt_alpha = 0.5),
 // weight[n]=1, bias[n]=0. Not a normalisation: it saturates instead of rescaling, so it is not
 // scale invariant (the norm tests show this).
+#include <cmath>
 #include <limits>
 
 #include "model/norms/norm.h"
@@ -30,6 +31,16 @@ class DyTImpl : public NormImpl {
 NormType dyt_norm() {
   NormType t{"dyt", std::numeric_limits<double>::quiet_NaN(), "weight*tanh(alpha*x) + bias",
              [](const NormOptions& o) { return std::make_shared<DyTImpl>(o); }};
+  t.reference = [](const double* x, double* y, int64_t rows, int64_t n, const NormTensors& p, double) {
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        y[i * n + j] = element(p, "weight", j) * std::tanh(element(p, "alpha", 0) * x[i * n + j]) + element(p, "bias", j);
+      }
+    }
+  };
+  t.tensors = {{"alpha", false, 0, [](const NormOptions& o) { return o.keys.number("norm.dyt_alpha"); }},
+               {"weight", true, 1},
+               {"bias", true, 0}};
   t.keys = {{"dyt_alpha", KeyKind::kNumber, 0.5, "initial alpha of dyt", {}, check_positive}};
   return t;
 }

@@ -1,6 +1,8 @@
 // LayerNorm; formula and paper in layernorm.h.
 #include "model/norms/layernorm.h"
 
+#include <cmath>
+
 #include "model/norms/cpu_kernels.h"
 
 namespace normlab {
@@ -115,6 +117,19 @@ torch::Tensor LayerNormImpl::native_forward(const torch::Tensor& x, const torch:
 NormType layernorm_norm() {
   NormType t{"layernorm", 1e-5, "(x - mean)/sqrt(var + eps)*weight + bias",
              [](const NormOptions& o) { return std::make_shared<LayerNormImpl>(o); }};
+  t.reference = [](const double* x, double* y, int64_t rows, int64_t n, const NormTensors& p, double eps) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const double* r = x + i * n;
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < n; ++j) mean += r[j] / n;
+      for (int64_t j = 0; j < n; ++j) var += (r[j] - mean) * (r[j] - mean) / n;
+      for (int64_t j = 0; j < n; ++j) {
+        y[i * n + j] = (r[j] - mean) / std::sqrt(var + eps) * element(p, "weight", j) +
+                       (p.count("bias") ? element(p, "bias", j) : 0.0);
+      }
+    }
+  };
+  t.tensors = {{"weight", true, 1}, {"bias", true, 0}};
   t.keys = {{"bias", KeyKind::kBoolean, true, "layernorm has a bias"}};
   return t;
 }

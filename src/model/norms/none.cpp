@@ -12,7 +12,11 @@ class IdentityNormImpl : public NormImpl {
 }  // namespace
 
 NormType none_norm() {
-  return {"none", std::numeric_limits<double>::quiet_NaN(), "x",
-          [](const NormOptions&) { return std::make_shared<IdentityNormImpl>(); }};
+  NormType t{"none", std::numeric_limits<double>::quiet_NaN(), "x",
+             [](const NormOptions&) { return std::make_shared<IdentityNormImpl>(); }};
+  t.reference = [](const double* x, double* y, int64_t rows, int64_t n, const NormTensors&, double) {
+    for (int64_t i = 0; i < rows * n; ++i) y[i] = x[i];
+  };
+  return t;  // no tensors
 }
 }  // namespace normlab

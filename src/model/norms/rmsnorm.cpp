@@ -3,6 +3,8 @@
 
 #include <torch/version.h>
 
+#include <cmath>
+
 #include "model/norms/cpu_kernels.h"
 
 // at::rms_norm exists from LibTorch 2.4 on (fused kernels on CPU and CUDA in later releases).
@@ -109,14 +111,34 @@ torch::Tensor RMSNormImpl::forward(const torch::Tensor& x) {
   return y.to(x.scalar_type());
 }
 
+namespace {
+// The reference of both entries: y = x / sqrt(mean(x^2) + eps) * (offset + weight).
+NormReference rms_reference(double offset) {
+  return [offset](const double* x, double* y, int64_t rows, int64_t n, const NormTensors& p, double eps) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const double* r = x + i * n;
+      double ms = 0;
+      for (int64_t j = 0; j < n; ++j) ms += r[j] * r[j] / n;
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = r[j] / std::sqrt(ms + eps) * (offset + element(p, "weight", j));
+    }
+  };
+}
+}  // namespace
+
 NormType rmsnorm_norm() {
-  return {"rmsnorm", 1e-6, "x/sqrt(mean(x^2) + eps)*weight",
-          [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, false); }};
+  NormType t{"rmsnorm", 1e-6, "x/sqrt(mean(x^2) + eps)*weight",
+             [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, false); }};
+  t.reference = rms_reference(0.0);
+  t.tensors = {{"weight", true, 1}};
+  return t;
 }
 
 NormType rmsnorm_1p_norm() {
-  return {"rmsnorm_1p", 1e-6, "x/sqrt(mean(x^2) + eps)*(1 + weight)",
-          [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, true); }};
+  NormType t{"rmsnorm_1p", 1e-6, "x/sqrt(mean(x^2) + eps)*(1 + weight)",
+             [](const NormOptions& o) { return std::make_shared<RMSNormImpl>(o, true); }};
+  t.reference = rms_reference(1.0);
+  t.tensors = {{"weight", true, 0}};
+  return t;
 }
 
 }  // namespace normlab

