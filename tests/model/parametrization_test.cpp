@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "config/load.h"
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "model/roles.h"
 #include "model/transformer.h"
 #include "optim/optimizer.h"
@@ -174,6 +176,44 @@ TEST(ParametrizationTest, ScoreScaleAndReadoutMultiplierAreTheFormulas) {
     const double got_max = t->stats().get("attn_logit_max").at(0).item<double>();
     EXPECT_NEAR(got_max, want_max, 1e-4 * std::abs(want_max)) << "the score scale";
   }
+}
+
+// Under bf16 autocast (the trainer's bf16 precision; on the CPU the bf16 attention kernels) the
+// score scale and the readout multiplier still apply: the bf16 logits stay 5x closer to the fp32
+// logits of the same weights than the fp32 logits of either multiplier left out are (a path that
+// dropped one would sit at that distance). q and k are scaled up so that the attention is peaked
+// and the score scale shows in the logits.
+TEST(ParametrizationTest, Bf16AutocastKeepsTheScoreScaleAndTheReadoutMultiplier) {
+  Config c = shaped(ParamType::kMup, 128, 2, 64, 2);  // m_N = 2, dh = 32
+  c.param.output_mult = 3.0;                          // readout 3 / 2
+  c.param.base_head_dim = 128;                        // scores sqrt(128) / 32, twice 1/sqrt(dh)
+  torch::manual_seed(8);
+  Transformer src(c.model, c.param);
+  init_weights(src, c.init);
+  torch::NoGradGuard ng;
+  for (auto& kv : src->named_parameters()) {
+    if (kv.key().find("q_proj") != std::string::npos || kv.key().find("k_proj") != std::string::npos) kv.value().mul_(6.0);
+  }
+  const auto tokens = torch::randint(0, 256, {2, 16}, torch::kLong);
+  auto logits_of = [&](const Config& cfg, bool bf16) {
+    Transformer m(cfg.model, cfg.param);
+    auto from = src->named_parameters();
+    for (auto& kv : m->named_parameters()) kv.value().copy_(from[kv.key()]);
+    m->eval();
+    AutocastGuard g(torch::kCPU, bf16 ? torch::kBFloat16 : torch::kFloat);
+    return m->head(m->hidden(tokens)).to(torch::kFloat);
+  };
+  const auto fp32 = logits_of(c, false);
+  const double bf16_error = (logits_of(c, true) - fp32).abs().max().item<double>();
+  Config plain_scores = c, plain_readout = c;
+  plain_scores.param.base_head_dim = 32;  // 1/sqrt(dh): sp's score scale
+  plain_readout.param.output_mult = 2.0;  // readout 1: sp's
+  const double scores_gap = (logits_of(plain_scores, false) - fp32).abs().max().item<double>();
+  const double readout_gap = (logits_of(plain_readout, false) - fp32).abs().max().item<double>();
+  std::printf("bf16 against fp32: %.3g; without the score scale: %.3g; without the readout: %.3g\n", bf16_error,
+              scores_gap, readout_gap);
+  EXPECT_LT(5 * bf16_error, scores_gap) << "bf16 " << bf16_error;
+  EXPECT_LT(5 * bf16_error, readout_gap) << "bf16 " << bf16_error;
 }
 
 // CompleteP's branch multiplier: a block's output is x + m_L^-alpha G1 then + m_L^-alpha G2 (G from

@@ -111,10 +111,13 @@ struct DpCase {
   std::string residual = "add";
   std::string value_residual = "none";
   std::string optim = "adamw";
+  // The parametrization, off its base shape (base width d/2: m_N = 2; completep also base depth
+  // L/2: m_L = 2), so every per-role multiplier, the readout's and the branches' are live.
+  ParamType param = ParamType::kSp;
 };
 void PrintTo(const DpCase& c, std::ostream* os) {
   *os << c.layout << " accum " << c.accum << " residual " << c.residual << " value_residual "
-      << c.value_residual << " optim " << c.optim;
+      << c.value_residual << " optim " << c.optim << " param " << choice_name(c.param);
 }
 
 class DataParallelEquivalenceTest : public ::testing::TestWithParam<DpCase> {};
@@ -132,6 +135,9 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
     // halves flips bf16 roundings that five iterations amplify (measured: the weights 1.2e-2 apart
     // after 50 steps, the losses 2e-5 relative); in float32 that noise stays at AdamW's level.
     if (p.optim != "adamw") c->optim.keys.set("muon.ns_dtype", std::string("fp32"));
+    c->param.type = p.param;
+    if (p.param != normlab::ParamType::kSp) c->param.base_width = c->model.d_model / 2.0;
+    if (p.param == normlab::ParamType::kCompleteP) c->param.base_depth = c->model.n_layers / 2.0;
     *c = fit_to_layout(*find_layout(p.layout), *c);
   }
   ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");
@@ -152,13 +158,16 @@ INSTANTIATE_TEST_SUITE_P(Layouts, DataParallelEquivalenceTest,
                                            DpCase{"lns", 1, "attnres", "scalar"},
                                            DpCase{"ngpt", 2, "add", "token"}, DpCase{"resi_dual", 1},
                                            DpCase{"pre", 2, "add", "none", "muon"},
-                                           DpCase{"ngpt", 1, "add", "none", "normuon"}),
+                                           DpCase{"ngpt", 1, "add", "none", "normuon"},
+                                           DpCase{"pre", 1, "add", "none", "adamw", ParamType::kMup},
+                                           DpCase{"pre", 2, "add", "none", "muon", ParamType::kCompleteP}),
                          [](const auto& info) {
                            return info.param.layout + (info.param.accum > 1 ? "_accum2" : "") +
                                   (info.param.residual != "add" ? "_" + info.param.residual : "") +
                                   (info.param.value_residual != "none"
                                        ? "_vres_" + info.param.value_residual : "") +
-                                  (info.param.optim != "adamw" ? "_" + info.param.optim : "");
+                                  (info.param.optim != "adamw" ? "_" + info.param.optim : "") +
+                                  (info.param.param != ParamType::kSp ? std::string("_") + choice_name(info.param.param) : std::string());
                          });
 
 TEST(DataParallelTest, ARankKilledDuringACheckpointStopsTheOtherAndOneProcessResumesTheRun) {
