@@ -40,7 +40,7 @@ LayoutType normformer_layout() {
   t.keys = {{"resid_scale", KeyKind::kName, std::string("none"), "learnable skip scales on none, the ffn or all sublayers",
              {"none", "ffn", "all"}}};
   // The head scale and the FFN's mid norm sit inside the sublayers (stubbed in the equation test;
-  // the attention and FFN tests and the reference check cover them).
+  // the attention tests cover the head scale, the reference check both).
   t.reference = [](const torch::Tensor& x, const BlockReference& r) {
     auto h = r.scaled("resid_scale1", x) + r.scaled("ls1", r.norm("norm1_out", r.attn(r.norm("norm1", x))));
     return r.scaled("resid_scale2", h) + r.scaled("ls2", r.ffn(r.norm("norm2", h)));

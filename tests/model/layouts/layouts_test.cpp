@@ -16,8 +16,6 @@
 namespace normlab {
 namespace {
 
-using Fn = std::function<torch::Tensor(const torch::Tensor&)>;
-
 ModelConfig small(const std::string& layout, const std::string& norm = "layernorm", int64_t L = 4) {
   ModelConfig m;
   m.ctx = 8;
@@ -157,7 +155,7 @@ TEST(LayoutTest, LnsScalesByInverseSqrtOfDepthAndHybridStarMakesBlockZeroPre) {
   auto N = [&](const char* s, const torch::Tensor& v) { return b0->norm_module(s)->forward(v); };
   auto h = x + stub_attn(N("norm1", x));
   EXPECT_TRUE(torch::allclose(b0->forward(x), h + stub_ffn(N("norm2", h)), 1e-12, 1e-12));
-  check_block_equation("hybrid*", "hybrid", 0, hy, "pre");
+  check_block_equation("hybrid*", "hybrid", 0, hy);  // hybrid's equation, first_block_pre branch
   check_block_equation("hybrid*", "hybrid", 1, hy);
 }
 

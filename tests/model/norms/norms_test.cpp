@@ -231,19 +231,43 @@ TEST_P(NormContractTest, InitValuesNamesAndShapesFollowTheEntry) {
   for (const auto& kv : m->named_buffers()) EXPECT_TRUE(allowed.count(kv.key())) << kv.key();
 }
 
-// The default eps of the README's table, where the entry states it. A new norm need not be listed
-// here: its default_eps is its own (an eps of a few norms is a published constant worth pinning).
-TEST(NormContractTest, DefaultEpsOfTheDocumentedNorms) {
-  const std::map<std::string, double> documented = {
-      {"layernorm", 1e-5}, {"rmsnorm", 1e-6}, {"rmsnorm_1p", 1e-6}, {"scalenorm", 1e-5}, {"batchnorm", 1e-5},
-      {"dyt", kNaN},       {"none", kNaN},    {"rmsnorm_free", 1e-6}, {"ssnorm", 1e-6},  {"derf", kNaN}};
-  for (const auto& [name, eps] : documented) {
+// The default eps and initial values of src/model/README.md's norm table, for the documented norms
+// (their published constants), stated here apart from the entries, so that an entry's init and its
+// `tensors` changed together still fail. A new norm need not be listed: its entry is its own statement.
+TEST(NormRegistryTest, DocumentedNormsKeepTheirDefaultEpsAndInitValues) {
+  struct Documented {
+    double eps;                            // NaN: no eps
+    std::map<std::string, double> init;    // every tensor (model.norm.bias true), dyt/derf alpha as make() sets it
+  };
+  const double sqrt_n = std::sqrt(static_cast<double>(kSize));
+  const std::map<std::string, Documented> documented = {
+      {"layernorm", {1e-5, {{"weight", 1}, {"bias", 0}}}},
+      {"rmsnorm", {1e-6, {{"weight", 1}}}},
+      {"rmsnorm_1p", {1e-6, {{"weight", 0}}}},
+      {"scalenorm", {1e-5, {{"weight", sqrt_n}}}},
+      {"batchnorm", {1e-5, {{"weight", 1}, {"bias", 0}, {"running_mean", 0}, {"running_var", 1}}}},
+      {"dyt", {kNaN, {{"alpha", kAlpha}, {"weight", 1}, {"bias", 0}}}},
+      {"none", {kNaN, {}}},
+      {"rmsnorm_free", {1e-6, {}}},
+      {"ssnorm", {1e-6, {{"weight", 1}}}},
+      {"derf", {kNaN, {{"alpha", kAlpha + 0.11}, {"shift", 0}, {"weight", 1}, {"bias", 0}}}}};
+  for (const auto& [name, want] : documented) {
+    SCOPED_TRACE(name);
     const NormType* t = find_norm(name);
-    ASSERT_TRUE(t) << name;
-    if (std::isnan(eps)) {
-      EXPECT_TRUE(std::isnan(t->default_eps)) << name;
+    ASSERT_TRUE(t);
+    if (std::isnan(want.eps)) {
+      EXPECT_TRUE(std::isnan(t->default_eps));
     } else {
-      EXPECT_DOUBLE_EQ(t->default_eps, eps) << name;
+      EXPECT_DOUBLE_EQ(t->default_eps, want.eps);
+    }
+    auto m = make(name, kSize, std::nullopt, /*bias=*/true, kAlpha);
+    std::map<std::string, torch::Tensor> got;
+    for (const auto& kv : m->named_parameters()) got[kv.key()] = kv.value();
+    for (const auto& kv : m->named_buffers()) got[kv.key()] = kv.value();
+    EXPECT_EQ(got.size(), want.init.size());
+    for (const auto& [tensor, value] : want.init) {
+      ASSERT_TRUE(got.count(tensor)) << tensor;
+      EXPECT_TRUE(torch::allclose(got[tensor], torch::full_like(got[tensor], value))) << tensor << " = " << got[tensor];
     }
   }
 }
