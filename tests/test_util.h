@@ -112,6 +112,14 @@ inline Config tiny_config(const std::string& out_dir) {
   return c;
 }
 
+// c under parametrization `type`, off its base shape so that every multiplier is live: base width
+// d/2 (m_N = 2) and, under completep, base depth L/2 (m_L = 2). sp leaves the bases unset.
+inline void off_base_shape(Config& c, ParamType type) {
+  c.param.type = type;
+  if (type != ParamType::kSp) c.param.base_width = c.model.d_model / 2.0;
+  if (type == ParamType::kCompleteP) c.param.base_depth = c.model.n_layers / 2.0;
+}
+
 struct CommandResult {
   int status = -1;
   std::string out;  // stdout only

@@ -135,9 +135,7 @@ TEST_P(DataParallelEquivalenceTest, TwoRanksOfBatch4TrainAsOneProcessOfBatch8) {
     // halves flips bf16 roundings that five iterations amplify (measured: the weights 1.2e-2 apart
     // after 50 steps, the losses 2e-5 relative); in float32 that noise stays at AdamW's level.
     if (p.optim != "adamw") c->optim.keys.set("muon.ns_dtype", std::string("fp32"));
-    c->param.type = p.param;
-    if (p.param != normlab::ParamType::kSp) c->param.base_width = c->model.d_model / 2.0;
-    if (p.param == normlab::ParamType::kCompleteP) c->param.base_depth = c->model.n_layers / 2.0;
+    testing::off_base_shape(*c, p.param);
     *c = fit_to_layout(*find_layout(p.layout), *c);
   }
   ASSERT_EQ(train_cli(write_config(dir, "one", one), "", dir / "err1"), 0) << read_file(dir / "err1");

@@ -131,9 +131,7 @@ TEST(ReplayTest, MupAndCompletepRunsReplayBitForBit) {
     SCOPED_TRACE(choice_name(p));
     testing::TempDir dir;
     Config c = replay_run(dir / "run");
-    c.param.type = p;
-    c.param.base_width = c.model.d_model / 2.0;
-    if (p == ParamType::kCompleteP) c.param.base_depth = c.model.n_layers / 2.0;
+    testing::off_base_shape(c, p);
     c.diag.spike.action = SpikeAction::kLog;
     ASSERT_EQ(train(testing::resolved(c), {}), 0);
     const ReplayResult r = replay_step(dir / "run", 12);

@@ -38,9 +38,7 @@ void resume_is_bitwise_identical(const std::string& type, const std::vector<std:
   Config full = testing::tiny_config(dir / "full");
   full.train.accum = 2;  // data position must count micro-batches
   full.optim.type = type;
-  full.param.type = param;
-  if (param != ParamType::kSp) full.param.base_width = full.model.d_model / 2.0;
-  if (param == ParamType::kCompleteP) full.param.base_depth = full.model.n_layers / 2.0;
+  testing::off_base_shape(full, param);
   for (const auto& [key, value] : keys) full.optim.keys.set(key, value);
   ASSERT_EQ(train(testing::resolved(full), {}), 0);
 
