@@ -894,7 +894,9 @@ def fig_tune_transfer(sweep, axes, outdir):
     ax.set_xlabel("%s (log)" % ladder)
     ax.set_ylabel("optimum %s (log)" % key)
     ax.set_title("optimum against %s (slope -1: falls in proportion; 0: transfers)" % sweep.short(ladder), fontsize=9)
-    ax.legend(fontsize=7.5)
+    ax.margins(y=0.12)  # a star at the grid's end stays inside the axes
+    # Below the axes: the arms' labels are long, and inside they cover the optima they describe.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     fig.suptitle(textwrap.fill("sweep %s: does the optimal %s move with %s?" % (sweep.label, key, ladder), 90))
     fig.tight_layout()
     return save(fig, os.path.join(outdir, "tune_transfer.png"))
