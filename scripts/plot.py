@@ -94,6 +94,12 @@ Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
                         rung, v* starred and the fitted optimum (tune.fit) dashed with its interval;
                         and each arm's optimum against the ladder's value (log-log) with the
                         summary's slopes
+    tune_profiles.png   per-block diagnostics of the confirm runs at the last rung (the deepest on a
+                        depth ladder), each arm at its selected value: the gradient norm of every
+                        block at the first logged update and at the last diagnostic step, and
+                        layers.block_cos at the last; every confirm seed a line;
+                        a tuned sweep gets this in place of grad_profile_step0.png and
+                        block_cos_profile.png (one line per search run there: unreadable)
 Diverged or failed runs are drawn hollow, or as x markers pinned to the top of the axes when they
 have no finite value or are off the scale (with a note), so they do not stretch the y scale.
 

@@ -530,7 +530,7 @@ def fig_profiles(sweep, cat_axis, key, first, fname, ylabel, what, outdir, logy)
 
 
 def fig_grad_profile_step0(sweep, axes, outdir):
-    if axes.cat is None:
+    if axes.cat is None or sweep.tune is not None:  # a tuned sweep: tune_profiles.png instead
         return None
     return fig_profiles(sweep, axes.cat, "grad_norm", True, "grad_profile_step0.png",
                         "gradient norm of the block (L2, before clipping)",
@@ -539,7 +539,7 @@ def fig_grad_profile_step0(sweep, axes, outdir):
 
 
 def fig_block_cos_profile(sweep, axes, outdir):
-    if axes.cat is None:
+    if axes.cat is None or sweep.tune is not None:  # a tuned sweep: tune_profiles.png instead
         return None
     return fig_profiles(sweep, axes.cat, "block_cos", False, "block_cos_profile.png",
                         "cos(stream entering, stream leaving) of the block",
@@ -906,6 +906,78 @@ def fmt_slope(v):
     return "%+.2f" % num(v) if finite(num(v)) else "-"
 
 
+def fig_tune_profiles(sweep, axes, outdir):
+    """Per-block diagnostics of the confirm runs at the last (deepest, widest) rung, each arm at its
+    selected value: the gradient norm of every block at the first logged update and at the last
+    diagnostic step (log y), and layers.block_cos at the last diagnostic step; every confirm seed a
+    line, colour = arm; an arm that learned nothing (the summary's at_entropy) dashed and named so.
+    None when the rung's confirm runs log no layers.* series."""
+    import numpy as np
+    t, arms = tune_arms(sweep)
+    if not arms:
+        return None
+    rung = tune_rungs(t)[-1]
+    cell = [a for a in arms if same_rung(a, rung) and finite(num(a.get("selected")))]
+    key = t.get("key")
+    panels = [("grad_norm", True, "gradient norm of the block, first logged update", True),
+              ("grad_norm", False, "gradient norm of the block, last diagnostic step", True),
+              ("block_cos", False, "cos(stream entering, stream leaving), last diagnostic step", False)]
+    series = []  # (arm index, panel index, [rows])
+    steps = {i: set() for i in range(len(panels))}
+    for ai, a in enumerate(cell):
+        prefix = (a.get("name") or "") + ","
+        runs = [p["run"] for p in sweep.points
+                if p["run"] is not None and p["name"].startswith(prefix) and ",confirm," in p["name"]
+                and num(p["over"].get(key)) == num(a.get("selected"))]
+        for pi, (k, first, _label, _logy) in enumerate(panels):
+            rows = []
+            for r in runs:
+                st, row = r.first_layer_row(k) if first else r.last_layer_row(k)
+                if row is not None and any(finite(v) for v in row):
+                    rows.append(np.array(row, dtype=float))
+                    steps[pi].add(st)
+            if rows:
+                series.append((ai, pi, rows))
+    if not series:
+        return None
+    plt = mpl()
+    fig, axs = plt.subplots(1, 3, figsize=(13.5, 5.2))
+    cmap = plt.get_cmap("tab10")
+    for ai, pi, rows in series:
+        a = cell[ai]
+        c = cmap(ai % cmap.N)
+        ls = "--" if a.get("at_entropy") else "-"
+        ax = axs[pi]
+        for row in rows:
+            ax.plot(np.arange(row.size), row, color=c, lw=1.1, alpha=0.55, ls=ls, marker="o", ms=2.5)
+    L = max(max(r.size for r in rows) for _, _, rows in series)
+    for pi, (k, first, label, logy) in enumerate(panels):
+        ax = axs[pi]
+        st = sorted(s for s in steps[pi] if s is not None)
+        at = ("step %d" % st[0]) if len(st) == 1 else ("steps %d..%d" % (st[0], st[-1])) if st else ""
+        ax.set_title(textwrap.fill("%s (%s)" % (label, at), 45), fontsize=10)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xticks(range(L) if L <= 24 else range(0, L, max(1, L // 12)))
+        ax.set_xlabel("block index (0 = first block after the embedding)")
+        ax.grid(True, alpha=0.3)
+    from matplotlib.lines import Line2D
+    drawn = sorted({ai for ai, _, _ in series})
+    handles = [Line2D([], [], color=cmap(ai % cmap.N), lw=2, ls="--" if cell[ai].get("at_entropy") else "-",
+                      label="%s, %s = %s%s" % (arm_label(sweep, t, cell[ai]), sweep.short(key) if key else "?",
+                                               fmt_num(num(cell[ai].get("selected"))),
+                                               " (learned nothing)" if cell[ai].get("at_entropy") else ""))
+               for ai in drawn]
+    handles.append(Line2D([], [], color="0.3", lw=1.1, alpha=0.55, label="a line: one confirm seed"))
+    fig.legend(handles=handles, loc="lower center", ncol=min(3, len(handles)), fontsize=8.5, frameon=False)
+    where = "" if rung is None else " at %s = %s" % (t.get("ladder"), fmt_num(num(rung)) if finite(num(rung)) else rung)
+    fig.suptitle(textwrap.fill("sweep %s: per-block diagnostics of the confirm runs%s, each arm at its selected %s" % (
+        sweep.label, where, key), 110))
+    rows_legend = (len(handles) + 2) // 3
+    fig.tight_layout(rect=(0, 0.035 * rows_legend + 0.03, 1, 0.95))
+    return save(fig, os.path.join(outdir, "tune_profiles.png"))
+
+
 # (file name, function, what it needs): the order is the order of drawing.
 SWEEP_FIGURES = [
     ("loss_curves.png", fig_loss_curves, "runs with metrics.jsonl"),
@@ -918,6 +990,7 @@ SWEEP_FIGURES = [
     ("tune_forest.png", fig_tune_forest, "a tuned sweep with confirm results"),
     ("tune_ladder.png", fig_tune_ladder, "a tuned sweep with a ladder (tune.ladder) and confirm results"),
     ("tune_transfer.png", fig_tune_transfer, "a ladder searched at two or more rungs (the transfer audit)"),
+    ("tune_profiles.png", fig_tune_profiles, "a tuned sweep whose confirm runs log layers.grad_norm / block_cos"),
 ]
 
 

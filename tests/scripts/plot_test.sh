@@ -303,8 +303,9 @@ YAML
 "$BIN" sweep -c "$TMP/tune.yaml" --jobs 2 >/dev/null 2>"$TMP/tune.log" || { cat "$TMP/tune.log" >&2; fail "normlab sweep (tuned)"; }
 [ -f "$TUNE/summary.json" ] || fail "the tuned sweep wrote no summary.json"
 plot_quiet "$TMP/tune_plot" "$TUNE"
-check_pngs "$TUNE/plots" 8000 tune_basin.png tune_forest.png loss_curves.png
-for f in tune_basin.png tune_forest.png; do grep -q "/$f\$" "$TMP/tune_plot.out" || fail "plot.py did not print $f"; done
+check_pngs "$TUNE/plots" 8000 tune_basin.png tune_forest.png tune_profiles.png loss_curves.png
+absent "$TUNE/plots" grad_profile_step0.png block_cos_profile.png  # a line per search run: tune_profiles instead
+for f in tune_basin.png tune_forest.png tune_profiles.png; do grep -q "/$f\$" "$TMP/tune_plot.out" || fail "plot.py did not print $f"; done
 
 echo "-- the numeric sweep above (lr x depth) gets no categorical plots and no tune figures"
 absent "$SWEEP/plots" $CAT_PNGS tune_basin.png tune_forest.png
