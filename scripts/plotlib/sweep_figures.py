@@ -719,12 +719,17 @@ def fig_tune_forest(sweep, axes, outdir):
             far = bool(arm.get("at_entropy")) or max(abs(x) for x in (d, lo, hi) if finite(x)) > span
             text = "%s  Δ %+.*f" % (verdict, dec, d)
             text += "  [%+.*f, %+.*f]" % (dec, lo, dec, hi) if finite(lo) else "  (unbounded: one seed)"
+            # second line: what the test says (p to 2 significant digits, as the report prints it)
+            second = []
             mde = num(vs.get("mde"))
             if finite(mde) and verdict in ("tie", "inconclusive", "equivalent"):
-                text += "  mde %.*f" % (dec, mde)
-            text += "  p %s" % fmt_num(p) if finite(p) else ""
+                second.append("mde %.*f" % (dec, mde))
+            if finite(p):
+                second.append("p %.2g" % p)
             padj = num(vs.get("p_adj"))
-            text += "  p_adj %s" % fmt_num(padj) if finite(padj) else ""
+            if finite(padj):
+                second.append("p_adj %.2g" % padj)
+            text += ("\n" + "  ".join(second)) if second else ""
             if far:  # off the scale: an arrow at the edge it lies beyond
                 edge = span if d > 0 else -span
                 ax.annotate("", xy=(edge, y), xytext=(edge * 0.8, y),
@@ -747,10 +752,11 @@ def fig_tune_forest(sweep, axes, outdir):
         ax.grid(True, axis="x", alpha=0.3)
         if rung is not None:
             ax.set_title("%s = %s" % (t["ladder"], rung), fontsize=9, loc="left")
-    axs[-1, 0].set_xlabel("Δ %s: arm - baseline, confirm runs (95 %% interval, %s, not adjusted for the number of "
-                          "arms%s); < 0: lower loss than the baseline" % (
-                              t.get("metric", "metric"), test,
-                              "; shaded: the equivalence margin" if num(t.get("margin")) > 0 else ""))
+    axs[-1, 0].set_xlabel(textwrap.fill("Δ %s: arm - baseline, confirm runs (95 %% interval, %s, not adjusted for the "
+                                        "number of arms%s); < 0: lower loss than the baseline" % (
+                                            t.get("metric", "metric"), test,
+                                            "; shaded: the equivalence margin" if num(t.get("margin")) > 0 else ""), 70),
+                          fontsize=9)
     fig.suptitle(textwrap.fill("sweep %s: each arm at its own %s against the baseline (confirm seeds %s)" % (
         sweep.label, t.get("key", "?"), ", ".join(str(x) for x in t.get("confirm_seeds") or [])), 90))
     fig.tight_layout()

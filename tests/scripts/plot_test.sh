@@ -469,7 +469,7 @@ has_text(tune, "tune_basin.png", "LAYOUT_S=post (LR_S* = 0.003); l0 5.125, sensi
 has_xy(tune, "tune_forest.png", [-0.25, -0.0625], [1.0, 1.0])  # the 95 % interval of the second arm
 has_xy(tune, "tune_forest.png", [-0.125], [1.0])  # its delta
 has_xy(tune, "tune_forest.png", [0.0], [0.0])  # the baseline arm at 0
-has_text(tune, "tune_forest.png", "better Δ -0.1250 [-0.2500, -0.0625] p 0.03125 p_adj 0.0625")
+has_text(tune, "tune_forest.png", "better Δ -0.1250 [-0.2500, -0.0625] p 0.031 p_adj 0.062")  # p to 2 significant digits
 has_text(tune, "tune_forest.png", "LAYOUT_S=pre")
 tunen = load("cap_tune_null.json")  # no sweep summary: no tune figures at all
 for f in ("tune_basin.png", "tune_forest.png"):
