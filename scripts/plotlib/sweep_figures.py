@@ -842,13 +842,19 @@ def fig_tune_transfer(sweep, axes, outdir):
     plt = mpl()
     key, ladder = t.get("key", "?"), t["ladder"]
     n = len(transfer) + 1
-    fig, axs = plt.subplots(1, n, figsize=(5.2 * n, 4.6), squeeze=False)
+    # at most four panels a row: seven arms and the optimum panel in one row were 4000 px wide
+    ncols = min(n, 4)
+    nrows = (n + ncols - 1) // ncols
+    fig, axs = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 4.2 * nrows + 0.9), squeeze=False)
+    flat = [a for row in axs for a in row]
+    for extra in flat[n:]:
+        extra.set_visible(False)
     rungs = [r for r in tune_rungs(t) if r is not None]
     cmap = plt.get_cmap("viridis")
     colour = {str(r): cmap(i / max(1, len(rungs) - 1) * 0.9) for i, r in enumerate(rungs)}
     from matplotlib.ticker import NullFormatter
     for k, tr in enumerate(transfer):
-        ax = axs[0][k]
+        ax = flat[k]
         stem = tr.get("stem")
         fits = {str(f.get("rung")): f for f in tr.get("fitted") or [] if isinstance(f, dict)}
         for a in arms:
@@ -872,7 +878,7 @@ def fig_tune_transfer(sweep, axes, outdir):
         ax.set_ylabel("m(v): mean %s over the search seeds" % t.get("metric", "metric"))
         ax.set_title(arm_label(sweep, t, {"stem": stem}), fontsize=10)
         ax.legend(fontsize=7.5, title="star: v*; dashed: fitted optimum" if fits else "star: v*", title_fontsize=7.5)
-    ax = axs[0][n - 1]
+    ax = flat[n - 1]
     tab = plt.get_cmap("tab10")
     for k, tr in enumerate(transfer):
         fitted = [f for f in tr.get("fitted") or [] if isinstance(f, dict) and finite(num(f.get("value")))]
