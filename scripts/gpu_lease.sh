@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One GPU lease, start to end, as one command (scripts/README.md, "gpu_lease.sh"): build normlab on
+# the machine (scripts/gpu_build.sh; .debs/ and the Shakespeare files carried along), run the given
+# sweeps one after another with every CPU core a job (scripts/gpu_studies.sh) until DEADLINE_S
+# seconds after this script started, meanwhile build the tests and run the CUDA suites (Cuda*), then
+# pack each sweep's directory without its checkpoints into OUT_DIR/<sweep>.tgz, the form in which the
+# runs come back (a lease returns a few files, not a tree). Unpacked under runs/sweeps/ on another
+# machine, `normlab report` and `scripts/plot.py` read them there; a re-run of the sweep there would
+# mix machines, which its summary would flag.
+#   scripts/gpu_lease.sh OUT_DIR DEADLINE_S SWEEP.yaml [SWEEP.yaml ...]
+# Writes OUT_DIR/machine.txt, build.log, cuda_tests.log, logs/ (the sweeps' logs), <sweep>.tgz.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+out="$1"; deadline="$2"; shift 2
+mkdir -p "$out/logs"
+{ nvidia-smi; nproc; free -g; } > "$out/machine.txt" 2>&1
+NORMLAB_JOBS="$(nproc)" scripts/gpu_build.sh --target normlab > "$out/build.log" 2>&1 \
+  || { tail -40 "$out/build.log"; exit 1; }
+echo "$(date +%T) normlab built after $SECONDS s" | tee -a "$out/build.log"
+source build-gpu/env.sh
+# The CUDA suites, beside the sweeps: four compile jobs, then the Cuda* tests (they compare the GPU
+# against the CPU; a slower step under the sweeps' load changes no number they check).
+( cmake --build build-gpu -j 4 --target normlab_tests && echo "tests built after $SECONDS s" \
+  && build-gpu/tests/normlab_tests --gtest_filter='Cuda*' ) > "$out/cuda_tests.log" 2>&1 &
+tests=$!
+budget=$((deadline - SECONDS - 30))
+MAX_SWEEPS=1 JOBS="$(nproc)" scripts/gpu_studies.sh "$budget" "$out/logs" "$@"
+# Tests get what is left of the deadline, less the packing time.
+while kill -0 "$tests" 2>/dev/null && [ "$SECONDS" -lt $((deadline - 15)) ]; do sleep 2; done
+kill "$tests" 2>/dev/null && echo "stopped at the deadline" >> "$out/cuda_tests.log"
+for f in "$@"; do
+  n="$(basename "$f" .yaml)"
+  [ -d "runs/sweeps/$n" ] && tar czf "$out/$n.tgz" --exclude=checkpoints -C runs/sweeps "$n"
+done
+ls -la "$out"
+echo "$(date +%T) lease script done after $SECONDS s"
