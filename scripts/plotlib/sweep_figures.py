@@ -905,7 +905,7 @@ def fig_tune_transfer(sweep, axes, outdir):
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("%s (log)" % ladder)
     ax.set_ylabel("optimum %s (log)" % key)
-    ax.set_title("optimum against %s (slope -1: falls in proportion; 0: transfers)" % sweep.short(ladder), fontsize=9)
+    ax.set_title("optimum against %s\n(slope -1: falls in proportion; 0: transfers)" % sweep.short(ladder), fontsize=9)
     ax.margins(y=0.12)  # a star at the grid's end stays inside the axes
     # Below the axes: the arms' labels are long, and inside they cover the optima they describe.
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
