@@ -32,6 +32,19 @@ double json_number(const std::string& line, const std::string& key) {
   return YAML::Load(line)[key].as<double>();
 }
 
+// Trains c on the CPU into dir/cpu and on the GPU into dir/cuda; the two runs' train records.
+// Call it under ASSERT_NO_FATAL_FAILURE: a failed run stops the test.
+void train_on_cpu_and_cuda(Config c, const testing::TempDir& dir, std::vector<YAML::Node>* cpu,
+                           std::vector<YAML::Node>* cuda) {
+  c.out_dir = dir / "cpu";
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
+  c.out_dir = dir / "cuda";
+  c.train.device = DeviceKind::kCuda;
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
+  *cpu = testing::records(dir / "cpu", "train");
+  *cuda = testing::records(dir / "cuda", "train");
+}
+
 // Forward and backward of the same model and batch on the CPU (fast kernels where they apply) and
 // on the GPU (LibTorch's composed ops): logits and every gradient agree, for every layout and norm.
 TEST(CudaModel, EveryLayoutAndNormMatchesTheCpu) {
@@ -78,12 +91,8 @@ TEST(CudaModel, EveryLayoutAndNormMatchesTheCpu) {
 TEST(CudaTrain, FollowsTheCpuAndCheckpointsMoveBetweenDevices) {
   NORMLAB_REQUIRE_CUDA();
   testing::TempDir dir;
-  Config c = testing::tiny_config(dir / "cpu");
-  ASSERT_EQ(train(testing::resolved(c), {}), 0);
-  c.out_dir = dir / "cuda";
-  c.train.device = DeviceKind::kCuda;
-  ASSERT_EQ(train(testing::resolved(c), {}), 0);
-  auto a = testing::records(dir / "cpu", "train"), b = testing::records(dir / "cuda", "train");
+  std::vector<YAML::Node> a, b;
+  ASSERT_NO_FATAL_FAILURE(train_on_cpu_and_cuda(testing::tiny_config(dir / "cpu"), dir, &a, &b));
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_NEAR(a[i]["loss"].as<double>(), b[i]["loss"].as<double>(), 1e-3 * a[i]["loss"].as<double>()) << i;
@@ -120,11 +129,8 @@ TEST(CudaTrain, EveryParametrizationFollowsTheCpuUnderAdamWAndMuon) {
       Config c = testing::tiny_config(dir / "cpu");
       c.optim.type = optim;
       testing::off_base_shape(c, type);
-      ASSERT_EQ(train(testing::resolved(c), {}), 0);
-      c.out_dir = dir / "cuda";
-      c.train.device = DeviceKind::kCuda;
-      ASSERT_EQ(train(testing::resolved(c), {}), 0);
-      auto a = testing::records(dir / "cpu", "train"), b = testing::records(dir / "cuda", "train");
+      std::vector<YAML::Node> a, b;
+      ASSERT_NO_FATAL_FAILURE(train_on_cpu_and_cuda(c, dir, &a, &b));
       ASSERT_EQ(a.size(), b.size());
       const double tol = optim == "muon" ? 1e-2 : 1e-3;
       double worst = 0;
