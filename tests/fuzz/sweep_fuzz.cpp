@@ -10,8 +10,9 @@
 // The contract checked:
 //  - every step may only answer with UsageError (ConfigError included); any other exception, a
 //    crash, a hang or a sanitizer report is a finding;
-//  - a sweep that parses expands into product(axis lengths) x seeds points, with distinct names,
-//    each overriding exactly the axis keys, the seeds innermost;
+//  - a sweep that parses expands into product(axis lengths) x seeds points (a tuned ladder: only
+//    its tune.search_at rungs counted), with distinct names, each overriding exactly the axis
+//    keys, the seeds innermost;
 //  - points that validate give one Config each, with the point's seed and run directory;
 //  - such a sweep dumps (dump_sweep) without throwing, and the dump parses back to the same sweep
 //    (base, out_dir, set, axes, seeds) whose points have the same names: the summary finds the
@@ -147,11 +148,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A tuned sweep's points are its search points: every arm at every value with every search
     // seed, the tuned key one more override; seeds: stays empty.
     const std::vector<int64_t> seeds = s.tune ? s.tune->seeds : s.seeds;
+    // A ladder's rungs outside tune.search_at get no search points (their rate is carried).
     size_t expected = s.tune ? s.tune->values.size() * seeds.size() : seeds.size();
-    for (const auto& a : s.axes) {
+    const int ladder = ladder_axis(s);
+    for (size_t ai = 0; ai < s.axes.size(); ++ai) {
+      const SweepAxis& a = s.axes[ai];
       check(!a.values.empty());
       for (const auto& row : a.values) check(row.size() == a.keys.size());
-      expected *= a.values.size();
+      size_t counted = a.values.size();
+      if (static_cast<int>(ai) == ladder) {
+        counted = 0;
+        for (size_t r = 0; r < a.values.size(); ++r) counted += rung_searched(s, r) ? 1 : 0;
+        check(counted > 0);
+      }
+      expected *= counted;
     }
     check(!seeds.empty() && points.size() == expected && s.seeds.empty() == s.tune.has_value());
     const std::vector<std::string> point_names = names(points);
