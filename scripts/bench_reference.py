@@ -282,6 +282,8 @@ class Cfg:
         self.init_std = _num(i.get("std", 0.02), "init.std")
         self.embed_std = _num(i.get("embed_std", 0.02), "init.embed_std")
         self.scaled_residual = _bool(i.get("scaled_residual", True), "init.scaled_residual")
+        if _bool(i.get("zero_query", False), "init.zero_query"):
+            raise UsageError("init.zero_query: true is not implemented by this reference (only false)")
         self.lr = _num(o.get("lr", 1e-3), "optim.lr")
         self.min_lr = _num(o.get("min_lr", 1e-4), "optim.min_lr")
         betas = o.get("betas", [0.9, 0.95])

@@ -1135,7 +1135,7 @@ def _xavier_std(shape, gain):
 
 def init_rule(cfg, full_cfg, name, shape):
     """The contract's initial value of tensor `name`: ("const", value) or ("normal", std)."""
-    ini = dict({"scheme": "normal", "std": 0.02, "embed_std": 0.02, "scaled_residual": True},
+    ini = dict({"scheme": "normal", "std": 0.02, "embed_std": 0.02, "scaled_residual": True, "zero_query": False},
                **((full_cfg or {}).get("init") or {}))
     scheme = str(ini["scheme"])
     if scheme not in ("normal", "xavier"):
@@ -1143,6 +1143,7 @@ def init_rule(cfg, full_cfg, name, shape):
     std = _num(ini["std"], "init.std")
     estd = _num(ini["embed_std"], "init.embed_std")
     scaled = _bool(ini["scaled_residual"], "init.scaled_residual")
+    zero_query = _bool(ini["zero_query"], "init.zero_query")
     m = cfg.raw
     if name in ("tok_emb.weight", "pos_emb.weight"):
         return ("normal", estd)
@@ -1178,6 +1179,8 @@ def init_rule(cfg, full_cfg, name, shape):
         raise ContractError("no initialisation rule for tensor %s" % name)
     lin = parts[-2]                                    # q_proj ... out_proj, gate, fc1, fc2
     key = ("ffn." + lin) if parts[-3] == "ffn" and lin == "gate" else lin
+    if zero_query and key == "q_proj":                 # init.zero_query: last of every rule
+        return ("const", 0.0)
     if cfg.layout == "deepnorm":
         a = (m.get("deepnorm") or {}).get("beta", "auto")
         beta = (8.0 * cfg.L) ** -0.25 if _is_auto(a) else _num(a, "model.deepnorm.beta")
@@ -1936,6 +1939,26 @@ def selftest_2025(check, rng, tmp):
     run, _ = _write_run(tmp, "init_subln_g1", fi, tensors=contract_init_tensors(fg1, rng), step=0)
     rc, out = _run_cli(["initcheck", "--run", run], quiet=True)
     check(rc == 1 and json.loads(out.decode())["failures"] >= 4, "initcheck missed gamma: %r" % out)
+
+    # init.zero_query: q_proj 0 in every layout it applies to (deepnorm's and subln's rules come
+    # before it), every other rule unchanged; initcheck tells a drawn q_proj from a zero one
+    for lay in ("pre", "deepnorm", "subln"):
+        fz = base(layout=lay, n_layers=2, d_model=32, d_ff=64)
+        fz["init"] = {"zero_query": True}
+        fn = dict(fz, init={})
+        for nm in ("attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight", "ffn.fc1.weight"):
+            rz = init_rule(ModelConfig(fz), fz, "blocks.1." + nm, (32, 32))
+            rn = init_rule(ModelConfig(fn), fn, "blocks.1." + nm, (32, 32))
+            check(rz == (("const", 0.0) if nm.startswith("attn.q_proj") else rn),
+                  "%s zero_query rule %s: %r (without: %r)" % (lay, nm, rz, rn))
+    fz = base(n_layers=2, d_model=32, d_ff=64)
+    fz["init"] = {"zero_query": True}
+    run, _ = _write_run(tmp, "init_zq", fz, tensors=contract_init_tensors(fz, rng), step=0)
+    rc, out = _run_cli(["initcheck", "--run", run], quiet=True)
+    check(rc == 0 and json.loads(out.decode())["ok"], "initcheck of zero_query init: %r" % out)
+    run, _ = _write_run(tmp, "init_zq_drawn", fz, tensors=contract_init_tensors(dict(fz, init={}), rng), step=0)
+    rc, out = _run_cli(["initcheck", "--run", run], quiet=True)
+    check(rc == 1 and json.loads(out.decode())["failures"] == 2, "initcheck missed drawn queries: %r" % out)
 
     # every tensor of every layout / option has an init rule, and contract init passes init_check
     for kw in [{"layout": lay} for lay in LAYOUTS] + [

@@ -55,8 +55,12 @@ def draw_coord(path, out):
             for i, m in enumerate(c["modules"]):
                 at = m["by_t"][t - 1]
                 ys = [v if v is not None and v > 0 else float("nan") for v in at["curve"]]
+                # Exactly 0 at every size (attention logits at init under init.zero_query): no point
+                # on a log axis, said in the legend.
+                zero = all(v == 0 for v in at["curve"])
                 ax.plot(c["sizes"], ys, marker="o", ms=3.5, color=COLOURS[i % len(COLOURS)],
-                        label="%s%s: %s" % (m["name"], track_name(c, m, at["track"]), slope_text(at["slope"])))
+                        label="%s%s: %s" % (m["name"], track_name(c, m, at["track"]),
+                                            "0 at every size" if zero else slope_text(at["slope"])))
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
             ax.set_xticks(c["sizes"])

@@ -123,6 +123,7 @@ struct InitConfig {
   double std = 0.02;
   double embed_std = 0.02;
   bool scaled_residual = true;  // out_proj, fc2: std / sqrt(2L)
+  bool zero_query = false;      // every block's q_proj weight 0 after the draws (µP's suggestion)
 };
 
 // optim.lr_mult: the AdamW peak rate of each role is optim.lr times its multiplier (matrix has
@@ -270,6 +271,7 @@ template <class V> void describe(InitConfig& c, V& v) {
   v.field("std", c.std, "std of Linear weights (scheme normal)");
   v.field("embed_std", c.embed_std, "std of tok_emb and pos_emb");
   v.field("scaled_residual", c.scaled_residual, "out_proj, fc2 std / sqrt(2L) (scheme normal)");
+  v.field("zero_query", c.zero_query, "every block's q_proj weight 0 after every other init rule (not with a normalised q)");
 }
 template <class V> void describe(LrMultConfig& c, V& v) {
   v.field("embedding", c.embedding, "multiplier of optim.lr for tok_emb / pos_emb (and a tied head)");

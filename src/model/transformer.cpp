@@ -39,6 +39,27 @@ void check_layout_scope(const Config& c, const ResolvedModel& r, Problems& p) {
   if (r.layout && r.layout->check) r.layout->check(c, [&](const std::string& key, const std::string& message) { p.add(key, message); });
 }
 
+void check_init_config(const Config& c, const ResolvedModel& r, Problems& p) {
+  const ModelConfig& m = c.model;
+  if (!c.init.zero_query || !r.layout || m.n_layers <= 0) return;
+  if (m.qk_norm) {
+    p.add("init.zero_query", "needs an unnormalised query; model.qk_norm normalises q (a zero q has no direction)");
+    return;
+  }
+  ModelConfig resolved = m;  // the plans read resolved values
+  resolve_model_config(resolved);
+  for (int64_t i = 0; i < m.n_layers; ++i) {
+    BlockOptions probe;  // what the layout's plan changes in block i's sublayers
+    const BlockPlan plan = r.layout->plan(i, resolved);
+    if (plan.sublayers) plan.sublayers(probe);
+    if (probe.attn.force_qkv_norm || probe.attn.qk || probe.attn.qk_norm) {
+      p.add("init.zero_query", fmt::format("needs an unnormalised query; layout {} normalises q in block {} (a zero q "
+                                           "has no direction)", m.layout, i));
+      return;
+    }
+  }
+}
+
 void check_model_config(const ModelConfig& m, const ResolvedModel& r, Problems& p) {
   if (!r.norm) {
     p.add("model.norm.type", fmt::format("'{}' is not a registered norm; expected one of: {}",
@@ -380,6 +401,11 @@ void init_weights(Transformer& model, const InitConfig& init) {
   const LayoutType* layout = model->entries().layout;
   // The layout's own rule (src/model/README.md, Initialisation).
   if (layout && layout->init) layout->init(*model, m);
+  // Last, so that every other tensor is drawn exactly as without it (check_init_config keeps it
+  // to layouts whose q reaches the scores unnormalised).
+  if (init.zero_query) {
+    for (int64_t i = 0; i < model->n_blocks(); ++i) model->block(i)->attention()->q_proj->weight.zero_();
+  }
 }
 
 int64_t count_params(Transformer& model, bool include_embeddings) {

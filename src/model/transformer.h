@@ -125,6 +125,10 @@ inline void check_model_config(const ModelConfig& m, Problems& problems) {
 }
 // The layout's scope rules over the whole config (nGPT: rope, swiglu, no weight decay, ...).
 void check_layout_scope(const Config& c, const ResolvedModel& entries, Problems& problems);
+// Section init's rules that need the model: init.zero_query needs a query that reaches the scores
+// unnormalised (no model.qk_norm, no layout that normalises q: a zero vector has no direction, and
+// a norm's gradient there is 1/sqrt(eps)).
+void check_init_config(const Config& c, const ResolvedModel& entries, Problems& problems);
 
 // eps for a norm of this type under this config.
 double norm_eps(const ModelConfig& m, const std::string& type);
@@ -133,7 +137,8 @@ double norm_eps(const ModelConfig& m, const std::string& type);
 // the caller), in named_parameters() order, by its role: embeddings N(0, embed_std); matrices and
 // an untied head by the scheme (the sublayers' output maps scaled under init.scaled_residual, the
 // matrices by the parametrization); biases 0; gains and mixing tensors keep their constructor
-// values (but those drawn after the others). No name is read.
+// values (but those drawn after the others). Then the layout's own rule, then init.zero_query.
+// No name is read.
 void init_weights(Transformer& model, const InitConfig& init);
 
 // Parameter count, without the embeddings' (role embedding; a tied head counts 0) unless

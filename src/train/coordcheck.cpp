@@ -215,8 +215,11 @@ void fit_coord_slopes(CoordCheck& c) {
           curve.push_back(val);
           y.push_back(val > 0 ? std::log2(val) : kNaN);
         }
-        const double sl = least_squares_slope(x, y);
-        // NaN (a diverged or zero value) outranks any number: it is the worst a check can say.
+        // A module exactly 0 at every size (attention logits at t = 1 under init.zero_query) does
+        // not change with size: slope 0. NaN (a diverged value, or 0 at some sizes only) outranks
+        // any number: it is the worst a check can say.
+        const bool zero_everywhere = std::all_of(curve.begin(), curve.end(), [](double v) { return v == 0; });
+        const double sl = zero_everywhere ? 0.0 : least_squares_slope(x, y);
         const bool worse = best_curve.empty() || (std::isnan(sl) && !std::isnan(best)) ||
                            (!std::isnan(best) && std::abs(sl) > std::abs(best));
         if (worse) {

@@ -157,6 +157,40 @@ TEST(TransformerTest, DefaultInitStdsFollowTheContract) {
   EXPECT_TRUE(torch::equal(p["blocks.5.ffn.fc1.weight"], t2->named_parameters()["blocks.5.ffn.fc1.weight"]));
 }
 
+// init.zero_query: every block's q_proj weight is 0, every other tensor is drawn exactly as without
+// it (the layouts' own rules included), and the first gradients reach q_proj.
+TEST(TransformerTest, ZeroQueryZeroesTheQueriesAndDrawsEveryOtherTensorAsWithout) {
+  for (const std::string layout : {"pre", "post", "deepnorm", "subln"}) {
+    const auto m = small_model(layout);
+    InitConfig plain, zq;
+    zq.zero_query = true;
+    torch::manual_seed(5);
+    Transformer a(m);
+    init_weights(a, plain);
+    torch::manual_seed(5);
+    Transformer b(m);
+    init_weights(b, zq);
+    auto pa = a->named_parameters(), pb = b->named_parameters();
+    int zeroed = 0;
+    for (const auto& kv : pb) {
+      const bool query = kv.key().find(".attn.q_proj.weight") != std::string::npos;
+      if (query) {
+        ++zeroed;
+        EXPECT_TRUE(torch::equal(kv.value(), torch::zeros_like(kv.value()))) << layout << " " << kv.key();
+        EXPECT_GT(pa[kv.key()].abs().max().item<double>(), 0.0) << layout << " " << kv.key();
+      } else {
+        EXPECT_TRUE(torch::equal(kv.value(), pa[kv.key()])) << layout << " " << kv.key();
+      }
+    }
+    EXPECT_EQ(zeroed, m.n_layers) << layout;
+    // q = 0: every score 0; the loss's gradient still reaches every q_proj through the keys.
+    const auto idx = torch::randint(0, m.vocab_size, {2, m.ctx});
+    const auto logits = b->forward(idx);
+    torch::nn::functional::cross_entropy(logits.reshape({-1, m.vocab_size}), idx.reshape({-1})).backward();
+    for (int64_t i = 0; i < m.n_layers; ++i)
+      EXPECT_GT(b->block(i)->attention()->q_proj->weight.grad().abs().max().item<double>(), 0.0) << layout << " " << i;
+  }
+}
 
 // ---- Named per-layer series (src/metrics/README.md): the stream statistics by their formulas.
 

@@ -159,6 +159,12 @@ TEST(CoordSlopeTest, SlopeIsTheLargestLeastSquaresSlopeOverBlocks) {
   c.modules[0].values[3][0][0] = 0.0;
   fit_coord_slopes(c);
   EXPECT_TRUE(std::isnan(module(c, "embed").slope[3]));
+  // Exactly 0 at every size (init.zero_query's attention logits at t = 1) does not change with
+  // size: slope 0, not NaN.
+  for (auto& v : c.modules[0].values[3]) v[0] = 0.0;
+  fit_coord_slopes(c);
+  EXPECT_EQ(module(c, "embed").slope[3], 0.0);
+  EXPECT_NEAR(c.worst_after_first, 0.7, 1e-12);
 }
 
 TEST(CoordSlopeTest, OverDepthTheMiddleAndLastBlocksAreFitted) {
