@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -191,14 +193,49 @@ TEST(CoordSlopeTest, ShippedChecksRecomputeFromTheirValues) {
   // Each shipped check with the write-up's headline figures (configs/sweeps/README.md, "Coordinate
   // checks"): each check's largest |slope| at t >= 2 (sp first where the file has both), and the
   // stream's slope at t = 10 that the depth checks without --compare quote.
+  // The µP probes (results/coordcheck_mup_probes/) also quote the attention logits' largest
+  // |slope| at t >= 2 and, for the 2-block model, the stream's.
   struct Quoted {
     const char* name;
     const char* worst;
-    const char* stream_t10;  // "" where the write-up quotes none
+    const char* stream_t10 = "";    // "" where the write-up quotes none
+    const char* attn_logits = "";   // largest |slope| at t >= 2
+    const char* stream = "";        // largest |slope| at t >= 2
   };
-  for (const Quoted& q : {Quoted{"coordcheck_width_adamw", "3.02 1.12", ""}, Quoted{"coordcheck_depth_completep", "1.14 0.40", ""},
-                          Quoted{"coordcheck_depth_completep_8seeds", "0.34", "-0.17"},
-                          Quoted{"coordcheck_depth_completep_alpha05", "1.29", "-0.70"}}) {
+  const std::string probe = "coordcheck_mup_probes/";
+  const std::vector<Quoted> quoted = {
+      {"coordcheck_width_adamw", "3.02 1.12"},
+      {"coordcheck_depth_completep", "1.14 0.40"},
+      {"coordcheck_depth_completep_8seeds", "0.34", "-0.17"},
+      {"coordcheck_depth_completep_alpha05", "1.29", "-0.70"},
+      {"coordcheck_mup_probes/zero_query_lr0.128", "0.82", "", "0.82"},
+      {"coordcheck_mup_probes/zero_query_lr0.032", "1.01", "", "1.01"},
+      {"coordcheck_mup_probes/drawn_query_lr0.032", "1.10", "", "1.10"},
+      {"coordcheck_mup_probes/zero_query_lr0.008", "0.67", "", "0.67"},
+      {"coordcheck_mup_probes/drawn_query_lr0.008", "0.67", "", "0.67"},
+      {"coordcheck_mup_probes/no_clip_lr0.128", "1.14"},
+      {"coordcheck_mup_probes/no_clip_lr0.032", "1.13"},
+      {"coordcheck_mup_probes/tok64_drawn_query_lr0.128", "1.10", "", "1.10"},
+      {"coordcheck_mup_probes/tok64_zero_query_lr0.128", "0.51", "", "0.44"},
+      {"coordcheck_mup_probes/tok64_drawn_query_lr0.032", "0.94", "", "0.94"},
+      {"coordcheck_mup_probes/tok64_zero_query_lr0.032", "0.70", "", "0.52"},
+      {"coordcheck_mup_probes/tok16_h1_drawn_query_lr0.032", "0.87", "", "0.87"},
+      {"coordcheck_mup_probes/tok16_h1_zero_query_lr0.032", "0.61", "", "0.59"},
+      {"coordcheck_mup_probes/tok16_h4_drawn_query_lr0.032", "0.64"},
+      {"coordcheck_mup_probes/l2_tok64_w64-512_lr0.032", "0.52", "", "", "0.52"},
+      {"coordcheck_mup_probes/l2_tok64_w512-2048_lr0.032", "0.68", "", "", "0.20"},
+  };
+  // Every probe file is quoted.
+  size_t probes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(testing::source_dir() + "/configs/sweeps/results/" + probe))
+    probes += e.path().extension() == ".json";
+  EXPECT_EQ(probes, 16u);
+  auto largest_after_first = [](const CoordModule& m) {
+    double w = 0;
+    for (size_t t = 1; t < m.slope.size(); ++t) w = std::max(w, std::abs(m.slope[t]));
+    return fmt::format("{:.2f}", w);
+  };
+  for (const Quoted& q : quoted) {
     const std::string name = q.name;
     SCOPED_TRACE(name);
     const std::string path = testing::source_dir() + "/configs/sweeps/results/" + name + ".json";
@@ -221,6 +258,12 @@ TEST(CoordSlopeTest, ShippedChecksRecomputeFromTheirValues) {
     EXPECT_EQ(worst, q.worst);
     if (*q.stream_t10) {
       EXPECT_EQ(fmt::format("{:+.2f}", module(checks.back(), "stream").slope[9]), q.stream_t10);
+    }
+    if (*q.attn_logits) {
+      EXPECT_EQ(largest_after_first(module(checks.back(), "attn_logits")), q.attn_logits);
+    }
+    if (*q.stream) {
+      EXPECT_EQ(largest_after_first(module(checks.back(), "stream")), q.stream);
     }
   }
 }
