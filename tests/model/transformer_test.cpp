@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "test_util.h"
+
 namespace normlab {
 namespace {
 
@@ -190,6 +192,33 @@ TEST(TransformerTest, ZeroQueryZeroesTheQueriesAndDrawsEveryOtherTensorAsWithout
     for (int64_t i = 0; i < m.n_layers; ++i)
       EXPECT_GT(b->block(i)->attention()->q_proj->weight.grad().abs().max().item<double>(), 0.0) << layout << " " << i;
   }
+}
+
+// init.zero_query needs a query that reaches the scores unnormalised: one line naming the key for
+// model.qk_norm and for the layouts that normalise q; any parametrization and the other layouts take it.
+TEST(TransformerTest, ZeroQueryRefusesANormalisedQuery) {
+  struct Case {
+    std::string yaml, text;
+  };
+  const std::vector<Case> cases = {
+      {"init: {zero_query: true}\nmodel: {qk_norm: true}", "model.qk_norm"},
+      {"init: {zero_query: true}\nmodel: {layout: hybrid}", "layout hybrid"},
+      {"init: {zero_query: true}\nmodel: {layout: ngpt, pos: rope, ffn: swiglu, tie_embeddings: false}\n"
+       "optim: {weight_decay: 0}",
+       "layout ngpt"},
+  };
+  for (const Case& c : cases) {
+    const auto p = testing::config_problems(c.yaml);
+    ASSERT_EQ(p.size(), 1u) << c.yaml << (p.empty() ? "" : "\n" + p[0]);
+    EXPECT_NE(p[0].find("init.zero_query"), std::string::npos) << p[0];
+    EXPECT_NE(p[0].find(c.text), std::string::npos) << p[0];
+    EXPECT_EQ(p[0].find('\n'), std::string::npos) << p[0];
+  }
+  for (const char* layout : {"pre", "post", "deepnorm", "sandwich", "mix", "lns"}) {
+    EXPECT_TRUE(testing::config_problems(std::string("init: {zero_query: true}\nmodel: {layout: ") + layout + "}").empty())
+        << layout;
+  }
+  EXPECT_TRUE(testing::config_problems("init: {zero_query: true}\nparam: {type: mup, base_width: 64}").empty());
 }
 
 // ---- Named per-layer series (src/metrics/README.md): the stream statistics by their formulas.
