@@ -127,6 +127,7 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
     m.name = n;
     m.per_block = is_block_module(n);
     m.values.assign(static_cast<size_t>(o.steps), {});
+    m.seed_values.assign(static_cast<size_t>(o.steps), {});
     c.modules.push_back(m);
   }
   for (size_t si = 0; si < c.sizes.size(); ++si) {
@@ -137,14 +138,17 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
       cfg.seed = base.seed + k;
       runs.push_back(run_one(cfg, data, o.steps));
     }
-    // The seed mean of each entry (NaN when any seed's is).
+    // Each seed's entries and their seed mean (NaN when any seed's is).
     for (size_t m = 0; m < names.size(); ++m) {
       for (int64_t s = 0; s < o.steps; ++s) {
         std::vector<double> mean(runs[0][s][m].size(), 0.0);
+        std::vector<std::vector<double>> per_seed;
         for (const auto& r : runs) {
           for (size_t b = 0; b < mean.size(); ++b) mean[b] += r[s][m][b] / static_cast<double>(runs.size());
+          per_seed.push_back(r[s][m]);
         }
         c.modules[m].values[s].push_back(mean);
+        c.modules[m].seed_values[s].push_back(per_seed);
       }
     }
     spdlog::info("coordcheck {} {} {}: {} seeds x {} updates done", c.param, axis_name(axis), size, o.seeds, o.steps);
@@ -180,7 +184,51 @@ std::vector<std::pair<int64_t, std::vector<size_t>>> tracks(const CoordCheck& c,
   return out;
 }
 
+// The slope of log2(curve) against x; a curve exactly 0 at every size has slope 0 (the attention
+// logits at t = 1 under init.zero_query do not change with size).
+double curve_slope(const std::vector<double>& x, const std::vector<double>& curve) {
+  if (std::all_of(curve.begin(), curve.end(), [](double v) { return v == 0; })) return 0.0;
+  std::vector<double> y;
+  for (const double v : curve) y.push_back(v > 0 ? std::log2(v) : kNaN);
+  return least_squares_slope(x, y);
+}
+
+// Each seed's slope of one track at one t (empty without per-seed values), and the 95 % Student t
+// interval of their mean.
+void seed_interval(const CoordModule& m, size_t s, const std::vector<size_t>& blocks, const std::vector<double>& x,
+                   std::vector<double>& slopes, double& lo, double& hi) {
+  slopes.clear();
+  lo = hi = kNaN;
+  if (s >= m.seed_values.size() || m.seed_values[s].size() != blocks.size() || m.seed_values[s].empty()) return;
+  const size_t n = m.seed_values[s][0].size();
+  for (const auto& by_seed : m.seed_values[s])
+    if (by_seed.size() != n) return;
+  for (size_t k = 0; k < n; ++k) {
+    std::vector<double> curve;
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const auto& v = m.seed_values[s][i][k];
+      curve.push_back(blocks[i] < v.size() ? v[blocks[i]] : kNaN);
+    }
+    slopes.push_back(curve_slope(x, curve));
+  }
+  if (n < 2 || std::any_of(slopes.begin(), slopes.end(), [](double v) { return std::isnan(v); })) return;
+  double mean = 0, ss = 0;
+  for (const double v : slopes) mean += v / static_cast<double>(n);
+  for (const double v : slopes) ss += (v - mean) * (v - mean);
+  const double half = student_t_quantile(0.975, static_cast<double>(n - 1)) *
+                      std::sqrt(ss / static_cast<double>(n - 1) / static_cast<double>(n));
+  lo = mean - half;
+  hi = mean + half;
+}
+
 }  // namespace
+
+double established_slope(double lo, double hi) {
+  if (std::isnan(lo) || std::isnan(hi)) return kNaN;
+  if (lo > 0) return lo;
+  if (hi < 0) return -hi;
+  return 0.0;
+}
 
 std::string axis_name(CoordAxis a) { return a == CoordAxis::kWidth ? "width" : "depth"; }
 
@@ -196,46 +244,64 @@ void fit_coord_slopes(CoordCheck& c) {
   c.worst_after_first = c.steps >= 2 ? 0.0 : kNaN;
   c.worst_module.clear();
   c.worst_t = 0;
+  c.established_after_first = c.steps >= 2 ? 0.0 : kNaN;
+  c.established_module.clear();
+  c.established_t = 0;
+  c.established_lo = c.established_hi = kNaN;
   for (auto& m : c.modules) {
     m.slope.clear();
     m.track.clear();
     m.curve.clear();
+    m.seed_slopes.clear();
+    m.slope_lo.clear();
+    m.slope_hi.clear();
     const auto tr = m.per_block ? tracks(c, m)
                                 : std::vector<std::pair<int64_t, std::vector<size_t>>>{
                                       {-1, std::vector<size_t>(c.sizes.size(), 0)}};
     for (int64_t s = 0; s < c.steps; ++s) {
       double best = kNaN;
-      int64_t best_track = -1;
+      size_t best_k = 0;
       std::vector<double> best_curve;
       for (size_t k = 0; k < tr.size(); ++k) {
-        std::vector<double> y, curve;
+        std::vector<double> curve;
         for (size_t i = 0; i < c.sizes.size(); ++i) {
           const auto& v = m.values[s][i];
-          const double val = tr[k].second[i] < v.size() ? v[tr[k].second[i]] : kNaN;
-          curve.push_back(val);
-          y.push_back(val > 0 ? std::log2(val) : kNaN);
+          curve.push_back(tr[k].second[i] < v.size() ? v[tr[k].second[i]] : kNaN);
         }
-        // A module exactly 0 at every size (attention logits at t = 1 under init.zero_query) does
-        // not change with size: slope 0. NaN (a diverged value, or 0 at some sizes only) outranks
-        // any number: it is the worst a check can say.
-        const bool zero_everywhere = std::all_of(curve.begin(), curve.end(), [](double v) { return v == 0; });
-        const double sl = zero_everywhere ? 0.0 : least_squares_slope(x, y);
+        // NaN (a diverged value, or 0 at some sizes only) outranks any number: it is the worst a
+        // check can say.
+        const double sl = curve_slope(x, curve);
         const bool worse = best_curve.empty() || (std::isnan(sl) && !std::isnan(best)) ||
                            (!std::isnan(best) && std::abs(sl) > std::abs(best));
         if (worse) {
           best = sl;
-          best_track = tr[k].first;
+          best_k = k;
           best_curve = curve;
         }
       }
       m.slope.push_back(best);
-      m.track.push_back(best_track);
+      m.track.push_back(tr[best_k].first);
       m.curve.push_back(best_curve);
+      std::vector<double> seed_slopes;
+      double lo = kNaN, hi = kNaN;
+      seed_interval(m, static_cast<size_t>(s), tr[best_k].second, x, seed_slopes, lo, hi);
+      m.seed_slopes.push_back(seed_slopes);
+      m.slope_lo.push_back(lo);
+      m.slope_hi.push_back(hi);
       if (s >= 1 && !std::isnan(c.worst_after_first) &&
           (std::isnan(best) || std::abs(best) > c.worst_after_first || c.worst_module.empty())) {
         c.worst_after_first = std::isnan(best) ? kNaN : std::abs(best);
         c.worst_module = m.name;
         c.worst_t = s + 1;
+      }
+      const double est = established_slope(lo, hi);
+      if (s >= 1 && !std::isnan(c.established_after_first) &&
+          (std::isnan(est) || est > c.established_after_first || c.established_module.empty())) {
+        c.established_after_first = est;
+        c.established_module = m.name;
+        c.established_t = s + 1;
+        c.established_lo = lo;
+        c.established_hi = hi;
       }
     }
   }
@@ -299,15 +365,26 @@ std::vector<CoordCheck> read_coord_json(const std::string& path) {
         CoordModule m;
         m.name = mj["name"].as<std::string>();
         m.per_block = mj["per_block"].as<bool>();
-        for (const auto& tj : mj["by_t"]) {
-          std::vector<std::vector<double>> by_size;
-          for (const auto& row : tj["values"]) {
+        auto rows = [&](const YAML::Node& n) {
+          std::vector<std::vector<double>> out;
+          for (const auto& row : n) {
             std::vector<double> v;
             for (const auto& x : row) v.push_back(number(x));
-            by_size.push_back(v);
+            out.push_back(v);
           }
-          m.values.push_back(by_size);
+          return out;
+        };
+        bool seeds_kept = true;  // a coord.json written before the seeds were kept has none
+        for (const auto& tj : mj["by_t"]) {
+          m.values.push_back(rows(tj["values"]));
+          std::vector<std::vector<std::vector<double>>> by_size;
+          if (tj["seed_values"]) {
+            for (const auto& per_size : tj["seed_values"]) by_size.push_back(rows(per_size));
+          }
+          seeds_kept = seeds_kept && by_size.size() == c.sizes.size();
+          m.seed_values.push_back(by_size);
         }
+        if (!seeds_kept) m.seed_values.clear();
         if (static_cast<int64_t>(m.values.size()) != c.steps || m.values.empty() ||
             m.values[0].size() != c.sizes.size())
           throw UsageError(fmt::format("{}: module {}: expected {} steps of {} sizes", path, m.name, c.steps, c.sizes.size()));
@@ -329,17 +406,37 @@ std::string coord_json(const std::vector<CoordCheck>& checks) {
     for (const auto& m : c.modules) {
       std::vector<JsonObject> ts;
       for (size_t s = 0; s < m.slope.size(); ++s) {
-        ts.push_back(JsonObject()
-                         .add("t", static_cast<int64_t>(s + 1))
-                         .add("slope", m.slope[s])
-                         .add("track", m.track[s])
-                         .add("curve", m.curve[s])
-                         .add("values", m.values[s]));
+        JsonObject t;
+        t.add("t", static_cast<int64_t>(s + 1))
+            .add("slope", m.slope[s])
+            .add("slope_ci", std::vector<double>{m.slope_lo[s], m.slope_hi[s]})
+            .add("seed_slopes", m.seed_slopes[s])
+            .add("track", m.track[s])
+            .add("curve", m.curve[s])
+            .add("values", m.values[s]);
+        if (s < m.seed_values.size()) {
+          std::string per_size;  // [size][seed][block]
+          for (const auto& by_seed : m.seed_values[s]) {
+            std::string seeds;
+            for (const auto& blocks : by_seed) {
+              std::string row;
+              for (const double v : blocks) row += (row.empty() ? "" : ",") + json_number(v);
+              seeds += (seeds.empty() ? "[" : ",[") + row + "]";
+            }
+            per_size += (per_size.empty() ? "[" : ",[") + seeds + "]";
+          }
+          t.add_raw("seed_values", "[" + per_size + "]");
+        }
+        ts.push_back(t);
       }
       ms.push_back(JsonObject().add("name", m.name).add("per_block", m.per_block).add("by_t", ts));
     }
-    JsonObject worst;
+    JsonObject worst, established;
     worst.add("slope", c.worst_after_first).add("module", c.worst_module).add("t", c.worst_t);
+    established.add("slope", c.established_after_first)
+        .add("module", c.established_module)
+        .add("t", c.established_t)
+        .add("slope_ci", std::vector<double>{c.established_lo, c.established_hi});
     cs.push_back(JsonObject()
                      .add("axis", axis_name(c.axis))
                      .add("param", c.param)
@@ -349,6 +446,7 @@ std::string coord_json(const std::vector<CoordCheck>& checks) {
                      .add("steps", c.steps)
                      .add("seeds", c.seeds)
                      .add("worst_after_first", worst)
+                     .add("established_after_first", established)
                      .add("modules", ms));
   }
   return JsonObject().add("checks", cs).str() + "\n";
@@ -370,12 +468,41 @@ std::string coord_table(const CoordCheck& c) {
     for (const double v : m.slope) out += fmt::format(" {:>7}", std::isnan(v) ? "nan" : fmt::format("{:+.3f}", v));
     out += "\n";
   }
+  const bool intervals = std::any_of(c.modules.begin(), c.modules.end(), [](const CoordModule& m) {
+    return std::any_of(m.slope_lo.begin(), m.slope_lo.end(), [](double v) { return !std::isnan(v); });
+  });
+  if (intervals) {
+    out += "half-width of the slope's 95 % interval over seeds (each seed's own slope, Student t)\n";
+    for (const auto& m : c.modules) {
+      out += fmt::format("{:<12}", m.name);
+      for (size_t s = 0; s < m.slope_lo.size(); ++s) {
+        const double half = (m.slope_hi[s] - m.slope_lo[s]) / 2;
+        out += fmt::format(" {:>7}", std::isnan(half) ? "nan" : fmt::format("{:.3f}", half));
+      }
+      out += "\n";
+    }
+  }
   if (c.steps < 2) {
     out += "largest |slope| at t >= 2: none (one update)\n";
   } else {
     out += fmt::format("largest |slope| at t >= 2: {} ({} at t = {})\n",
                        std::isnan(c.worst_after_first) ? "nan" : fmt::format("{:.3f}", c.worst_after_first),
                        c.worst_module, c.worst_t);
+    const bool kept = std::any_of(c.modules.begin(), c.modules.end(),
+                                  [](const CoordModule& m) { return !m.seed_values.empty(); });
+    if (c.seeds < 2) {
+      out += "largest |slope| the seeds establish at t >= 2: none (one seed)\n";
+    } else if (!kept) {
+      out += "largest |slope| the seeds establish at t >= 2: not known (this coord.json keeps only the seed means)\n";
+    } else if (std::isnan(c.established_after_first)) {
+      out += fmt::format("largest |slope| the seeds establish at t >= 2: nan ({} at t = {})\n", c.established_module,
+                         c.established_t);
+    } else {
+      out += fmt::format(
+          "largest |slope| the seeds establish at t >= 2 (the 95 % interval's bound nearest 0): {:.3f} ({} at t = {}: "
+          "[{:+.3f}, {:+.3f}])\n",
+          c.established_after_first, c.established_module, c.established_t, c.established_lo, c.established_hi);
+    }
   }
   return out;
 }

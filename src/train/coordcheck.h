@@ -5,7 +5,8 @@
 // t = 1..steps (t: the forward after t - 1 updates) the model's coordinate statistics (mean |x|,
 // TransformerImpl::set_coord_capture). Per module and t, the least-squares slope of log2(mean |x|,
 // averaged over seeds) against log2(size); a per-block module's slope is the largest |slope| over
-// its blocks (over depth: the middle and the last block, at the same relative depth in every model).
+// its blocks (over depth: the middle and the last block, at the same relative depth in every model),
+// with the 95 % interval of that slope over seeds (each seed's own slope, Student t).
 // Flat (slope near 0) is what a parametrization that transfers over that size looks like.
 #pragma once
 
@@ -31,13 +32,24 @@ struct CoordModule {
   bool per_block = false;
   // [t - 1][size index][block]: mean |x| averaged over seeds (NaN where a seed's run diverged or stopped).
   std::vector<std::vector<std::vector<double>>> values;
+  // [t - 1][size index][seed][block]: each seed's own mean |x| (empty in a coord.json written before
+  // the seeds were kept: its intervals are then NaN).
+  std::vector<std::vector<std::vector<std::vector<double>>>> seed_values;
   // [t - 1]: the slope (largest |slope| over the tracked blocks), its block (-1 outside blocks;
   // over depth, the block's place: 1 middle, 2 last) and the line the plot draws: that block's
   // values against size.
   std::vector<double> slope;
   std::vector<int64_t> track;
   std::vector<std::vector<double>> curve;  // [t - 1][size index]
+  // [t - 1]: the tracked block's slope fitted on each seed's own values, and the 95 % interval of
+  // the slope over seeds (Student t on those per-seed slopes; NaN with one seed or a NaN among them).
+  std::vector<std::vector<double>> seed_slopes;
+  std::vector<double> slope_lo, slope_hi;
 };
+
+// The |slope| an interval establishes: its bound nearest 0, or 0 when it holds 0 (NaN when either
+// bound is NaN).
+double established_slope(double lo, double hi);
 
 struct CoordCheck {
   CoordAxis axis = CoordAxis::kWidth;
@@ -51,6 +63,13 @@ struct CoordCheck {
   double worst_after_first = 0;
   std::string worst_module;
   int64_t worst_t = 0;
+  // The largest |slope| the seeds establish at t >= 2 (established_slope of each module's interval;
+  // NaN when any interval is NaN, as without the seeds), its module, t and interval: a miss of a
+  // target |slope| <= x is beyond seed noise when this is above x.
+  double established_after_first = 0;
+  std::string established_module;
+  int64_t established_t = 0;
+  double established_lo = 0, established_hi = 0;
 };
 
 // The statistics' names in the order they are reported.

@@ -187,6 +187,79 @@ TEST(CoordSlopeTest, OverDepthTheMiddleAndLastBlocksAreFitted) {
   EXPECT_NEAR(c.worst_after_first, 0.5, 1e-12);
 }
 
+// Each seed's own slope and the slope's 95 % interval over seeds: seeds whose values follow
+// size^0.2, size^0.3, size^0.4 give slopes 0.2, 0.3, 0.4 and mean 0.3 +- t(0.975, 2) * 0.1 / sqrt(3);
+// the interval's bound nearest 0 is the |slope| the seeds establish; coord.json keeps the seeds and
+// reads them back; a coord.json without them gives no interval and says so.
+TEST(CoordSlopeTest, SeedSpreadGivesTheSlopesInterval) {
+  const std::vector<int64_t> sizes = {64, 128, 256, 512};
+  const std::vector<double> exps = {0.2, 0.3, 0.4};
+  auto f = [](const std::string&, int64_t, size_t, int64_t, size_t) { return 1.0; };
+  CoordCheck c = synthetic(CoordAxis::kWidth, sizes, 3, f, [](int64_t) { return size_t{2}; });
+  c.seeds = 3;
+  for (auto& m : c.modules) {
+    m.seed_values.assign(3, {});
+    for (int64_t t = 1; t <= 3; ++t) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        std::vector<std::vector<double>> by_seed;
+        for (const double a : exps) {
+          std::vector<double> blocks(m.values[0][i].size(), 1.0);
+          // ffn_out's block 1 at t = 2 leans by seed; everything else is 1 in every seed.
+          if (m.name == "ffn_out" && t == 2) blocks[1] = 3.0 * std::pow(static_cast<double>(sizes[i]), a);
+          by_seed.push_back(blocks);
+        }
+        m.seed_values[static_cast<size_t>(t - 1)].push_back(by_seed);
+        if (m.name == "ffn_out" && t == 2) {  // the seed mean the check would store
+          double mean = 0;
+          for (const auto& b : by_seed) mean += b[1] / 3.0;
+          m.values[1][i][1] = mean;
+        }
+      }
+    }
+  }
+  fit_coord_slopes(c);
+  const auto& ffn = module(c, "ffn_out");
+  ASSERT_EQ(ffn.seed_slopes[1].size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_NEAR(ffn.seed_slopes[1][k], exps[k], 1e-12);
+  const double half = 4.302652729911275 * 0.1 / std::sqrt(3.0);  // t(0.975, 2) = 4.3027
+  EXPECT_NEAR(ffn.slope_lo[1], 0.3 - half, 1e-9);
+  EXPECT_NEAR(ffn.slope_hi[1], 0.3 + half, 1e-9);
+  EXPECT_EQ(ffn.track[1], 1);
+  EXPECT_NEAR(ffn.slope_lo[0], 0.0, 1e-12);  // flat in every seed: a zero-width interval at 0
+  EXPECT_NEAR(ffn.slope_hi[0], 0.0, 1e-12);
+  EXPECT_NEAR(c.established_after_first, 0.3 - half, 1e-9);
+  EXPECT_EQ(c.established_module, "ffn_out");
+  EXPECT_EQ(c.established_t, 2);
+  EXPECT_NEAR(established_slope(-0.4, -0.1), 0.1, 1e-15);
+  EXPECT_EQ(established_slope(-0.1, 0.2), 0.0);
+  EXPECT_TRUE(std::isnan(established_slope(std::nan(""), 0.2)));
+  const std::string table = coord_table(c);
+  EXPECT_NE(table.find(fmt::format("largest |slope| the seeds establish at t >= 2 (the 95 % interval's bound nearest "
+                                   "0): {:.3f} (ffn_out at t = 2: [{:+.3f}, {:+.3f}])",
+                                   0.3 - half, 0.3 - half, 0.3 + half)),
+            std::string::npos)
+      << table;
+
+  // coord.json keeps every seed's values: read back, the same intervals.
+  TempDir dir;
+  const std::string path = dir / "coord.json";
+  std::ofstream(path) << coord_json({c});
+  const CoordCheck back = read_coord_json(path).at(0);
+  EXPECT_EQ(module(back, "ffn_out").seed_values, ffn.seed_values);
+  EXPECT_NEAR(module(back, "ffn_out").slope_lo[1], ffn.slope_lo[1], 1e-12);
+  EXPECT_NEAR(back.established_after_first, c.established_after_first, 1e-12);
+  const YAML::Node j = YAML::LoadFile(path)["checks"][0];
+  EXPECT_NEAR(j["established_after_first"]["slope"].as<double>(), 0.3 - half, 1e-9);
+  EXPECT_NEAR(j["modules"][2]["by_t"][1]["slope_ci"][1].as<double>(), 0.3 + half, 1e-9);
+
+  // Without the seeds' values (a coord.json written before they were kept): no interval.
+  for (auto& m : c.modules) m.seed_values.clear();
+  fit_coord_slopes(c);
+  EXPECT_TRUE(std::isnan(module(c, "ffn_out").slope_lo[1]));
+  EXPECT_TRUE(std::isnan(c.established_after_first));
+  EXPECT_NE(coord_table(c).find("not known (this coord.json keeps only the seed means)"), std::string::npos);
+}
+
 // The shipped checks (configs/sweeps/results/coordcheck_*.json) recompute: their values fitted
 // again give every slope and worst slope they record, and the numbers the write-up quotes.
 TEST(CoordSlopeTest, ShippedChecksRecomputeFromTheirValues) {
