@@ -34,6 +34,13 @@ def slope_text(v):
     return "nan" if v is None else "%+.2f" % v
 
 
+def interval_text(ci):
+    """coord.json's 95 % interval over seeds, as written (none in files from before it was kept)."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return ""
+    return " [%+.2f, %+.2f]" % (ci[0], ci[1])
+
+
 def draw_coord(path, out):
     with open(path) as f:
         data = json.load(f)
@@ -42,7 +49,7 @@ def draw_coord(path, out):
         raise SystemExit("plot.py: %s: no checks in the coordinate check's JSON" % path)
     plt = mpl()
     cols = max(len(drawn_steps(c["steps"])) for c in checks)
-    fig, axes = plt.subplots(len(checks), cols, figsize=(4.2 * cols, 3.6 * len(checks)), squeeze=False)
+    fig, axes = plt.subplots(len(checks), cols, figsize=(4.6 * cols, 3.9 * len(checks)), squeeze=False)
     for r, c in enumerate(checks):
         ts = drawn_steps(c["steps"])
         worst = c.get("worst_after_first") or {}
@@ -60,19 +67,26 @@ def draw_coord(path, out):
                 zero = all(v == 0 for v in at["curve"])
                 ax.plot(c["sizes"], ys, marker="o", ms=3.5, color=COLOURS[i % len(COLOURS)],
                         label="%s%s: %s" % (m["name"], track_name(c, m, at["track"]),
-                                            "0 at every size" if zero else slope_text(at["slope"])))
+                                            "0 at every size" if zero else
+                                            slope_text(at["slope"]) + interval_text(at.get("slope_ci"))))
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
             ax.set_xticks(c["sizes"])
             ax.set_xticklabels([str(s) for s in c["sizes"]])
-            ax.set_xlabel("d_model" if c["axis"] == "width" else "n_layers")
+            ax.set_xlabel(("d_model" + ("  (n_heads = d_model / %d)" % c["head_dim"] if c.get("head_dim") else ""))
+                          if c["axis"] == "width" else "n_layers")
             if k == 0:
                 ax.set_ylabel("%s over %s\nmean |x| (seed mean)" % (c["param"], c["axis"]))
             ax.set_title("t = %d" % t + (" (at init)" if t == 1 else ""))
-            ax.legend(fontsize=6.5, title="module: slope", title_fontsize=7)
-        axes[r][0].annotate("largest |slope| at t >= 2: %s (%s, t = %s)" % (
-            slope_text(worst.get("slope")), worst.get("module") or "-", worst.get("t")),
-            xy=(0, 1.13), xycoords="axes fraction", fontsize=8.5)
+            ax.legend(fontsize=6.5, title="module: slope [95 % over seeds]" if "seed_values" in
+                      c["modules"][0]["by_t"][0] else "module: slope", title_fontsize=7)
+        est = c.get("established_after_first") or {}
+        axes[r][0].annotate("largest |slope| at t >= 2: %s (%s, t = %s)%s" % (
+            slope_text(worst.get("slope")), worst.get("module") or "-", worst.get("t"),
+            "\nthe largest the seeds establish: %s (%s, t = %s)" % (
+                "%.2f" % est["slope"], est.get("module"), est.get("t"))
+            if est.get("slope") is not None else ""),
+            xy=(0, 1.11), xycoords="axes fraction", fontsize=8, annotation_clip=False)
     first = checks[0]
     fig.suptitle("coordinate check: %s at lr %.4g held, %d updates on one batch, %d seeds" % (
         first["optimizer"], first["lr"], first["steps"], first["seeds"]))

@@ -472,6 +472,8 @@ struct CoordCheckCommand {
     cmd->add_option("--steps", opts.steps, "updates on the fixed batch (t = 1..steps)")->capture_default_str();
     cmd->add_option("--seeds", opts.seeds, "seeds per size (seed, seed + 1, ...)")->capture_default_str();
     cmd->add_option("--set", opts.overrides, "override a key: --set optim.lr=0.01 (value is YAML)");
+    cmd->add_option("--head-dim", opts.head_dim,
+                    "over width, hold the head size: n_heads = width / N at every width (default: n_heads as configured)");
     cmd->add_option("--out", out_dir, "directory for coord.json and coord_check.png")->capture_default_str();
     cmd->add_flag("--compare", opts.compare, "also run it under param.type sp, drawn beside the config's mode");
     cmd->add_option("--from", from, "a coord.json: fit its values anew and write the files (no training)");

@@ -79,6 +79,11 @@ Config size_config(const CoordCheckOptions& o, const std::vector<std::string>& k
         1, std::llround(static_cast<double>(base.model.d_ff) * static_cast<double>(size) / static_cast<double>(base.model.d_model)));
     ov.push_back(fmt::format("model.d_model={}", size));
     ov.push_back(fmt::format("model.d_ff={}", d_ff));
+    if (o.head_dim > 0) {
+      if (size % o.head_dim != 0)
+        throw ConfigError({fmt::format("coordcheck at width {}: --head-dim {} does not divide it", size, o.head_dim)});
+      ov.push_back(fmt::format("model.n_heads={}", size / o.head_dim));
+    }
   } else {
     ov.push_back(fmt::format("model.n_layers={}", size));
   }
@@ -121,6 +126,7 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
   c.sizes = axis == CoordAxis::kWidth ? o.widths : o.depths;
   c.steps = o.steps;
   c.seeds = o.seeds;
+  c.head_dim = axis == CoordAxis::kWidth ? o.head_dim : 0;
   const auto& names = coord_module_names();
   for (const auto& n : names) {
     CoordModule m;
@@ -313,6 +319,8 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
   check_sizes(o.depths, "--depths");
   if (o.steps < 1 || o.steps > 10000) throw UsageError(fmt::format("--steps: {} is not in [1, 10000]", o.steps));
   if (o.seeds < 1 || o.seeds > 1000) throw UsageError(fmt::format("--seeds: {} is not in [1, 1000]", o.seeds));
+  if (o.head_dim < 0) throw UsageError(fmt::format("--head-dim: {} is not a head size (expected an integer >= 1)", o.head_dim));
+  if (o.head_dim > 0 && o.widths.empty()) throw UsageError("--head-dim: holds the head size over width; give --widths");
   // One micro-batch per update (the fixed batch is one), and a spike never skips an update.
   std::vector<std::string> keys = o.overrides;
   keys.push_back("train.accum=1");
@@ -361,6 +369,7 @@ std::vector<CoordCheck> read_coord_json(const std::string& path) {
       c.sizes = cj["sizes"].as<std::vector<int64_t>>();
       c.steps = cj["steps"].as<int64_t>();
       c.seeds = cj["seeds"].as<int64_t>();
+      c.head_dim = cj["head_dim"] ? cj["head_dim"].as<int64_t>() : 0;
       for (const auto& mj : cj["modules"]) {
         CoordModule m;
         m.name = mj["name"].as<std::string>();
@@ -445,6 +454,7 @@ std::string coord_json(const std::vector<CoordCheck>& checks) {
                      .add("sizes", c.sizes)
                      .add("steps", c.steps)
                      .add("seeds", c.seeds)
+                     .add("head_dim", c.head_dim)
                      .add("worst_after_first", worst)
                      .add("established_after_first", established)
                      .add("modules", ms));
@@ -456,9 +466,10 @@ std::string coord_table(const CoordCheck& c) {
   std::string sizes;
   for (const int64_t s : c.sizes) sizes += (sizes.empty() ? "" : ", ") + std::to_string(s);
   std::string out = fmt::format(
-      "coordinate check over {} ({} {}), param {}, {} at lr {:.4g} held, {} updates on one batch, {} seeds\n"
+      "coordinate check over {} ({} {}{}), param {}, {} at lr {:.4g} held, {} updates on one batch, {} seeds\n"
       "slope of log2 mean|x| (seed mean) against log2 {}; per-block modules: the largest |slope| over {}\n",
-      axis_name(c.axis), c.axis == CoordAxis::kWidth ? "d_model" : "n_layers", sizes, c.param, c.optimizer, c.lr,
+      axis_name(c.axis), c.axis == CoordAxis::kWidth ? "d_model" : "n_layers", sizes,
+      c.head_dim > 0 ? fmt::format("; n_heads = d_model / {}", c.head_dim) : "", c.param, c.optimizer, c.lr,
       c.steps, c.seeds, axis_name(c.axis), c.axis == CoordAxis::kWidth ? "blocks" : "the middle and the last block");
   out += fmt::format("{:<12}", "module");
   for (int64_t s = 1; s <= c.steps; ++s) out += fmt::format(" {:>7}", fmt::format("t={}", s));

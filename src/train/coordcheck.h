@@ -23,6 +23,9 @@ struct CoordCheckOptions {
   std::vector<std::string> overrides;  // --set k=v, applied before the check's own keys
   std::vector<int64_t> widths, depths;  // one check per axis given (at least one)
   int64_t steps = 10, seeds = 3;
+  // Over width: 0 keeps n_heads as configured (the head size grows with the width); N > 0 sets
+  // n_heads = width / N at every width (the head size held at N: a wider model has more heads).
+  int64_t head_dim = 0;
   bool compare = false;  // also the same check under param.type sp (first), beside the config's mode
 };
 
@@ -58,6 +61,7 @@ struct CoordCheck {
   double lr = 0;          // the constant learning rate
   std::vector<int64_t> sizes;
   int64_t steps = 0, seeds = 0;
+  int64_t head_dim = 0;  // CoordCheckOptions::head_dim of a width check (0: n_heads as configured)
   std::vector<CoordModule> modules;
   // The largest |slope| over modules at t >= 2 (NaN when any is NaN), its module and t.
   double worst_after_first = 0;

@@ -391,6 +391,39 @@ TEST(CoordCheckRunTest, FlatUnderMupAndNotUnderSp) {
   }
 }
 
+// --head-dim holds the head size over width (n_heads = width / N). At init a score is a random
+// q·k over dh coordinates times sqrt(base_head_dim) / dh under µP: with the head size growing with
+// the width its mean |x| falls as dh^-1/2 (slope -0.5, the write-up's measured -0.50); with dh held
+// it does not change (slope 0), and the attention's output is flat either way.
+TEST(CoordCheckRunTest, HeadDimHoldsTheHeadSizeOverWidth) {
+  TempDir dir;
+  CoordCheckOptions o;
+  o.config_path = write_config(dir, "param: {type: mup, base_width: 32}\n");
+  o.widths = {32, 64, 128, 256};
+  o.steps = 1;
+  o.seeds = 2;
+  const CoordCheck grown = run_coordcheck(o).at(0);
+  o.head_dim = 16;  // the config's 2 heads at d = 32: the base shape's head size
+  const CoordCheck held = run_coordcheck(o).at(0);
+  EXPECT_EQ(held.head_dim, 16);
+  EXPECT_NEAR(module(grown, "attn_logits").slope[0], -0.5, 0.1);
+  EXPECT_NEAR(module(held, "attn_logits").slope[0], 0.0, 0.1);
+  EXPECT_NEAR(module(held, "attn_out").slope[0], 0.0, 0.1);
+  EXPECT_NE(coord_table(held).find("(d_model 32, 64, 128, 256; n_heads = d_model / 16)"), std::string::npos);
+  // coord.json keeps it.
+  const std::string path = dir / "coord.json";
+  std::ofstream(path) << coord_json({held});
+  EXPECT_EQ(read_coord_json(path).at(0).head_dim, 16);
+  // A head size that does not divide a width: one error naming the width, before any run.
+  o.head_dim = 24;
+  try {
+    run_coordcheck(o);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).find("coordcheck at width 32: --head-dim 24 does not divide it"), 0u) << e.what();
+  }
+}
+
 TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
   TempDir dir;
   const std::string cfg = write_config(dir);
