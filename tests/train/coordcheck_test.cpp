@@ -341,6 +341,65 @@ TEST(CoordSlopeTest, ShippedChecksRecomputeFromTheirValues) {
   }
 }
 
+// The checks with every seed's values (configs/sweeps/results/coordcheck_seeds/): each slope's
+// interval recomputes from the seeds, and the numbers the write-up ("Coordinate check: the seeds'
+// spread") quotes: the largest |slope| at t >= 2 and the largest the seeds establish, attn_out at
+// t = 2 with its interval's half-width, and the hidden terms and attention logits at t = 10.
+TEST(CoordSlopeTest, ShippedSeedChecksRecomputeFromTheirSeeds) {
+  const std::vector<std::pair<std::string, std::string>> quoted = {
+      {"default_lr0.128_s32",
+       "seeds 32, largest 1.07 (attn_logits t=3), established 0.97 (attn_logits t=3); t=2 attn_out -0.54 +-0.09; "
+       "t=10 attn_out -0.08 ffn_out -0.08 stream -0.09 attn_logits -0.22"},
+      {"default_lr0.032_s32",
+       "seeds 32, largest 1.25 (attn_logits t=3), established 1.01 (attn_logits t=3); t=2 attn_out -0.19 +-0.10; "
+       "t=10 attn_out -0.15 ffn_out +0.05 stream -0.03 attn_logits -0.17"},
+      {"b1_lr0.128_s32",
+       "seeds 32, largest 0.85 (attn_logits t=2), established 0.83 (attn_logits t=2); t=2 attn_out -0.50 +-0.10; "
+       "t=10 attn_out -0.14 ffn_out -0.05 stream -0.06 attn_logits -0.21"},
+      {"b1_untied_lr0.128_s32",
+       "seeds 32, largest 1.48 (attn_logits t=2), established 1.36 (attn_logits t=2); t=2 attn_out -0.90 +-0.11; "
+       "t=10 attn_out +0.24 ffn_out +0.25 stream +0.19 attn_logits +0.31"},
+      {"b1_emb0.125_lr0.128_s32",
+       "seeds 32, largest 0.84 (attn_logits t=2), established 0.82 (attn_logits t=3); t=2 attn_out -0.50 +-0.10; "
+       "t=10 attn_out +0.14 ffn_out +0.21 stream +0.18 attn_logits +0.13"},
+      {"b4_lr0.128_s8",
+       "seeds 8, largest 0.87 (attn_logits t=2), established 0.57 (attn_logits t=2); t=2 attn_out -0.46 +-0.20; "
+       "t=10 attn_out +0.15 ffn_out +0.13 stream -0.04 attn_logits -0.44"},
+      {"b1_hd16_lr0.128_s32",
+       "seeds 32, largest 0.51 (attn_logits t=4), established 0.39 (attn_out t=2); t=2 attn_out -0.50 +-0.10; "
+       "t=10 attn_out -0.13 ffn_out +0.10 stream -0.03 attn_logits -0.21"},
+  };
+  const std::string dir = testing::source_dir() + "/configs/sweeps/results/coordcheck_seeds/";
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.path().extension() == ".json";
+  EXPECT_EQ(files, quoted.size());
+  for (const auto& [name, want] : quoted) {
+    SCOPED_TRACE(name);
+    const std::string path = dir + name + ".json";
+    const CoordCheck c = read_coord_json(path).at(0);
+    const YAML::Node cj = YAML::LoadFile(path)["checks"][0];
+    for (size_t m = 0; m < c.modules.size(); ++m) {
+      ASSERT_EQ(c.modules[m].seed_values.size(), static_cast<size_t>(c.steps));
+      for (size_t t = 0; t < c.modules[m].slope.size(); ++t) {
+        const YAML::Node tj = cj["modules"][m]["by_t"][t];
+        EXPECT_NEAR(c.modules[m].slope_lo[t], tj["slope_ci"][0].as<double>(), 1e-12);
+        EXPECT_NEAR(c.modules[m].slope_hi[t], tj["slope_ci"][1].as<double>(), 1e-12);
+        EXPECT_EQ(c.modules[m].seed_slopes[t].size(), static_cast<size_t>(c.seeds));
+      }
+    }
+    EXPECT_NEAR(c.established_after_first, cj["established_after_first"]["slope"].as<double>(), 1e-12);
+    auto at = [&](const char* mod, size_t t) { return module(c, mod).slope[t - 1]; };
+    const auto& a = module(c, "attn_out");
+    const std::string got = fmt::format(
+        "seeds {}, largest {:.2f} ({} t={}), established {:.2f} ({} t={}); t=2 attn_out {:+.2f} +-{:.2f}; t=10 attn_out "
+        "{:+.2f} ffn_out {:+.2f} stream {:+.2f} attn_logits {:+.2f}",
+        c.seeds, c.worst_after_first, c.worst_module, c.worst_t, c.established_after_first, c.established_module,
+        c.established_t, at("attn_out", 2), (a.slope_hi[1] - a.slope_lo[1]) / 2, at("attn_out", 10), at("ffn_out", 10),
+        at("stream", 10), at("attn_logits", 10));
+    EXPECT_EQ(got, want);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Integration: real checks.
 
