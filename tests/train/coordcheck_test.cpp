@@ -365,6 +365,9 @@ TEST(CoordSlopeTest, ShippedSeedChecksRecomputeFromTheirSeeds) {
       {"b4_lr0.128_s8",
        "seeds 8, largest 0.87 (attn_logits t=2), established 0.57 (attn_logits t=2); t=2 attn_out -0.46 +-0.20; "
        "t=10 attn_out +0.15 ffn_out +0.13 stream -0.04 attn_logits -0.44"},
+      {"b1_std0.08_lr0.128_s32",
+       "seeds 32, largest 0.98 (attn_logits t=2), established 0.86 (attn_logits t=2); t=2 attn_out -0.63 +-0.10; "
+       "t=10 attn_out +0.23 ffn_out +0.43 stream +0.30 attn_logits -0.29"},
       {"b1_hd16_lr0.128_s32",
        "seeds 32, largest 0.51 (attn_logits t=4), established 0.39 (attn_out t=2); t=2 attn_out -0.50 +-0.10; "
        "t=10 attn_out -0.13 ffn_out +0.10 stream -0.03 attn_logits -0.21"},
