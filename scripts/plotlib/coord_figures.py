@@ -78,14 +78,17 @@ def draw_coord(path, out):
             if k == 0:
                 ax.set_ylabel("%s over %s\nmean |x| (seed mean)" % (c["param"], c["axis"]))
             ax.set_title("t = %d" % t + (" (at init)" if t == 1 else ""))
-            ax.legend(fontsize=6.5, title="module: slope [95 % over seeds]" if "seed_values" in
-                      c["modules"][0]["by_t"][0] else "module: slope", title_fontsize=7)
+            has_ci = any(interval_text(m["by_t"][t - 1].get("slope_ci")) for m in c["modules"])
+            ax.legend(fontsize=6.5, title="module: slope [95 % of per-seed slopes]" if has_ci else
+                      "module: slope", title_fontsize=7)
         est = c.get("established_after_first") or {}
         axes[r][0].annotate("largest |slope| at t >= 2: %s (%s, t = %s)%s" % (
             slope_text(worst.get("slope")), worst.get("module") or "-", worst.get("t"),
             "\nthe largest the seeds establish: %s (%s, t = %s)" % (
                 "%.2f" % est["slope"], est.get("module"), est.get("t"))
-            if est.get("slope") is not None else ""),
+            if est.get("slope") is not None else
+            "\nthe largest the seeds establish: nan (%s, t = %s)" % (est.get("module"), est.get("t"))
+            if est.get("module") and c.get("seeds", 0) >= 2 else ""),
             xy=(0, 1.11), xycoords="axes fraction", fontsize=8, annotation_clip=False)
     first = checks[0]
     fig.suptitle("coordinate check: %s at lr %.4g held, %d updates on one batch, %d seeds" % (

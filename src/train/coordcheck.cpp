@@ -286,11 +286,12 @@ void fit_coord_slopes(CoordCheck& c) {
         }
       }
       m.slope.push_back(best);
-      m.track.push_back(tr[best_k].first);
+      // No track (a coord.json whose per-block rows are empty at some size): NaN, no block.
+      m.track.push_back(tr.empty() ? -1 : tr[best_k].first);
       m.curve.push_back(best_curve);
       std::vector<double> seed_slopes;
       double lo = kNaN, hi = kNaN;
-      seed_interval(m, static_cast<size_t>(s), tr[best_k].second, x, seed_slopes, lo, hi);
+      if (!tr.empty()) seed_interval(m, static_cast<size_t>(s), tr[best_k].second, x, seed_slopes, lo, hi);
       m.seed_slopes.push_back(seed_slopes);
       m.slope_lo.push_back(lo);
       m.slope_hi.push_back(hi);
@@ -483,7 +484,7 @@ std::string coord_table(const CoordCheck& c) {
     return std::any_of(m.slope_lo.begin(), m.slope_lo.end(), [](double v) { return !std::isnan(v); });
   });
   if (intervals) {
-    out += "half-width of the slope's 95 % interval over seeds (each seed's own slope, Student t)\n";
+    out += "half-width of the 95 % interval of the per-seed slopes' mean (each seed's own slope, Student t)\n";
     for (const auto& m : c.modules) {
       out += fmt::format("{:<12}", m.name);
       for (size_t s = 0; s < m.slope_lo.size(); ++s) {

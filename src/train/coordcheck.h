@@ -69,7 +69,9 @@ struct CoordCheck {
   int64_t worst_t = 0;
   // The largest |slope| the seeds establish at t >= 2 (established_slope of each module's interval;
   // NaN when any interval is NaN, as without the seeds), its module, t and interval: a miss of a
-  // target |slope| <= x is beyond seed noise when this is above x.
+  // target |slope| <= x is beyond seed noise when this is above x, read per interval (each is 95 %
+  // on its own, not corrected over the modules and t of a check, and only the block the seed
+  // mean's slope picks gets one).
   double established_after_first = 0;
   std::string established_module;
   int64_t established_t = 0;

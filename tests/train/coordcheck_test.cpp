@@ -326,6 +326,11 @@ TEST(CoordSlopeTest, ShippedChecksRecomputeFromTheirValues) {
         }
       }
     }
+    // Written before the seeds were kept: read without them, no interval.
+    for (const CoordCheck& c : checks) {
+      EXPECT_TRUE(std::isnan(c.established_after_first));
+      EXPECT_TRUE(c.modules[1].seed_values.empty());
+    }
     std::string worst;
     for (const CoordCheck& c : checks) worst += fmt::format("{}{:.2f}", worst.empty() ? "" : " ", c.worst_after_first);
     EXPECT_EQ(worst, q.worst);
@@ -439,6 +444,21 @@ TEST(CoordCheckRunTest, FlatUnderMupAndNotUnderSp) {
   EXPECT_EQ(mup.param, "mup");
   std::cout << coord_table(sp) << coord_table(mup);
   EXPECT_GE(sp.worst_after_first, 1.0);
+  // Each seed's values are kept as [t][size][seed][block], and their mean is the stored value.
+  for (const CoordModule& mu : mup.modules) {
+    ASSERT_EQ(mu.seed_values.size(), static_cast<size_t>(o.steps));
+    for (size_t t = 0; t < mu.values.size(); ++t) {
+      ASSERT_EQ(mu.seed_values[t].size(), o.widths.size());
+      for (size_t i = 0; i < o.widths.size(); ++i) {
+        ASSERT_EQ(mu.seed_values[t][i].size(), static_cast<size_t>(o.seeds));
+        for (size_t b = 0; b < mu.values[t][i].size(); ++b) {
+          const double mean = (mu.seed_values[t][i][0][b] + mu.seed_values[t][i][1][b]) / 2;
+          EXPECT_NEAR(mean, mu.values[t][i][b], 1e-12 * std::abs(mean)) << mu.name;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(std::isnan(mup.established_after_first));
   for (size_t m = 0; m < mup.modules.size(); ++m) {
     const CoordModule& mu = mup.modules[m];
     for (int64_t t = 2; t <= o.steps; ++t) {
