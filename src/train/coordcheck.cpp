@@ -218,13 +218,10 @@ void seed_interval(const CoordModule& m, size_t s, const std::vector<size_t>& bl
     slopes.push_back(curve_slope(x, curve));
   }
   if (n < 2 || std::any_of(slopes.begin(), slopes.end(), [](double v) { return std::isnan(v); })) return;
-  double mean = 0, ss = 0;
-  for (const double v : slopes) mean += v / static_cast<double>(n);
-  for (const double v : slopes) ss += (v - mean) * (v - mean);
-  const double half = student_t_quantile(0.975, static_cast<double>(n - 1)) *
-                      std::sqrt(ss / static_cast<double>(n - 1) / static_cast<double>(n));
-  lo = mean - half;
-  hi = mean + half;
+  // The one-sample interval of the sweeps' paired test (metrics/stats.h), against 0.
+  const TTest t = paired_test(slopes, std::vector<double>(n, 0.0));
+  lo = t.ci95_low;
+  hi = t.ci95_high;
 }
 
 }  // namespace
