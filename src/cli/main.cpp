@@ -461,7 +461,8 @@ struct ReportCommand {
 struct CoordCheckCommand {
   CLI::App* cmd = nullptr;
   CoordCheckOptions opts;
-  std::string out_dir = "runs/coordcheck", from;
+  std::string out_dir = "runs/coordcheck";
+  std::vector<std::string> from;
 
   void add(CLI::App& app) {
     cmd = app.add_subcommand("coordcheck", "coordinate check: mean |x| of each module over widths and/or depths after "
@@ -476,19 +477,31 @@ struct CoordCheckCommand {
                     "over width, hold the head size: n_heads = width / N at every width (default: n_heads as configured)");
     cmd->add_option("--out", out_dir, "directory for coord.json and coord_check.png")->capture_default_str();
     cmd->add_flag("--compare", opts.compare, "also run it under param.type sp, drawn beside the config's mode");
-    cmd->add_option("--from", from, "a coord.json: fit its values anew and write the files (no training)");
+    cmd->add_option("--lrs", opts.lrs,
+                    "run the check at each of these rates (increasing), e.g. 0.008,0.016,0.032,0.064,0.128; three or "
+                    "more split the first update by order in the rate")
+        ->delimiter(',');
+    cmd->add_option("--from", from,
+                    "coord.json files: fit their values anew and write the files (no training); several: their checks "
+                    "together (a rate split across files)");
   }
 
   int run() {
     if (out_dir.empty()) throw UsageError("--out: must name a directory, got an empty string");
     if (from.empty() == opts.config_path.empty())
       throw UsageError("coordcheck: give -c CONFIG (run a check) or --from coord.json (fit one again), one of them");
-    const std::vector<CoordCheck> checks = from.empty() ? run_coordcheck(opts) : read_coord_json(from);
+    if (!from.empty() && !opts.lrs.empty()) throw UsageError("coordcheck: --lrs runs checks; --from reads them, not both");
+    std::vector<CoordCheck> checks;
+    if (from.empty()) checks = run_coordcheck(opts);
+    for (const auto& f : from) {
+      for (auto& c : read_coord_json(f)) checks.push_back(std::move(c));
+    }
     std::filesystem::create_directories(out_dir);
     const std::string json_path = (std::filesystem::path(out_dir) / "coord.json").string();
     write_file_atomic(json_path, coord_json(checks));
     plot_beside("--coord", json_path, "coord_check.png");
     for (const auto& c : checks) std::cout << coord_table(c) << "\n";
+    for (const auto& sp : split_first_update(checks)) std::cout << rate_split_table(sp) << "\n";
     std::cout << "wrote " << json_path << std::endl;
     return 0;
   }

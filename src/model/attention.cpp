@@ -169,7 +169,11 @@ torch::Tensor score_mean_abs(const torch::Tensor& q, const torch::Tensor& k) {
   torch::NoGradGuard ng;
   const double dh = static_cast<double>(q.size(3));
   auto qf = q.detach().to(torch::kFloat).transpose(1, 2), kf = k.detach().to(torch::kFloat).transpose(1, 2);
-  return (torch::matmul(qf, kf.transpose(-2, -1)) * (1.0 / std::sqrt(dh))).abs().mean();  // (B, H, T, T)
+  const auto s = (torch::matmul(qf, kf.transpose(-2, -1)) * (1.0 / std::sqrt(dh))).abs();  // (B, H, T, T)
+  const int64_t T = s.size(-1);
+  const auto causal = torch::ones({T, T}, s.options()).tril();
+  const double n_causal = static_cast<double>(s.numel() / (T * T)) * static_cast<double>(T * (T + 1) / 2);
+  return torch::stack({s.mean(), (s * causal).sum() / n_causal});
 }
 
 torch::Tensor causal_attention_reference(const torch::Tensor& q, const torch::Tensor& k,

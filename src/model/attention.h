@@ -71,8 +71,9 @@ struct AttentionStats {
 // mean |x| over every entry, in fp32, detached (the coordinate check's statistic, src/train/coordcheck.h).
 torch::Tensor mean_abs(const torch::Tensor& x);
 
-// mean |s| over every entry of the scores s = q k^T / sqrt(dh) of (B, T, H, dh) q and k, masked
-// entries included (the scores before the mask and any softcap), in fp32, detached.
+// mean |s| over the entries of the scores s = q k^T / sqrt(dh) of (B, T, H, dh) q and k (before
+// any softcap), in fp32, detached: [0] every entry, masked ones included (the scores before the
+// mask), [1] the causal ones only (j <= i: the scores the softmax reads).
 torch::Tensor score_mean_abs(const torch::Tensor& q, const torch::Tensor& k);
 
 // Causal softmax attention of (B, T, H, dh) q, k, v -> (B, T, H, dh), scores scaled by
@@ -113,7 +114,8 @@ class AttentionImpl : public torch::nn::Module {
 
   void set_capture(bool on) { capture_ = on; }
   // Coordinate check: keep the next forwards' mean |s| (score_mean_abs of the q and k the
-  // scores read, after the parametrization's score scale), read by coord_score().
+  // scores read, after the parametrization's score scale: [0] every entry, [1] the causal ones),
+  // read by coord_score().
   void set_coord_capture(bool on) { coord_ = on; }
   const torch::Tensor& coord_score() const { return coord_score_; }
   // QK-Clip: keep the running max over forwards of each head's max logit (see take_head_max).

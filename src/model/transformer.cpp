@@ -318,7 +318,9 @@ void TransformerImpl::coord_block(int64_t i, const torch::Tensor& x_out) {
   const BlockImpl::CoordTerms terms = blocks_[i]->take_coord();
   coord_stats_.add("attn_out", or_nan(terms.attn_out));
   coord_stats_.add("ffn_out", or_nan(terms.ffn_out));
-  coord_stats_.add("attn_logits", or_nan(blocks_[i]->attention()->coord_score()));
+  const torch::Tensor& scores = blocks_[i]->attention()->coord_score();
+  coord_stats_.add("attn_logits", scores.defined() ? scores[0] : or_nan(scores));
+  coord_stats_.add("attn_logits_causal", scores.defined() ? scores[1] : or_nan(scores));
   coord_stats_.add("stream", mean_abs(x_out));
 }
 

@@ -66,8 +66,8 @@ class TransformerImpl : public torch::nn::Module {
   void set_capture(bool on);
   // Coordinate check (src/train/coordcheck.h): each next forward fills coord_stats() anew with
   // mean |x| (fp32) of `embed` (the stream entering block 0), per block `attn_out`, `ffn_out` (the
-  // sublayers' outputs), `attn_logits` (the scores s before the mask) and `stream` (the stream
-  // after the block), then `head_in` (the head's input, before the readout multiplier) and `logits`.
+  // sublayers' outputs), `attn_logits` (the scores s before the mask), `attn_logits_causal` (the
+  // entries j <= i of s only) and `stream` (the stream after the block), then `head_in` (the head's input, before the readout multiplier) and `logits`.
   void set_coord_capture(bool on);
   const LayerSeries& coord_stats() const { return coord_stats_; }
   // QK-Clip: every block's attention keeps each head's max logit over the next forwards.

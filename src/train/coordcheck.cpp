@@ -25,7 +25,8 @@ namespace {
 using RunValues = std::vector<std::vector<std::vector<double>>>;
 
 bool is_block_module(const std::string& name) {
-  return name == "attn_out" || name == "ffn_out" || name == "attn_logits" || name == "stream";
+  return name == "attn_out" || name == "ffn_out" || name == "attn_logits" || name == "attn_logits_causal" ||
+         name == "stream";
 }
 
 // `steps` updates of one model on its seed's first batch, the coordinate statistics of each
@@ -236,7 +237,7 @@ double established_slope(double lo, double hi) {
 std::string axis_name(CoordAxis a) { return a == CoordAxis::kWidth ? "width" : "depth"; }
 
 const std::vector<std::string>& coord_module_names() {
-  static const std::vector<std::string> names = {"embed",  "attn_out", "ffn_out", "attn_logits",
+  static const std::vector<std::string> names = {"embed",  "attn_out", "ffn_out", "attn_logits", "attn_logits_causal",
                                                  "stream", "head_in",  "logits"};
   return names;
 }
@@ -323,9 +324,27 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
   std::vector<std::string> keys = o.overrides;
   keys.push_back("train.accum=1");
   keys.push_back("diag.spike.action=log");
+  for (size_t i = 0; i < o.lrs.size(); ++i) {
+    if (!(o.lrs[i] > 0) || !std::isfinite(o.lrs[i]))
+      throw UsageError(fmt::format("--lrs: {} is not a learning rate (expected numbers > 0)", o.lrs[i]));
+    if (i > 0 && o.lrs[i] <= o.lrs[i - 1])
+      throw UsageError(fmt::format("--lrs: rates must increase ({} after {})", o.lrs[i], o.lrs[i - 1]));
+  }
   RunData data;
   const Config base = load_run_config(o.config_path, keys, &data);
   configure_threads(base.train.threads);
+  // The rates: the config's, or each of --lrs held in turn (its keys and base config).
+  struct Rate {
+    std::vector<std::string> keys;
+    Config base;
+  };
+  std::vector<Rate> rates;
+  if (o.lrs.empty()) rates.push_back({keys, base});
+  for (const double lr : o.lrs) {
+    std::vector<std::string> k = keys;
+    k.push_back("optim.lr=" + exact_number(lr));
+    rates.push_back({k, load_run_config(o.config_path, k)});
+  }
   std::vector<ParamType> modes;
   if (o.compare && base.param.type != ParamType::kSp) modes.push_back(ParamType::kSp);
   modes.push_back(base.param.type);
@@ -335,15 +354,18 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
   struct Planned {
     CoordAxis axis;
     ParamType mode;
+    const Config* base;
     std::vector<Config> configs;
   };
   std::vector<Planned> plan;
   for (const CoordAxis axis : {CoordAxis::kWidth, CoordAxis::kDepth}) {
     if ((axis == CoordAxis::kWidth ? o.widths : o.depths).empty()) continue;
-    for (const ParamType mode : modes) plan.push_back({axis, mode, size_configs(o, keys, base, mode, axis)});
+    for (const ParamType mode : modes) {
+      for (const auto& r : rates) plan.push_back({axis, mode, &r.base, size_configs(o, r.keys, r.base, mode, axis)});
+    }
   }
   std::vector<CoordCheck> out;
-  for (const auto& p : plan) out.push_back(run_check(o, p.configs, base, data.train, p.mode, p.axis));
+  for (const auto& p : plan) out.push_back(run_check(o, p.configs, *p.base, data.train, p.mode, p.axis));
   return out;
 }
 
@@ -406,6 +428,232 @@ std::vector<CoordCheck> read_coord_json(const std::string& path) {
   return out;
 }
 
+std::pair<double, double> fit_rate_orders(const std::vector<double>& lrs, const std::vector<double>& v, double v1) {
+  const std::pair<double, double> none{kNaN, kNaN};
+  if (lrs.empty() || lrs.size() != v.size() || !std::isfinite(v1) || v1 < 0) return none;
+  const double top = *std::max_element(lrs.begin(), lrs.end());
+  // Rows: y = (v^2 - v1^2) / v^2 against x1 = u^2 / v^2, x2 = u^4 / v^2, u = lr / top (the
+  // coefficients are then the squared terms at the largest rate).
+  std::vector<double> y, x1, x2;
+  for (size_t r = 0; r < lrs.size(); ++r) {
+    if (!std::isfinite(v[r]) || !(v[r] > 0) || !(lrs[r] > 0)) return none;
+    const double u = lrs[r] / top, w = v[r] * v[r];
+    y.push_back((w - v1 * v1) / w);
+    x1.push_back(u * u / w);
+    x2.push_back(u * u * u * u / w);
+  }
+  double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+  for (size_t r = 0; r < y.size(); ++r) {
+    s11 += x1[r] * x1[r];
+    s12 += x1[r] * x2[r];
+    s22 += x2[r] * x2[r];
+    s1y += x1[r] * y[r];
+    s2y += x2[r] * y[r];
+  }
+  auto sse = [&](double A, double B) {
+    double e = 0;
+    for (size_t r = 0; r < y.size(); ++r) e += (A * x1[r] + B * x2[r] - y[r]) * (A * x1[r] + B * x2[r] - y[r]);
+    return e;
+  };
+  // Non-negative least squares in two unknowns: the free optimum if both are >= 0, else the best
+  // of the one-term fits (each clamped at 0).
+  const double det = s11 * s22 - s12 * s12;
+  double A = kNaN, B = kNaN;
+  if (det > 0) {
+    A = (s1y * s22 - s2y * s12) / det;
+    B = (s2y * s11 - s1y * s12) / det;
+  }
+  if (!(A >= 0 && B >= 0)) {
+    const double a_only = s11 > 0 ? std::max(0.0, s1y / s11) : 0.0, b_only = s22 > 0 ? std::max(0.0, s2y / s22) : 0.0;
+    if (sse(a_only, 0) <= sse(0, b_only)) {
+      A = a_only;
+      B = 0;
+    } else {
+      A = 0;
+      B = b_only;
+    }
+  }
+  return {std::sqrt(A), std::sqrt(B)};
+}
+
+namespace {
+
+// The seeds' slope interval of one order: each seed's fitted terms against size.
+void seed_order_interval(const std::vector<double>& x, const std::vector<std::vector<double>>& per_seed, double& lo,
+                         double& hi) {
+  lo = hi = kNaN;
+  std::vector<double> slopes;
+  for (const auto& curve : per_seed) slopes.push_back(curve_slope(x, curve));
+  if (slopes.size() < 2 || std::any_of(slopes.begin(), slopes.end(), [](double v) { return std::isnan(v); })) return;
+  const TTest t = paired_test(slopes, std::vector<double>(slopes.size(), 0.0));
+  lo = t.ci95_low;
+  hi = t.ci95_high;
+}
+
+const CoordModule* find_module(const CoordCheck& c, const std::string& name) {
+  for (const auto& m : c.modules)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+RateSplit split_group(const std::vector<const CoordCheck*>& group) {
+  const CoordCheck& first = *group[0];
+  RateSplit out;
+  out.axis = first.axis;
+  out.param = first.param;
+  out.optimizer = first.optimizer;
+  out.sizes = first.sizes;
+  out.seeds = first.seeds;
+  for (const auto* c : group) out.lrs.push_back(c->lr);
+  const double top = out.lrs.back();
+  std::vector<double> x;
+  for (const int64_t s : first.sizes) x.push_back(std::log2(static_cast<double>(s)));
+  for (const auto& m0 : first.modules) {
+    std::vector<const CoordModule*> ms;
+    for (const auto* c : group) ms.push_back(find_module(*c, m0.name));
+    if (std::any_of(ms.begin(), ms.end(), [](const CoordModule* m) { return m == nullptr || m->values.size() < 2; }))
+      continue;
+    const auto tr = m0.per_block ? tracks(first, m0)
+                                 : std::vector<std::pair<int64_t, std::vector<size_t>>>{
+                                       {-1, std::vector<size_t>(first.sizes.size(), 0)}};
+    // Value of module m at t (0-based), size i, block b (kNaN where absent); seed k < 0: the mean.
+    auto at = [](const CoordModule& m, size_t t, size_t i, size_t b, int64_t k) {
+      if (k < 0) return i < m.values[t].size() && b < m.values[t][i].size() ? m.values[t][i][b] : kNaN;
+      if (t >= m.seed_values.size() || i >= m.seed_values[t].size() ||
+          static_cast<size_t>(k) >= m.seed_values[t][i].size() || b >= m.seed_values[t][i][static_cast<size_t>(k)].size())
+        return kNaN;
+      return m.seed_values[t][i][static_cast<size_t>(k)][b];
+    };
+    for (const auto& [id, blocks] : tr) {
+      RateSplitRow row;
+      row.module = m0.name;
+      row.track = id;
+      // One fit per size for the seed means (k = -1) and each seed.
+      auto fit_all = [&](int64_t k, std::vector<double>& a, std::vector<double>& b, double* residual) {
+        for (size_t i = 0; i < first.sizes.size(); ++i) {
+          std::vector<double> v;
+          for (const auto* m : ms) v.push_back(at(*m, 1, i, blocks[i], k));
+          const double v1 = at(*ms[0], 0, i, blocks[i], k);
+          const auto [fa, fb] = fit_rate_orders(out.lrs, v, v1);
+          a.push_back(fa > 0 ? fa : kNaN);
+          b.push_back(fb > 0 ? fb : kNaN);
+          if (residual) {
+            for (size_t r = 0; r < v.size(); ++r) {
+              const double u = out.lrs[r] / top;
+              const double model = std::sqrt(v1 * v1 + fa * fa * u * u + fb * fb * u * u * u * u);
+              const double e = std::abs(std::log(model / v[r]));
+              *residual = std::isnan(e) || std::isnan(*residual) ? kNaN : std::max(*residual, e);
+            }
+          }
+        }
+      };
+      fit_all(-1, row.first, row.second, &row.max_log_residual);
+      row.first_slope = curve_slope(x, row.first);
+      row.second_slope = curve_slope(x, row.second);
+      std::vector<std::vector<double>> seed_first, seed_second;
+      const bool kept = std::all_of(ms.begin(), ms.end(), [&](const CoordModule* m) {
+        return m->seed_values.size() >= 2 && m->seed_values[1].size() == first.sizes.size();
+      });
+      for (int64_t k = 0; kept && k < first.seeds; ++k) {
+        std::vector<double> a, b;
+        fit_all(k, a, b, nullptr);
+        seed_first.push_back(a);
+        seed_second.push_back(b);
+      }
+      seed_order_interval(x, seed_first, row.first_lo, row.first_hi);
+      seed_order_interval(x, seed_second, row.second_lo, row.second_hi);
+      out.rows.push_back(row);
+    }
+  }
+  return out;
+}
+
+JsonObject rate_split_object(const RateSplit& s) {
+  std::vector<JsonObject> rows;
+  for (const auto& r : s.rows) {
+    rows.push_back(JsonObject()
+                       .add("module", r.module)
+                       .add("track", r.track)
+                       .add("first", r.first)
+                       .add("second", r.second)
+                       .add("first_slope", r.first_slope)
+                       .add("first_slope_ci", std::vector<double>{r.first_lo, r.first_hi})
+                       .add("second_slope", r.second_slope)
+                       .add("second_slope_ci", std::vector<double>{r.second_lo, r.second_hi})
+                       .add("max_log_residual", r.max_log_residual));
+  }
+  return JsonObject()
+      .add("axis", axis_name(s.axis))
+      .add("param", s.param)
+      .add("optimizer", s.optimizer)
+      .add("sizes", s.sizes)
+      .add("seeds", s.seeds)
+      .add("lrs", s.lrs)
+      .add("rows", rows);
+}
+
+}  // namespace
+
+std::vector<RateSplit> split_first_update(const std::vector<CoordCheck>& checks) {
+  std::vector<std::vector<const CoordCheck*>> groups;
+  auto alike = [](const CoordCheck& a, const CoordCheck& b) {
+    return a.axis == b.axis && a.param == b.param && a.optimizer == b.optimizer && a.sizes == b.sizes &&
+           a.seeds == b.seeds && a.head_dim == b.head_dim;
+  };
+  for (const auto& c : checks) {
+    if (c.steps < 2 || !std::isfinite(c.lr)) continue;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) { return alike(*gr[0], c); });
+    if (g == groups.end()) {
+      groups.push_back({&c});
+    } else if (std::none_of(g->begin(), g->end(), [&](const CoordCheck* o) { return o->lr == c.lr; })) {
+      g->push_back(&c);
+    }
+  }
+  std::vector<RateSplit> out;
+  for (auto& g : groups) {
+    if (g.size() < 3) continue;
+    std::stable_sort(g.begin(), g.end(), [](const CoordCheck* a, const CoordCheck* b) { return a->lr < b->lr; });
+    out.push_back(split_group(g));
+  }
+  return out;
+}
+
+std::string rate_split_json(const RateSplit& s) { return rate_split_object(s).str(); }
+
+std::string rate_split_table(const RateSplit& s) {
+  auto list = [](const auto& v, const char* f) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ", ") + fmt::format(fmt::runtime(f), x);
+    return out;
+  };
+  auto num = [](double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{:.3g}", v); };
+  auto slope = [](double v, double lo, double hi) {
+    const std::string p = std::isnan(v) ? "nan" : fmt::format("{:+.2f}", v);
+    if (std::isnan(lo) || std::isnan(hi)) return p + " [not known]";
+    return p + fmt::format(" [{:+.2f}, {:+.2f}]", lo, hi);
+  };
+  std::string out = fmt::format(
+      "the first update by order in the learning rate: over {} ({}), param {}, {} at rates {}, {} seeds\n"
+      "mean|x| at t = 2 per size fitted as v1^2 + (a lr)^2 + (b lr^2)^2 (v1: t = 1); the terms a lr and b lr^2 at "
+      "lr {:.4g} per size, their slopes against log2 {} [95 % over seeds], and the fit's largest |ln(fit / value)|\n",
+      axis_name(s.axis), list(s.sizes, "{}"), s.param, s.optimizer, list(s.lrs, "{:.4g}"), s.seeds, s.lrs.back(),
+      axis_name(s.axis));
+  out += fmt::format("{:<20} {:>5}  {:<30} {:<22}  {:<30} {:<22}  {:>5}\n", "module", "block", "first order (a lr)",
+                     "slope", "second order (b lr^2)", "slope", "fit");
+  for (const auto& r : s.rows) {
+    std::string a, b;
+    for (const double v : r.first) a += (a.empty() ? "" : " ") + num(v);
+    for (const double v : r.second) b += (b.empty() ? "" : " ") + num(v);
+    const std::string block = r.track < 0 ? "-" : s.axis == CoordAxis::kWidth ? std::to_string(r.track)
+                                                  : r.track == 1                ? "mid"
+                                                                                : "last";
+    out += fmt::format("{:<20} {:>5}  {:<30} {:<22}  {:<30} {:<22}  {:>5}\n", r.module, block, a,
+                       slope(r.first_slope, r.first_lo, r.first_hi), b, slope(r.second_slope, r.second_lo, r.second_hi),
+                       num(r.max_log_residual));
+  }
+  return out;
+}
+
 std::string coord_json(const std::vector<CoordCheck>& checks) {
   std::vector<JsonObject> cs;
   for (const auto& c : checks) {
@@ -457,7 +705,9 @@ std::string coord_json(const std::vector<CoordCheck>& checks) {
                      .add("established_after_first", established)
                      .add("modules", ms));
   }
-  return JsonObject().add("checks", cs).str() + "\n";
+  std::vector<JsonObject> splits;
+  for (const auto& sp : split_first_update(checks)) splits.push_back(rate_split_object(sp));
+  return JsonObject().add("checks", cs).add("rate_splits", splits).str() + "\n";
 }
 
 std::string coord_table(const CoordCheck& c) {
@@ -469,11 +719,11 @@ std::string coord_table(const CoordCheck& c) {
       axis_name(c.axis), c.axis == CoordAxis::kWidth ? "d_model" : "n_layers", sizes,
       c.head_dim > 0 ? fmt::format("; n_heads = d_model / {}", c.head_dim) : "", c.param, c.optimizer, c.lr,
       c.steps, c.seeds, axis_name(c.axis), c.axis == CoordAxis::kWidth ? "blocks" : "the middle and the last block");
-  out += fmt::format("{:<12}", "module");
+  out += fmt::format("{:<19}", "module");
   for (int64_t s = 1; s <= c.steps; ++s) out += fmt::format(" {:>7}", fmt::format("t={}", s));
   out += "\n";
   for (const auto& m : c.modules) {
-    out += fmt::format("{:<12}", m.name);
+    out += fmt::format("{:<19}", m.name);
     for (const double v : m.slope) out += fmt::format(" {:>7}", std::isnan(v) ? "nan" : fmt::format("{:+.3f}", v));
     out += "\n";
   }
@@ -483,7 +733,7 @@ std::string coord_table(const CoordCheck& c) {
   if (intervals) {
     out += "half-width of the 95 % interval of the per-seed slopes' mean (each seed's own slope, Student t)\n";
     for (const auto& m : c.modules) {
-      out += fmt::format("{:<12}", m.name);
+      out += fmt::format("{:<19}", m.name);
       for (size_t s = 0; s < m.slope_lo.size(); ++s) {
         const double half = (m.slope_hi[s] - m.slope_lo[s]) / 2;
         out += fmt::format(" {:>7}", std::isnan(half) ? "nan" : fmt::format("{:.3f}", half));

@@ -27,11 +27,14 @@ struct CoordCheckOptions {
   // n_heads = width / N at every width (the head size held at N: a wider model has more heads).
   int64_t head_dim = 0;
   bool compare = false;  // also the same check under param.type sp (first), beside the config's mode
+  // Empty: the config's optim.lr. Else one check per rate (increasing), each at that lr held; three
+  // or more rates give the first update's split by order (split_first_update).
+  std::vector<double> lrs;
 };
 
 // One module kind's numbers in one check.
 struct CoordModule {
-  std::string name;  // embed, attn_out, ffn_out, attn_logits, stream, head_in, logits
+  std::string name;  // embed, attn_out, ffn_out, attn_logits, attn_logits_causal, stream, head_in, logits
   bool per_block = false;
   // [t - 1][size index][block]: mean |x| averaged over seeds (NaN where a seed's run diverged or stopped).
   std::vector<std::vector<std::vector<double>>> values;
@@ -78,6 +81,53 @@ struct CoordCheck {
   double established_lo = 0, established_hi = 0;
 };
 
+// The first update, order by order in the learning rate (src/train/README.md, "The first update,
+// order by order"). AdamW's first step is lr times a direction that does not depend on lr (the
+// bias-corrected m / sqrt(v) of one gradient is g / (|g| + eps); decay adds lr lambda W0), and so
+// are Muon's and NorMuon's: at a fixed init, every weight after one update is W0 + lr U, and a
+// module's mean |x| at t = 2 is a function of lr alone. From checks that differ only in lr (three
+// rates or more) each size's value is fitted as
+//     v(lr)^2 = v1^2 + (a lr)^2 + (b lr^2)^2,
+// v1 the value at t = 1 (the init's forward, the same at every rate): the first order a lr (terms
+// with one updated weight: what µP sets to stay put over width) and the second b lr^2 (products of
+// two updated weights' terms), added as independent terms add. Least squares on the relative error
+// of v^2 with a, b >= 0.
+struct RateSplitRow {
+  std::string module;
+  int64_t track = -1;  // the block (width), 1 middle / 2 last (depth), -1 outside blocks
+  // [size index]: the two terms at the group's largest rate (a lr_max, b lr_max^2), fitted on the
+  // seed means; NaN where a value is NaN or a term fits to 0 there.
+  std::vector<double> first, second;
+  // Their slopes against log2(size), and the 95 % Student t intervals of those slopes over seeds
+  // (each seed's own fit at every rate: the seeds share their init across the rates).
+  double first_slope = 0, second_slope = 0;
+  double first_lo = 0, first_hi = 0, second_lo = 0, second_hi = 0;
+  // The largest |ln(fitted / measured)| over sizes and rates (the seed means): how well two orders
+  // describe the module.
+  double max_log_residual = 0;
+};
+
+struct RateSplit {
+  CoordAxis axis = CoordAxis::kWidth;
+  std::string param, optimizer;
+  std::vector<int64_t> sizes;
+  int64_t seeds = 0;
+  std::vector<double> lrs;  // increasing
+  std::vector<RateSplitRow> rows;
+};
+
+// One fit at one size: the two terms at the largest rate (a lr_max, b lr_max^2), from the
+// a^2, b^2 >= 0 of least squares on (model^2 - v^2) / v^2 over the rates; v1 the t = 1 value.
+// {NaN, NaN} when any value is not finite or not positive.
+std::pair<double, double> fit_rate_orders(const std::vector<double>& lrs, const std::vector<double>& v, double v1);
+
+// The splits of a set of checks: one per group of width or depth checks alike in everything but lr
+// (axis, param, optimizer, sizes, seeds, head size; at least two updates) holding three rates or
+// more (a repeated rate: its first check), in the order the groups first appear.
+std::vector<RateSplit> split_first_update(const std::vector<CoordCheck>& checks);
+std::string rate_split_json(const RateSplit& s);  // one JSON object
+std::string rate_split_table(const RateSplit& s);
+
 // The statistics' names in the order they are reported.
 const std::vector<std::string>& coord_module_names();
 
@@ -94,7 +144,8 @@ void fit_coord_slopes(CoordCheck& c);
 // when it is not one.
 std::vector<CoordCheck> read_coord_json(const std::string& path);
 
-// coord.json (src/train/README.md, "Coordinate check") and the printed table of one check.
+// coord.json (src/train/README.md, "Coordinate check": the checks, and the splits of
+// split_first_update) and the printed table of one check.
 std::string coord_json(const std::vector<CoordCheck>& checks);
 std::string coord_table(const CoordCheck& c);
 std::string axis_name(CoordAxis a);  // "width" / "depth"

@@ -55,7 +55,8 @@ TEST(CoordCaptureTest, EveryStatisticIsTheMeanAbsOfItsTensor) {
   const auto logits = t->forward(tokens);
   const LayerSeries s = t->coord_stats();  // a copy: the forwards below refill the model's
   ASSERT_EQ(s.get("embed").size(), 1u);
-  for (const char* name : {"attn_out", "ffn_out", "attn_logits", "stream"}) EXPECT_EQ(s.get(name).size(), 2u) << name;
+  for (const char* name : {"attn_out", "ffn_out", "attn_logits", "attn_logits_causal", "stream"})
+    EXPECT_EQ(s.get(name).size(), 2u) << name;
   ASSERT_EQ(s.get("head_in").size(), 1u);
   ASSERT_EQ(s.get("logits").size(), 1u);
 
@@ -72,6 +73,12 @@ TEST(CoordCaptureTest, EveryStatisticIsTheMeanAbsOfItsTensor) {
   const double dh = 16;
   const auto scores = torch::matmul(q, k.transpose(-2, -1)) * (std::sqrt(24.0) / dh);  // µP: sqrt(base_head_dim) / dh
   EXPECT_NEAR(value(s.get("attn_logits")[0]), mabs(scores), 1e-5 * mabs(scores));
+  // The causal entries alone: the mean of |s_ij| over j <= i (136 of the 256 a head holds).
+  const auto causal = scores.abs().masked_select(torch::ones({16, 16}, torch::kBool).tril());
+  EXPECT_EQ(causal.numel(), 2 * 4 * 136);
+  const double want_causal = causal.mean().item<double>();
+  EXPECT_NEAR(value(s.get("attn_logits_causal")[0]), want_causal, 1e-5 * want_causal);
+  EXPECT_GT(std::abs(want_causal - mabs(scores)), 1e-3 * want_causal);  // a different statistic
   const auto x1 = x + a;
   const auto f = b->feed_forward()->forward(b->norm_module("norm2")->forward(x1));
   EXPECT_NEAR(value(s.get("ffn_out")[0]), mabs(f), 1e-6 * mabs(f));
@@ -101,7 +108,7 @@ CoordCheck synthetic(CoordAxis axis, const std::vector<int64_t>& sizes, int64_t 
   for (const auto& n : coord_module_names()) {
     CoordModule m;
     m.name = n;
-    m.per_block = n == "attn_out" || n == "ffn_out" || n == "attn_logits" || n == "stream";
+    m.per_block = n == "attn_out" || n == "ffn_out" || n == "attn_logits" || n == "attn_logits_causal" || n == "stream";
     for (int64_t t = 1; t <= steps; ++t) {
       std::vector<std::vector<double>> by_size;
       for (const int64_t size : sizes) {
@@ -151,13 +158,14 @@ TEST(CoordSlopeTest, SlopeIsTheLargestLeastSquaresSlopeOverBlocks) {
   EXPECT_NE(table.find("largest |slope| at t >= 2: 0.700 (attn_out at t = 3)"), std::string::npos) << table;
 
   // A NaN (a diverged seed) anywhere at t >= 2 makes the worst slope NaN.
-  c.modules[4].values[1][2][0] = std::nan("");
+  auto& stream = *std::find_if(c.modules.begin(), c.modules.end(), [](const CoordModule& m) { return m.name == "stream"; });
+  stream.values[1][2][0] = std::nan("");
   fit_coord_slopes(c);
   EXPECT_TRUE(std::isnan(module(c, "stream").slope[1]));
   EXPECT_TRUE(std::isnan(c.worst_after_first));
   EXPECT_EQ(c.worst_module, "stream");
   // A zero value has no log: NaN too.
-  c.modules[4].values[1][2][0] = 1.5;
+  stream.values[1][2][0] = 1.5;
   c.modules[0].values[3][0][0] = 0.0;
   fit_coord_slopes(c);
   EXPECT_TRUE(std::isnan(module(c, "embed").slope[3]));
@@ -422,11 +430,167 @@ std::string write_config(const TempDir& dir, const std::string& extra = "") {
   return path;
 }
 
+// The first update by order: one check per rate whose t = 2 values follow planted orders,
+// v^2 = v1^2 + (a lr)^2 + (b lr^2)^2 with a = 3 size^0 and b = 50 size^-0.5 for attn_out (per
+// seed k = 0..3: a times (1 + 0.02 (k - 1.5)) size^(0.01 (k - 1.5)), b times (1 + 0.03 (k - 1.5))
+// size^(0.01 k); the seed means are the planted a and b themselves), the first
+// order alone for ffn_out; everything else flat in rate.
+std::vector<CoordCheck> planted_rates(const std::vector<double>& lrs) {
+  const std::vector<int64_t> sizes = {64, 128, 256, 512};
+  const int64_t seeds = 4;
+  auto value = [](const std::string& n, int64_t t, double size, double lr, int64_t k) {
+    const double v1 = n == "attn_logits" ? 0.02 / std::sqrt(size) : 0.01;
+    if (t == 1) return v1;
+    const double fk = k < 0 ? 1.0 : (1.0 + 0.02 * static_cast<double>(k - 1.5)) * std::pow(size, 0.01 * static_cast<double>(k - 1.5));
+    const double gk = k < 0 ? 1.0 : (1.0 + 0.03 * static_cast<double>(k - 1.5)) * std::pow(size, 0.01 * static_cast<double>(k));
+    const double a = 3.0 * fk, b = n == "attn_out" ? 50.0 * gk / std::sqrt(size) : 0.0;
+    return std::sqrt(v1 * v1 + a * a * lr * lr + b * b * lr * lr * lr * lr);
+  };
+  std::vector<CoordCheck> out;
+  for (const double lr : lrs) {
+    CoordCheck c;
+    c.param = "mup";
+    c.optimizer = "adamw";
+    c.lr = lr;
+    c.sizes = sizes;
+    c.steps = 2;
+    c.seeds = seeds;
+    for (const auto& n : coord_module_names()) {
+      CoordModule m;
+      m.name = n;
+      m.per_block = n == "attn_out" || n == "ffn_out" || n == "attn_logits" || n == "attn_logits_causal" || n == "stream";
+      const size_t blocks = m.per_block ? 2 : 1;
+      for (int64_t t = 1; t <= 2; ++t) {
+        std::vector<std::vector<double>> by_size;
+        std::vector<std::vector<std::vector<double>>> seed_by_size;
+        for (const int64_t size : sizes) {
+          const double s = static_cast<double>(size);
+          by_size.push_back(std::vector<double>(blocks, value(n, t, s, lr, -1)));
+          std::vector<std::vector<double>> per_seed;
+          for (int64_t k = 0; k < seeds; ++k) per_seed.push_back(std::vector<double>(blocks, value(n, t, s, lr, k)));
+          seed_by_size.push_back(per_seed);
+        }
+        m.values.push_back(by_size);
+        m.seed_values.push_back(seed_by_size);
+      }
+      c.modules.push_back(m);
+    }
+    fit_coord_slopes(c);
+    out.push_back(c);
+  }
+  return out;
+}
+
+const RateSplitRow& split_row(const RateSplit& s, const std::string& name, int64_t track) {
+  for (const auto& r : s.rows)
+    if (r.module == name && r.track == track) return r;
+  throw std::runtime_error(name);
+}
+
+TEST(CoordRateSplitTest, FitRecoversTwoOrdersAndStaysNonNegative) {
+  const std::vector<double> lrs = {0.01, 0.02, 0.04, 0.08};
+  auto values = [&](double v1, double a, double b) {
+    std::vector<double> v;
+    for (const double lr : lrs) v.push_back(std::sqrt(v1 * v1 + a * a * lr * lr + b * b * std::pow(lr, 4)));
+    return v;
+  };
+  // The terms at the largest rate: a 0.08 and b 0.08^2.
+  auto [first, second] = fit_rate_orders(lrs, values(0.5, 7.0, 90.0), 0.5);
+  EXPECT_NEAR(first, 7.0 * 0.08, 1e-9);
+  EXPECT_NEAR(second, 90.0 * 0.0064, 1e-9);
+  // One order alone: the other fits to 0, not to a negative square.
+  std::tie(first, second) = fit_rate_orders(lrs, values(0.1, 0.0, 40.0), 0.1);
+  EXPECT_NEAR(first, 0.0, 1e-6);
+  EXPECT_NEAR(second, 40.0 * 0.0064, 1e-9);
+  std::tie(first, second) = fit_rate_orders(lrs, values(0.1, 5.0, 0.0), 0.1);
+  EXPECT_NEAR(first, 5.0 * 0.08, 1e-9);
+  EXPECT_NEAR(second, 0.0, 1e-6);
+  // Values below the init's (an update that shrank the module): no order, both 0.
+  std::tie(first, second) = fit_rate_orders(lrs, {0.4, 0.3, 0.2, 0.1}, 0.5);
+  EXPECT_EQ(first, 0.0);
+  EXPECT_EQ(second, 0.0);
+  // A diverged value or a missing one: NaN.
+  EXPECT_TRUE(std::isnan(fit_rate_orders(lrs, {0.4, std::nan(""), 0.2, 0.1}, 0.5).first));
+  EXPECT_TRUE(std::isnan(fit_rate_orders(lrs, {0.4, 0.3}, 0.5).first));
+}
+
+TEST(CoordRateSplitTest, PlantedOrdersAndTheirSlopesOverWidth) {
+  const std::vector<double> lrs = {0.008, 0.016, 0.032, 0.064, 0.128};
+  std::vector<CoordCheck> checks = planted_rates(lrs);
+  std::swap(checks[0], checks[3]);  // any order: the split sorts by rate
+  const auto splits = split_first_update(checks);
+  ASSERT_EQ(splits.size(), 1u);
+  const RateSplit& s = splits[0];
+  EXPECT_EQ(s.lrs, lrs);
+  EXPECT_EQ(s.seeds, 4);
+  const auto& a = split_row(s, "attn_out", 1);
+  for (size_t i = 0; i < s.sizes.size(); ++i) {
+    EXPECT_NEAR(a.first[i], 3.0 * 0.128, 1e-9);
+    EXPECT_NEAR(a.second[i], 50.0 / std::sqrt(static_cast<double>(s.sizes[i])) * 0.128 * 0.128, 1e-9);
+  }
+  EXPECT_NEAR(a.first_slope, 0.0, 1e-9);
+  EXPECT_NEAR(a.second_slope, -0.5, 1e-9);
+  EXPECT_LT(a.max_log_residual, 1e-9);
+  // Per seed: the first order's slope is 0.01 (k - 1.5), mean 0 over k = 0..3, sd 0.0129: the
+  // half-width t(0.975, 3) sd / 2 = 0.0205; the second's -0.5 + 0.01 k, mean -0.485, the same sd.
+  const double half = 3.182446 * std::sqrt(0.01 * 0.01 * 5.0 / 3.0) / 2.0;
+  EXPECT_NEAR(a.first_lo, -half, 1e-5);
+  EXPECT_NEAR(a.first_hi, half, 1e-5);
+  EXPECT_NEAR((a.second_lo + a.second_hi) / 2, -0.485, 1e-9);
+  EXPECT_NEAR((a.second_hi - a.second_lo) / 2, half, 1e-5);
+  // The first order alone: no second order (NaN per size, no slope, no interval).
+  const auto& f = split_row(s, "ffn_out", 0);
+  EXPECT_NEAR(f.first_slope, 0.0, 1e-9);
+  EXPECT_TRUE(std::isnan(f.second[0]));
+  EXPECT_TRUE(std::isnan(f.second_slope));
+  EXPECT_TRUE(std::isnan(f.second_lo));
+  // The attention logits' init term leans; the orders above it do not.
+  EXPECT_NEAR(split_row(s, "attn_logits", 0).first_slope, 0.0, 1e-9);
+  EXPECT_EQ(split_row(s, "logits", -1).track, -1);
+  // The table prints the terms, slopes and intervals; coord.json carries the split.
+  const std::string table = rate_split_table(s);
+  EXPECT_NE(table.find("rates 0.008, 0.016, 0.032, 0.064, 0.128, 4 seeds"), std::string::npos) << table;
+  EXPECT_NE(table.find("-0.50 [-0.51, -0.46]"), std::string::npos) << table;
+  const auto json = YAML::Load(coord_json(checks));
+  ASSERT_EQ(json["rate_splits"].size(), 1u);
+  EXPECT_EQ(json["rate_splits"][0]["lrs"].as<std::vector<double>>(), lrs);
+  bool found = false;
+  for (const auto& r : json["rate_splits"][0]["rows"]) {
+    if (r["module"].as<std::string>() != "attn_out" || r["track"].as<int64_t>() != 1) continue;
+    found = true;
+    EXPECT_NEAR(r["second_slope"].as<double>(), -0.5, 1e-9);
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(CoordRateSplitTest, GroupsNeedThreeRatesOfOneKind) {
+  // Two rates: no split.
+  EXPECT_TRUE(split_first_update(planted_rates({0.01, 0.02})).empty());
+  // Three rates, one repeated: two distinct, no split; a third distinct one makes it.
+  auto checks = planted_rates({0.01, 0.02, 0.02});
+  EXPECT_TRUE(split_first_update(checks).empty());
+  const auto more = planted_rates({0.04});
+  checks.push_back(more[0]);
+  ASSERT_EQ(split_first_update(checks).size(), 1u);
+  EXPECT_EQ(split_first_update(checks)[0].lrs, (std::vector<double>{0.01, 0.02, 0.04}));
+  // Another param is another group: sp at two rates beside mup at three.
+  auto sp = planted_rates({0.01, 0.02});
+  for (auto& c : sp) c.param = "sp";
+  checks.insert(checks.begin(), sp.begin(), sp.end());
+  const auto splits = split_first_update(checks);
+  ASSERT_EQ(splits.size(), 1u);
+  EXPECT_EQ(splits[0].param, "mup");
+  // One update (no t = 2): nothing to split.
+  auto one = planted_rates({0.01, 0.02, 0.04});
+  for (auto& c : one) c.steps = 1;
+  EXPECT_TRUE(split_first_update(one).empty());
+}
+
 // µP keeps the hidden coordinates' scale across widths 64..256 after the first updates; SP does
 // not (Adam moves every entry of a matrix by about the learning rate, and a matrix sums d of them:
 // slope about +1 and more). Attention logits lean at t = 1 under µP (a random q·k scaled by 1/dh)
 // and, at these widths and few updates, still lean after it: they are held to leaning less than
-// SP's. Measured: mup's largest |slope| outside attn_logits 0.13, SP's largest 1.98.
+// SP's. Measured: mup's largest |slope| outside the attention logits 0.13, SP's largest 1.98.
 TEST(CoordCheckRunTest, FlatUnderMupAndNotUnderSp) {
   TempDir dir;
   CoordCheckOptions o;
@@ -464,7 +628,7 @@ TEST(CoordCheckRunTest, FlatUnderMupAndNotUnderSp) {
     for (int64_t t = 2; t <= o.steps; ++t) {
       const double slope = mu.slope[static_cast<size_t>(t - 1)];
       SCOPED_TRACE(mu.name + " t=" + std::to_string(t));
-      if (mu.name == "attn_logits") {
+      if (mu.name == "attn_logits" || mu.name == "attn_logits_causal") {
         EXPECT_LT(std::abs(slope), std::abs(sp.modules[m].slope[static_cast<size_t>(t - 1)]));
       } else {
         EXPECT_LE(std::abs(slope), 0.25);
@@ -557,6 +721,33 @@ TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
   const auto both = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg + " --from " + out +
                                              "/coord.json", dir / "both.txt");
   EXPECT_EQ(both.status, 2);
+
+  // --lrs: one check per rate, and with three the first update's split (printed, in coord.json);
+  // --from of the files again gives the same split.
+  const auto rates = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg +
+                                              " --widths 32,64 --steps 2 --seeds 2 --lrs 0.001,0.004,0.016 --out " +
+                                              (dir / "rates"),
+                                          dir / "rates.txt");
+  ASSERT_EQ(rates.status, 0) << rates.out;
+  EXPECT_NE(rates.out.find("the first update by order in the learning rate: over width (32, 64), param sp, adamw at "
+                           "rates 0.001, 0.004, 0.016, 2 seeds"),
+            std::string::npos)
+      << rates.out;
+  const auto rj = YAML::LoadFile(dir / "rates" + "/coord.json");
+  ASSERT_EQ(rj["checks"].size(), 3u);
+  EXPECT_EQ(rj["checks"][2]["lr"].as<double>(), 0.016);
+  ASSERT_EQ(rj["rate_splits"].size(), 1u);
+  const auto reread = testing::run_command(testing::normlab_binary() + " coordcheck --from " + (dir / "rates") +
+                                               "/coord.json --out " + (dir / "rates2"),
+                                           dir / "rates2.txt");
+  ASSERT_EQ(reread.status, 0);
+  EXPECT_EQ(reread.out.substr(0, reread.out.find("wrote")), rates.out.substr(0, rates.out.find("wrote")));
+  for (const char* bad_lrs : {"0.004,0.001,0.016", "0,0.01,0.02"}) {
+    const auto b = testing::run_command(testing::normlab_binary() + " coordcheck -c " + cfg +
+                                            " --widths 32,64 --steps 2 --lrs " + bad_lrs,
+                                        dir / "badlr.txt");
+    EXPECT_EQ(b.status, 2) << bad_lrs;
+  }
 }
 
 }  // namespace
