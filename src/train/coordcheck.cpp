@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <random>
 
 #include "core/errors.h"
 #include "core/json.h"
@@ -478,16 +479,15 @@ std::pair<double, double> fit_rate_orders(const std::vector<double>& lrs, const 
 
 namespace {
 
-// The seeds' slope interval of one order: each seed's fitted terms against size.
-void seed_order_interval(const std::vector<double>& x, const std::vector<std::vector<double>>& per_seed, double& lo,
-                         double& hi) {
+// The 95 % percentile interval of a bootstrap sample (NaN when it is empty or holds a NaN: a
+// resample in which an order fits to 0 at some size has no slope).
+void percentile_interval(std::vector<double> boot, double& lo, double& hi) {
   lo = hi = kNaN;
-  std::vector<double> slopes;
-  for (const auto& curve : per_seed) slopes.push_back(curve_slope(x, curve));
-  if (slopes.size() < 2 || std::any_of(slopes.begin(), slopes.end(), [](double v) { return std::isnan(v); })) return;
-  const TTest t = paired_test(slopes, std::vector<double>(slopes.size(), 0.0));
-  lo = t.ci95_low;
-  hi = t.ci95_high;
+  if (boot.empty() || std::any_of(boot.begin(), boot.end(), [](double v) { return std::isnan(v); })) return;
+  std::sort(boot.begin(), boot.end());
+  auto at = [&](double q) { return boot[static_cast<size_t>(std::floor(q * static_cast<double>(boot.size() - 1)))]; };
+  lo = at(0.025);
+  hi = at(0.975);
 }
 
 const CoordModule* find_module(const CoordCheck& c, const std::string& name) {
@@ -495,6 +495,8 @@ const CoordModule* find_module(const CoordCheck& c, const std::string& name) {
     if (m.name == name) return &m;
   return nullptr;
 }
+
+constexpr int kRateSplitResamples = 2000;
 
 RateSplit split_group(const std::vector<const CoordCheck*>& group) {
   const CoordCheck& first = *group[0];
@@ -528,40 +530,61 @@ RateSplit split_group(const std::vector<const CoordCheck*>& group) {
       RateSplitRow row;
       row.module = m0.name;
       row.track = id;
-      // One fit per size for the seed means (k = -1) and each seed.
-      auto fit_all = [&](int64_t k, std::vector<double>& a, std::vector<double>& b, double* residual) {
-        for (size_t i = 0; i < first.sizes.size(); ++i) {
-          std::vector<double> v;
-          for (const auto* m : ms) v.push_back(at(*m, 1, i, blocks[i], k));
-          const double v1 = at(*ms[0], 0, i, blocks[i], k);
-          const auto [fa, fb] = fit_rate_orders(out.lrs, v, v1);
-          a.push_back(fa > 0 ? fa : kNaN);
-          b.push_back(fb > 0 ? fb : kNaN);
-          if (residual) {
-            for (size_t r = 0; r < v.size(); ++r) {
-              const double u = out.lrs[r] / top;
-              const double model = std::sqrt(v1 * v1 + fa * fa * u * u + fb * fb * u * u * u * u);
-              const double e = std::abs(std::log(model / v[r]));
-              *residual = std::isnan(e) || std::isnan(*residual) ? kNaN : std::max(*residual, e);
-            }
-          }
+      // One fit per size on the seed means, and the fit's largest relative miss.
+      for (size_t i = 0; i < first.sizes.size(); ++i) {
+        std::vector<double> v;
+        for (const auto* m : ms) v.push_back(at(*m, 1, i, blocks[i], -1));
+        const double v1 = at(*ms[0], 0, i, blocks[i], -1);
+        const auto [fa, fb] = fit_rate_orders(out.lrs, v, v1);
+        row.first.push_back(fa > 0 ? fa : kNaN);
+        row.second.push_back(fb > 0 ? fb : kNaN);
+        for (size_t r = 0; r < v.size(); ++r) {
+          const double u = out.lrs[r] / top;
+          const double model = std::sqrt(v1 * v1 + fa * fa * u * u + fb * fb * u * u * u * u);
+          const double e = std::abs(std::log(model / v[r]));
+          row.max_log_residual = std::isnan(e) || std::isnan(row.max_log_residual) ? kNaN : std::max(row.max_log_residual, e);
         }
-      };
-      fit_all(-1, row.first, row.second, &row.max_log_residual);
+      }
       row.first_slope = curve_slope(x, row.first);
       row.second_slope = curve_slope(x, row.second);
-      std::vector<std::vector<double>> seed_first, seed_second;
-      const bool kept = std::all_of(ms.begin(), ms.end(), [&](const CoordModule* m) {
-        return m->seed_values.size() >= 2 && m->seed_values[1].size() == first.sizes.size();
+      // The seeds' spread: resample the seeds (the same draw at every size and rate, since a seed
+      // shares its init across the rates), fit the resample's means, take each order's slope.
+      const bool kept = first.seeds >= 2 && std::all_of(ms.begin(), ms.end(), [&](const CoordModule* m) {
+        for (size_t t = 0; t < 2; ++t) {
+          if (m->seed_values.size() <= t || m->seed_values[t].size() != first.sizes.size()) return false;
+          for (const auto& by_seed : m->seed_values[t])
+            if (static_cast<int64_t>(by_seed.size()) != first.seeds) return false;
+        }
+        return true;
       });
-      for (int64_t k = 0; kept && k < first.seeds; ++k) {
-        std::vector<double> a, b;
-        fit_all(k, a, b, nullptr);
-        seed_first.push_back(a);
-        seed_second.push_back(b);
+      row.first_lo = row.first_hi = row.second_lo = row.second_hi = kNaN;
+      if (kept) {
+        const size_t K = static_cast<size_t>(first.seeds);
+        std::mt19937_64 rng(0x5eed2026);
+        std::uniform_int_distribution<size_t> pick(0, K - 1);
+        std::vector<size_t> draw(K);
+        std::vector<double> boot_first, boot_second;
+        for (int b = 0; b < kRateSplitResamples; ++b) {
+          for (auto& k : draw) k = pick(rng);
+          auto mean = [&](const CoordModule& m, size_t t, size_t i) {
+            double sum = 0;
+            for (const size_t k : draw) sum += at(m, t, i, blocks[i], static_cast<int64_t>(k));
+            return sum / static_cast<double>(K);
+          };
+          std::vector<double> a, bb;
+          for (size_t i = 0; i < first.sizes.size(); ++i) {
+            std::vector<double> v;
+            for (const auto* m : ms) v.push_back(mean(*m, 1, i));
+            const auto [fa, fb] = fit_rate_orders(out.lrs, v, mean(*ms[0], 0, i));
+            a.push_back(fa > 0 ? fa : kNaN);
+            bb.push_back(fb > 0 ? fb : kNaN);
+          }
+          boot_first.push_back(curve_slope(x, a));
+          boot_second.push_back(curve_slope(x, bb));
+        }
+        percentile_interval(boot_first, row.first_lo, row.first_hi);
+        percentile_interval(boot_second, row.second_lo, row.second_hi);
       }
-      seed_order_interval(x, seed_first, row.first_lo, row.first_hi);
-      seed_order_interval(x, seed_second, row.second_lo, row.second_hi);
       out.rows.push_back(row);
     }
   }

@@ -98,8 +98,11 @@ struct RateSplitRow {
   // [size index]: the two terms at the group's largest rate (a lr_max, b lr_max^2), fitted on the
   // seed means; NaN where a value is NaN or a term fits to 0 there.
   std::vector<double> first, second;
-  // Their slopes against log2(size), and the 95 % Student t intervals of those slopes over seeds
-  // (each seed's own fit at every rate: the seeds share their init across the rates).
+  // Their slopes against log2(size), and the 95 % percentile intervals of those slopes over 2000
+  // bootstrap resamples of the seeds (the same draw at every size and rate: a seed shares its init
+  // across the rates; each resample's means fitted as the seed means are; a fixed generator, so
+  // the same checks give the same intervals; NaN with one seed, without per-seed values, or when
+  // an order fits to 0 at some size in some resample).
   double first_slope = 0, second_slope = 0;
   double first_lo = 0, first_hi = 0, second_lo = 0, second_hi = 0;
   // The largest |ln(fitted / measured)| over sizes and rates (the seed means): how well two orders
