@@ -57,7 +57,8 @@ Run (from metrics.jsonl and normlab report --json RUN):
                           ratios, per-head max logit and entropy
     scripts/plot.py --autopsy FILE.autopsy.json  draws one autopsy to FILE.autopsy.png
 Coordinate check (`normlab coordcheck` calls it; src/train/README.md, "Coordinate check"):
-    scripts/plot.py --coord DIR/coord.json  draws DIR/coord_check.png: a row per check, a column per
+    scripts/plot.py --coord DIR/coord.json  draws DIR/coord_check.png (and DIR/coord_rate_split.png where
+                          coord.json holds rate splits): a row per check, a column per
                           drawn t (1, 2, the middle, the last), mean |x| against size, log-log, a line
                           per module kind with coord.json's slope in the legend
 Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
@@ -201,8 +202,9 @@ def main(argv):
         return 0
     if len(argv) == 2 and argv[0] == "--coord":  # normlab coordcheck: coord_check.png beside coord.json
         ensure_environment()
-        from plotlib.coord_figures import coord_png_path, draw_coord
+        from plotlib.coord_figures import coord_png_path, draw_coord, draw_rate_split, rate_split_png_path
         draw_coord(argv[1], coord_png_path(argv[1]))
+        draw_rate_split(argv[1], rate_split_png_path(argv[1]))
         return 0
     args = parse_args(argv)
     read.NORMLAB["path"] = args.normlab

@@ -2,7 +2,10 @@
 coord.json as written. A row per check (with --compare: sp, then the config's mode, per axis), a
 column per drawn t (1, 2, the middle one and the last one of the updates): mean |x| against the
 size, log-log, a line per module kind (a per-block module's line is the block its slope is of), its
-slope from coord.json in the legend."""
+slope from coord.json in the legend. coord_rate_split.png, where coord.json holds rate_splits
+(`--lrs` with three rates or more): a row per split, a panel per module kind, each block's
+first-order term (solid) and second-order term (dashed) at the largest rate against the size,
+their slopes and intervals from coord.json in the legend."""
 
 import json
 import os
@@ -95,6 +98,55 @@ def draw_coord(path, out):
         first["optimizer"], first["lr"], first["steps"], first["seeds"]))
     fig.tight_layout()
     return save(fig, out)
+
+
+# The panels of a rate split: the module kinds a reader compares (attn_logits_causal reads like
+# attn_logits, embed and head_in have no second order).
+SPLIT_MODULES = ["attn_out", "ffn_out", "attn_logits", "stream", "logits"]
+
+
+def draw_rate_split(path, out):
+    with open(path) as f:
+        splits = json.load(f).get("rate_splits") or []
+    if not splits:
+        return None
+    plt = mpl()
+    cols = len(SPLIT_MODULES)
+    fig, axes = plt.subplots(len(splits), cols, figsize=(4.4 * cols, 6.2 * len(splits)), squeeze=False)
+    for r, sp in enumerate(splits):
+        for k, name in enumerate(SPLIT_MODULES):
+            ax = axes[r][k]
+            rows = [row for row in sp["rows"] if row["module"] == name]
+            for i, row in enumerate(rows):
+                colour = COLOURS[i % len(COLOURS)]
+                block = "" if row["track"] < 0 else ("block %d" % row["track"] if sp["axis"] == "width" else
+                                                     {1: "middle", 2: "last"}.get(row["track"], str(row["track"])))
+                for key, style, label in (("first", "-", "first"), ("second", "--", "second")):
+                    ys = [v if v is not None and v > 0 else float("nan") for v in row[key]]
+                    ax.plot(sp["sizes"], ys, style, marker="o", ms=3, color=colour,
+                            label="%s %s: %s%s" % (block, label, slope_text(row[key + "_slope"]),
+                                                   interval_text(row.get(key + "_slope_ci"))))
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log", base=2)
+            ax.set_xticks(sp["sizes"])
+            ax.set_xticklabels([str(v) for v in sp["sizes"]])
+            ax.set_xlabel("d_model" if sp["axis"] == "width" else "n_layers")
+            if k == 0:
+                ax.set_ylabel("%s: term at lr %.4g\n(mean |x| at t = 2)" % (sp["param"], sp["lrs"][-1]))
+            ax.set_title(name)
+            # Below the panel: clear of the lines.
+            ax.legend(fontsize=6.5, title="order: slope [95 %, bootstrap]", title_fontsize=7, loc="upper center",
+                      bbox_to_anchor=(0.5, -0.16), ncol=2 if len(rows) > 2 else 1)
+    first = splits[0]
+    fig.suptitle("the first update by order in the rate (solid: a lr, dashed: b lr^2; v^2 = v1^2 + (a lr)^2 + "
+                 "(b lr^2)^2 fitted over rates %s), %s, %d seeds" % (
+                     ", ".join("%.4g" % v for v in first["lrs"]), first["optimizer"], first["seeds"]))
+    fig.tight_layout()
+    return save(fig, out)
+
+
+def rate_split_png_path(path):
+    return os.path.join(os.path.dirname(os.path.abspath(path)), "coord_rate_split.png")
 
 
 def coord_png_path(path):

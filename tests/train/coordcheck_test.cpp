@@ -745,6 +745,7 @@ TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
   ASSERT_EQ(rj["checks"].size(), 3u);
   EXPECT_EQ(rj["checks"][2]["lr"].as<double>(), 0.016);
   ASSERT_EQ(rj["rate_splits"].size(), 1u);
+  EXPECT_TRUE(std::ifstream(dir / "rates" + "/coord_rate_split.png").good()) << "scripts/plot.py --coord: the split's figure";
   const auto reread = testing::run_command(testing::normlab_binary() + " coordcheck --from " + (dir / "rates") +
                                                "/coord.json --out " + (dir / "rates2"),
                                            dir / "rates2.txt");
