@@ -430,6 +430,83 @@ std::string write_config(const TempDir& dir, const std::string& extra = "") {
   return path;
 }
 
+// The shipped rate splits (configs/sweeps/results/coordcheck_rates/, each a coord.json of five
+// checks that `normlab coordcheck --lrs` wrote): the splits recompute from their checks' values to
+// the stored numbers, and the write-up's ranges over blocks hold.
+TEST(CoordRateSplitTest, ShippedSplitsRecomputeFromTheirChecks) {
+  const std::vector<std::pair<std::string, std::string>> quoted = {
+      {"b1_mup",
+       "attn_out +0.01..+0.08 / -0.58..-0.30; ffn_out -0.03..+0.01 / -0.01..+0.03; attn_logits -0.41..-0.32 / "
+       "-0.95..-0.67; stream +0.01..+0.05 / -0.03..+0.06; logits +0.09 / -0.04; fit 0.17"},
+      {"b1_mup_hd16",
+       "attn_out +0.01..+0.08 / -0.58..-0.31; ffn_out -0.03..+0.01 / -0.01..+0.03; attn_logits -0.19..-0.15 / "
+       "-0.41..-0.22; stream +0.01..+0.05 / -0.03..+0.06; logits +0.09 / -0.04; fit 0.17"},
+      {"b1_mup_std0.08",
+       "attn_out -0.32..-0.19 / nan; ffn_out -0.15..+0.01 / -0.58..-0.00; attn_logits -0.89..-0.69 / nan; stream "
+       "-0.00..+0.00 / -0.57..-0.04; logits -0.11 / -0.33; fit 0.63"},
+      {"b1_sp",
+       "attn_out +0.67..+1.47 / nan; ffn_out +1.08..+1.65 / nan; attn_logits +0.86..+1.60 / nan; stream "
+       "+1.08..+1.48 / nan; logits +0.34 / nan; fit 0.86"},
+  };
+  const std::string dir = testing::source_dir() + "/configs/sweeps/results/coordcheck_rates/";
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.path().extension() == ".json";
+  EXPECT_EQ(files, quoted.size()) << "a shipped split without its quoted numbers here";
+  for (const auto& [name, want] : quoted) {
+    SCOPED_TRACE(name);
+    const std::string path = dir + name + ".json";
+    const auto splits = split_first_update(read_coord_json(path));
+    ASSERT_EQ(splits.size(), 1u);
+    const RateSplit& s = splits[0];
+    // The stored split, number for number.
+    const auto stored = YAML::LoadFile(path)["rate_splits"];
+    ASSERT_EQ(stored.size(), 1u);
+    ASSERT_EQ(stored[0]["rows"].size(), s.rows.size());
+    auto same = [](const YAML::Node& n, double v) {
+      if (n.IsNull()) return std::isnan(v);
+      const double w = n.as<double>();
+      return std::abs(w - v) <= 1e-12 * std::max(1.0, std::abs(v));
+    };
+    for (size_t r = 0; r < s.rows.size(); ++r) {
+      const auto& row = s.rows[r];
+      const auto js = stored[0]["rows"][r];
+      EXPECT_EQ(js["module"].as<std::string>(), row.module);
+      EXPECT_EQ(js["track"].as<int64_t>(), row.track);
+      for (size_t i = 0; i < s.sizes.size(); ++i) {
+        EXPECT_TRUE(same(js["first"][i], row.first[i])) << row.module << " " << i;
+        EXPECT_TRUE(same(js["second"][i], row.second[i])) << row.module << " " << i;
+      }
+      EXPECT_TRUE(same(js["first_slope"], row.first_slope));
+      EXPECT_TRUE(same(js["second_slope"], row.second_slope));
+      EXPECT_TRUE(same(js["first_slope_ci"][0], row.first_lo));
+      EXPECT_TRUE(same(js["first_slope_ci"][1], row.first_hi));
+      EXPECT_TRUE(same(js["second_slope_ci"][0], row.second_lo));
+      EXPECT_TRUE(same(js["second_slope_ci"][1], row.second_hi));
+      EXPECT_TRUE(same(js["max_log_residual"], row.max_log_residual));
+    }
+    // The write-up's numbers: per module the range over blocks of each order's slope, and the
+    // largest fit residual.
+    auto range = [&](const std::string& module, bool second) {
+      double lo = 1e9, hi = -1e9;
+      for (const auto& row : s.rows) {
+        if (row.module != module) continue;
+        const double v = second ? row.second_slope : row.first_slope;
+        if (std::isnan(v)) return std::string("nan");
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      return lo == hi ? fmt::format("{:+.2f}", lo) : fmt::format("{:+.2f}..{:+.2f}", lo, hi);
+    };
+    double residual = 0;
+    for (const auto& row : s.rows) residual = std::max(residual, row.max_log_residual);
+    std::string got;
+    for (const char* m : {"attn_out", "ffn_out", "attn_logits", "stream", "logits"})
+      got += fmt::format("{} {} / {}; ", m, range(m, false), range(m, true));
+    got += fmt::format("fit {:.2f}", residual);
+    EXPECT_EQ(got, want);
+  }
+}
+
 // The first update by order: one check per rate whose t = 2 seed means follow planted orders,
 // v^2 = v1^2 + (a lr)^2 + (b lr^2)^2 with a = 3 size^0 and b = 50 size^-0.5 for attn_out, the
 // first order alone elsewhere. Seed k's values are the mean times (1 + spread_k x), x =
