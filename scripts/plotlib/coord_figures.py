@@ -109,6 +109,8 @@ def draw_rate_split(path, out):
     with open(path) as f:
         splits = json.load(f).get("rate_splits") or []
     if not splits:
+        if os.path.exists(out):  # a figure of an earlier coord.json in the same folder
+            os.remove(out)
         return None
     plt = mpl()
     cols = len(SPLIT_MODULES)

@@ -9,9 +9,12 @@
 #include <cmath>
 #include <random>
 
+#include "config/load.h"
 #include "core/errors.h"
 #include "core/json.h"
+#include "core/sha256.h"
 #include "metrics/stats.h"
+#include "optim/registry.h"
 #include "train/device.h"
 #include "train/run_config.h"
 #include "train/run_data.h"
@@ -117,6 +120,23 @@ std::vector<Config> size_configs(const CoordCheckOptions& o, const std::vector<s
   return out;
 }
 
+// The key of an optimizer's own matrix rate (optim.muon.lr), or "" (AdamW: optim.lr alone).
+std::string own_rate_key(const Config& c) {
+  const OptimizerEntry* e = find_optimizer(c.optim.type);
+  if (e == nullptr || e->section.empty()) return "";
+  for (const auto& k : e->keys)
+    if (k.name == "lr") return e->section + ".lr";
+  return "";
+}
+
+std::string config_fingerprint(Config c, int64_t seed) {
+  c.optim.lr = 0;
+  c.seed = seed;
+  const std::string own = own_rate_key(c);
+  if (!own.empty()) c.optim.keys.set(own, 0.0);
+  return sha256_hex(dump_config(c));
+}
+
 CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& configs, const Config& base,
                      const Corpus& data, ParamType mode, CoordAxis axis) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -129,6 +149,7 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
   c.steps = o.steps;
   c.seeds = o.seeds;
   c.head_dim = axis == CoordAxis::kWidth ? o.head_dim : 0;
+  c.fingerprint = config_fingerprint(configs[0], base.seed);
   const auto& names = coord_module_names();
   for (const auto& n : names) {
     CoordModule m;
@@ -343,7 +364,7 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
   if (o.lrs.empty()) rates.push_back({keys, base});
   for (const double lr : o.lrs) {
     std::vector<std::string> k = keys;
-    k.push_back("optim.lr=" + exact_number(lr));
+    for (auto& kv : coord_rate_overrides(base, lr)) k.push_back(kv);
     rates.push_back({k, load_run_config(o.config_path, k)});
   }
   std::vector<ParamType> modes;
@@ -391,6 +412,7 @@ std::vector<CoordCheck> read_coord_json(const std::string& path) {
       c.steps = cj["steps"].as<int64_t>();
       c.seeds = cj["seeds"].as<int64_t>();
       c.head_dim = cj["head_dim"] ? cj["head_dim"].as<int64_t>() : 0;
+      c.fingerprint = cj["fingerprint"] ? cj["fingerprint"].as<std::string>() : "";
       for (const auto& mj : cj["modules"]) {
         CoordModule m;
         m.name = mj["name"].as<std::string>();
@@ -560,12 +582,13 @@ RateSplit split_group(const std::vector<const CoordCheck*>& group) {
       row.first_lo = row.first_hi = row.second_lo = row.second_hi = kNaN;
       if (kept) {
         const size_t K = static_cast<size_t>(first.seeds);
+        // The draw is rng() mod K (not a standard distribution, whose output differs between
+        // standard libraries): the same checks give the same intervals everywhere.
         std::mt19937_64 rng(0x5eed2026);
-        std::uniform_int_distribution<size_t> pick(0, K - 1);
         std::vector<size_t> draw(K);
         std::vector<double> boot_first, boot_second;
         for (int b = 0; b < kRateSplitResamples; ++b) {
-          for (auto& k : draw) k = pick(rng);
+          for (auto& k : draw) k = static_cast<size_t>(rng() % static_cast<uint64_t>(K));
           auto mean = [&](const CoordModule& m, size_t t, size_t i) {
             double sum = 0;
             for (const size_t k : draw) sum += at(m, t, i, blocks[i], static_cast<int64_t>(k));
@@ -617,25 +640,58 @@ JsonObject rate_split_object(const RateSplit& s) {
 
 }  // namespace
 
+std::vector<std::string> coord_rate_overrides(const Config& base, double lr) {
+  std::vector<std::string> out = {"optim.lr=" + exact_number(lr)};
+  const std::string own = own_rate_key(base);
+  if (!own.empty()) out.push_back("optim." + own + "=" + exact_number(base.optim.keys.number(own) * lr / base.optim.lr));
+  return out;
+}
+
 std::vector<RateSplit> split_first_update(const std::vector<CoordCheck>& checks) {
   std::vector<std::vector<const CoordCheck*>> groups;
   auto alike = [](const CoordCheck& a, const CoordCheck& b) {
     return a.axis == b.axis && a.param == b.param && a.optimizer == b.optimizer && a.sizes == b.sizes &&
-           a.seeds == b.seeds && a.head_dim == b.head_dim;
+           a.seeds == b.seeds && a.head_dim == b.head_dim && a.fingerprint == b.fingerprint;
   };
   for (const auto& c : checks) {
-    if (c.steps < 2 || !std::isfinite(c.lr)) continue;
+    if (c.steps < 2 || !(c.lr > 0) || !std::isfinite(c.lr)) continue;
     auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& gr) { return alike(*gr[0], c); });
     if (g == groups.end()) {
       groups.push_back({&c});
     } else if (std::none_of(g->begin(), g->end(), [&](const CoordCheck* o) { return o->lr == c.lr; })) {
       g->push_back(&c);
+    } else {
+      spdlog::warn("warning: rate split: a second {} check at lr {:.4g}: the first one is used", c.param, c.lr);
     }
   }
+  // One init: every module's t = 1 values (the init's forward) are the same at every rate.
+  auto same_init = [](const CoordCheck& a, const CoordCheck& b) {
+    for (size_t m = 0; m < a.modules.size() && m < b.modules.size(); ++m) {
+      if (a.modules[m].name != b.modules[m].name || a.modules[m].values.empty() || b.modules[m].values.empty()) continue;
+      const auto& x = a.modules[m].values[0];
+      const auto& y = b.modules[m].values[0];
+      if (x.size() != y.size()) return false;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (x[i].size() != y[i].size()) return false;
+        for (size_t k = 0; k < x[i].size(); ++k) {
+          const double d = std::abs(x[i][k] - y[i][k]);
+          if (d > 1e-9 * std::max(std::abs(x[i][k]), std::abs(y[i][k])) && !(std::isnan(x[i][k]) && std::isnan(y[i][k])))
+            return false;
+        }
+      }
+    }
+    return true;
+  };
   std::vector<RateSplit> out;
   for (auto& g : groups) {
     if (g.size() < 3) continue;
     std::stable_sort(g.begin(), g.end(), [](const CoordCheck* a, const CoordCheck* b) { return a->lr < b->lr; });
+    const auto other = std::find_if(g.begin() + 1, g.end(), [&](const CoordCheck* c) { return !same_init(*g[0], *c); });
+    if (other != g.end()) {
+      spdlog::warn("warning: rate split: the {} checks at lr {:.4g} and {:.4g} differ at t = 1 (not one init): not split",
+                   g[0]->param, g[0]->lr, (*other)->lr);
+      continue;
+    }
     out.push_back(split_group(g));
   }
   return out;
@@ -724,6 +780,7 @@ std::string coord_json(const std::vector<CoordCheck>& checks) {
                      .add("steps", c.steps)
                      .add("seeds", c.seeds)
                      .add("head_dim", c.head_dim)
+                     .add("fingerprint", c.fingerprint)
                      .add("worst_after_first", worst)
                      .add("established_after_first", established)
                      .add("modules", ms));

@@ -16,6 +16,8 @@
 
 namespace normlab {
 
+struct Config;
+
 enum class CoordAxis { kWidth, kDepth };
 
 struct CoordCheckOptions {
@@ -27,8 +29,9 @@ struct CoordCheckOptions {
   // n_heads = width / N at every width (the head size held at N: a wider model has more heads).
   int64_t head_dim = 0;
   bool compare = false;  // also the same check under param.type sp (first), beside the config's mode
-  // Empty: the config's optim.lr. Else one check per rate (increasing), each at that lr held; three
-  // or more rates give the first update's split by order (split_first_update).
+  // Empty: the config's optim.lr. Else one check per rate (increasing), each at that lr held (and
+  // an optimizer's own matrix rate, optim.muon.lr, scaled by the same factor); three or more rates
+  // give the first update's split by order (split_first_update).
   std::vector<double> lrs;
 };
 
@@ -65,6 +68,10 @@ struct CoordCheck {
   std::vector<int64_t> sizes;
   int64_t steps = 0, seeds = 0;
   int64_t head_dim = 0;  // CoordCheckOptions::head_dim of a width check (0: n_heads as configured)
+  // sha256 of the first size's resolved config (dump_config) with every learning rate set to 0
+  // and the seed to its base: checks alike in it differ only in their rates. Empty in a coord.json
+  // written before it was kept.
+  std::string fingerprint;
   std::vector<CoordModule> modules;
   // The largest |slope| over modules at t >= 2 (NaN when any is NaN), its module and t.
   double worst_after_first = 0;
@@ -119,14 +126,21 @@ struct RateSplit {
   std::vector<RateSplitRow> rows;
 };
 
+// The --set keys of one rate of --lrs: optim.lr = lr and, for an optimizer with its own matrix
+// rate (muon, normuon: optim.muon.lr), that rate times lr / base's optim.lr, so that the rate is
+// one multiplier of every update.
+std::vector<std::string> coord_rate_overrides(const Config& base, double lr);
+
 // One fit at one size: the two terms at the largest rate (a lr_max, b lr_max^2), from the
 // a^2, b^2 >= 0 of least squares on (model^2 - v^2) / v^2 over the rates; v1 the t = 1 value.
 // {NaN, NaN} when any value is not finite or not positive.
 std::pair<double, double> fit_rate_orders(const std::vector<double>& lrs, const std::vector<double>& v, double v1);
 
-// The splits of a set of checks: one per group of width or depth checks alike in everything but lr
-// (axis, param, optimizer, sizes, seeds, head size; at least two updates) holding three rates or
-// more (a repeated rate: its first check), in the order the groups first appear.
+// The splits of a set of checks: one per group of width or depth checks alike in everything but
+// the rate (axis, param, optimizer, sizes, seeds, head size and the config's fingerprint; at least
+// two updates, a rate > 0) holding three rates or more, in the order the groups first appear. A
+// repeated rate keeps its first check; a group whose checks differ at t = 1 (not one init: a
+// coord.json from before the fingerprint, mixed) is not split. Each is said in a warning.
 std::vector<RateSplit> split_first_update(const std::vector<CoordCheck>& checks);
 std::string rate_split_json(const RateSplit& s);  // one JSON object
 std::string rate_split_table(const RateSplit& s);

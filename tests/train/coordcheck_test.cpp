@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "core/errors.h"
+#include "config/config.h"
 #include "core/json.h"
 #include "model/parametrization.h"
 #include "model/transformer.h"
@@ -486,16 +487,22 @@ TEST(CoordRateSplitTest, ShippedSplitsRecomputeFromTheirChecks) {
     }
     // The write-up's numbers: per module the range over blocks of each order's slope, and the
     // largest fit residual.
+    // Blocks whose order does not fit (NaN) are counted apart: "-1.24 (1 of 4)".
     auto range = [&](const std::string& module, bool second) {
       double lo = 1e9, hi = -1e9;
+      int fitted = 0, all = 0;
       for (const auto& row : s.rows) {
         if (row.module != module) continue;
+        ++all;
         const double v = second ? row.second_slope : row.first_slope;
-        if (std::isnan(v)) return std::string("nan");
+        if (std::isnan(v)) continue;
+        ++fitted;
         lo = std::min(lo, v);
         hi = std::max(hi, v);
       }
-      return lo == hi ? fmt::format("{:+.2f}", lo) : fmt::format("{:+.2f}..{:+.2f}", lo, hi);
+      if (fitted == 0) return std::string("nan");
+      const std::string r = fmt::format("{:+.2f}", lo) + (lo == hi ? "" : fmt::format("..{:+.2f}", hi));
+      return fitted == all ? r : r + fmt::format(" ({} of {})", fitted, all);
     };
     double residual = 0;
     for (const auto& row : s.rows) residual = std::max(residual, row.max_log_residual);
@@ -669,6 +676,38 @@ TEST(CoordRateSplitTest, GroupsNeedThreeRatesOfOneKind) {
   auto one = planted_rates({0.01, 0.02, 0.04});
   for (auto& c : one) c.steps = 1;
   EXPECT_TRUE(split_first_update(one).empty());
+  // Another config (another fingerprint) is another group: two sets of three rates, two splits,
+  // each of its own checks.
+  auto a = planted_rates({0.01, 0.02, 0.04});
+  auto b = planted_rates({0.015, 0.03, 0.06});
+  for (auto& c : a) c.fingerprint = "a";
+  for (auto& c : b) c.fingerprint = "b";
+  std::vector<CoordCheck> mixed = {a[0], b[0], a[1], b[1], a[2], b[2]};
+  const auto two = split_first_update(mixed);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].lrs, (std::vector<double>{0.01, 0.02, 0.04}));
+  EXPECT_EQ(two[1].lrs, (std::vector<double>{0.015, 0.03, 0.06}));
+  // Checks that differ at t = 1 are not one init (a file from before the fingerprint, mixed):
+  // not split.
+  auto not_one = planted_rates({0.01, 0.02, 0.04});
+  not_one[1].modules[1].values[0][2][0] *= 1.01;
+  EXPECT_TRUE(split_first_update(not_one).empty());
+  // A rate of 0 or below (a hand-made file) is no point of a split.
+  auto zero = planted_rates({0.0, 0.01, 0.02});
+  EXPECT_TRUE(split_first_update(zero).empty());
+}
+
+TEST(CoordRateSplitTest, MuonsOwnMatrixRateMovesWithTheRate) {
+  Config c;
+  c.optim.lr = 0.002;
+  EXPECT_EQ(coord_rate_overrides(c, 0.008), (std::vector<std::string>{"optim.lr=0.0080000000000000002"}));
+  for (const char* type : {"muon", "normuon"}) {
+    c.optim.type = type;
+    c.optim.keys.set("muon.lr", 0.02);
+    const auto k = coord_rate_overrides(c, 0.008);
+    ASSERT_EQ(k.size(), 2u) << type;
+    EXPECT_EQ(k[1], "optim.muon.lr=0.080000000000000002") << type;  // 0.02 x 0.008 / 0.002
+  }
 }
 
 // µP keeps the hidden coordinates' scale across widths 64..256 after the first updates; SP does
