@@ -443,11 +443,14 @@ TEST(CoordRateSplitTest, ShippedSplitsRecomputeFromTheirChecks) {
        "attn_out +0.01..+0.08 / -0.58..-0.31; ffn_out -0.03..+0.01 / -0.01..+0.03; attn_logits -0.19..-0.15 / "
        "-0.41..-0.22; stream +0.01..+0.05 / -0.03..+0.06; logits +0.09 / -0.04; fit 0.17"},
       {"b1_mup_std0.08",
-       "attn_out -0.32..-0.19 / nan; ffn_out -0.15..+0.01 / -0.58..-0.00; attn_logits -0.89..-0.69 / nan; stream "
-       "-0.00..+0.00 / -0.57..-0.04; logits -0.11 / -0.33; fit 0.63"},
+       "attn_out -0.32..-0.19 / nan; ffn_out -0.15..+0.01 / -0.58..-0.00; attn_logits -0.89..-0.69 / -1.24 (1 of 4); "
+       "stream -0.00..+0.00 / -0.57..-0.04; logits -0.11 / -0.33; fit 0.63"},
       {"b1_sp",
-       "attn_out +0.67..+1.47 / nan; ffn_out +1.08..+1.65 / nan; attn_logits +0.86..+1.60 / nan; stream "
+       "attn_out +0.67..+1.47 / +1.28 (1 of 4); ffn_out +1.08..+1.65 / nan; attn_logits +0.86..+1.60 / nan; stream "
        "+1.08..+1.48 / nan; logits +0.34 / nan; fit 0.86"},
+      {"b16_mup",
+       "attn_out -0.01..+0.07 / -0.59..-0.49; ffn_out -0.01..+0.03 / +0.05..+0.12; attn_logits -0.30..-0.14 / "
+       "-0.76..-0.61; stream +0.02..+0.04 / +0.05..+0.06; logits +0.06 / -0.07; fit 0.26"},
   };
   const std::string dir = testing::source_dir() + "/configs/sweeps/results/coordcheck_rates/";
   size_t files = 0;
