@@ -552,18 +552,37 @@ RateSplit split_group(const std::vector<const CoordCheck*>& group) {
       RateSplitRow row;
       row.module = m0.name;
       row.track = id;
+      // Both orders fitted at every size, each size's values read through value(m, t, i).
+      auto fit_sizes = [&](auto&& value) {
+        std::vector<std::pair<double, double>> fits;
+        for (size_t i = 0; i < first.sizes.size(); ++i) {
+          std::vector<double> v;
+          for (const auto* m : ms) v.push_back(value(*m, 1, i));
+          fits.push_back(fit_rate_orders(out.lrs, v, value(*ms[0], 0, i)));
+        }
+        return fits;
+      };
+      // An order's coefficient per size (NaN where it fits to 0: no slope through it).
+      auto order = [](const std::vector<std::pair<double, double>>& fits, bool second) {
+        std::vector<double> c;
+        for (const auto& [fa, fb] : fits) {
+          const double f = second ? fb : fa;
+          c.push_back(f > 0 ? f : kNaN);
+        }
+        return c;
+      };
       // One fit per size on the seed means, and the fit's largest relative miss.
+      auto seed_mean = [&](const CoordModule& m, size_t t, size_t i) { return at(m, t, i, blocks[i], -1); };
+      const auto fits = fit_sizes(seed_mean);
+      row.first = order(fits, false);
+      row.second = order(fits, true);
       for (size_t i = 0; i < first.sizes.size(); ++i) {
-        std::vector<double> v;
-        for (const auto* m : ms) v.push_back(at(*m, 1, i, blocks[i], -1));
-        const double v1 = at(*ms[0], 0, i, blocks[i], -1);
-        const auto [fa, fb] = fit_rate_orders(out.lrs, v, v1);
-        row.first.push_back(fa > 0 ? fa : kNaN);
-        row.second.push_back(fb > 0 ? fb : kNaN);
-        for (size_t r = 0; r < v.size(); ++r) {
+        const auto [fa, fb] = fits[i];
+        const double v1 = seed_mean(*ms[0], 0, i);
+        for (size_t r = 0; r < ms.size(); ++r) {
           const double u = out.lrs[r] / top;
           const double model = std::sqrt(v1 * v1 + fa * fa * u * u + fb * fb * u * u * u * u);
-          const double e = std::abs(std::log(model / v[r]));
+          const double e = std::abs(std::log(model / seed_mean(*ms[r], 1, i)));
           row.max_log_residual = std::isnan(e) || std::isnan(row.max_log_residual) ? kNaN : std::max(row.max_log_residual, e);
         }
       }
@@ -594,16 +613,9 @@ RateSplit split_group(const std::vector<const CoordCheck*>& group) {
             for (const size_t k : draw) sum += at(m, t, i, blocks[i], static_cast<int64_t>(k));
             return sum / static_cast<double>(K);
           };
-          std::vector<double> a, bb;
-          for (size_t i = 0; i < first.sizes.size(); ++i) {
-            std::vector<double> v;
-            for (const auto* m : ms) v.push_back(mean(*m, 1, i));
-            const auto [fa, fb] = fit_rate_orders(out.lrs, v, mean(*ms[0], 0, i));
-            a.push_back(fa > 0 ? fa : kNaN);
-            bb.push_back(fb > 0 ? fb : kNaN);
-          }
-          boot_first.push_back(curve_slope(x, a));
-          boot_second.push_back(curve_slope(x, bb));
+          const auto resample = fit_sizes(mean);
+          boot_first.push_back(curve_slope(x, order(resample, false)));
+          boot_second.push_back(curve_slope(x, order(resample, true)));
         }
         percentile_interval(boot_first, row.first_lo, row.first_hi);
         percentile_interval(boot_second, row.second_lo, row.second_hi);
