@@ -147,6 +147,7 @@ struct EvalCommand {
   CLI::App* cmd = nullptr;
   std::string run_dir, data_file, device_name = "cpu";
   std::optional<int64_t> step;
+  bool by_task = false;
 
   void add(CLI::App& app) {
     cmd = app.add_subcommand("eval", "validation loss of a checkpoint (one JSON line on stdout)");
@@ -154,14 +155,21 @@ struct EvalCommand {
     cmd->add_option("--step", step, "checkpoint step (default: LATEST)");
     cmd->add_option("--data", data_file, "data file (default: the run's data.val)");
     cmd->add_option("--device", device_name, "cpu, cuda or cuda:N")->capture_default_str();
+    cmd->add_flag("--by-task", by_task,
+                  "also the loss per task: byte-level corpora whose lines start with a task letter and ':' (the toy corpus)");
   }
 
   int run() {
-    const auto r = evaluate_run(run_dir, step, data_file, resolve_device(device_name, "--device"));
+    const auto r = evaluate_run(run_dir, step, data_file, resolve_device(device_name, "--device"), by_task);
     JsonObject o;
     o.add("loss", r.loss).add("windows", r.windows).add("tokens", r.tokens);
     if (r.bytes) o.add("bytes", *r.bytes);
     if (r.bpb) o.add("bpb", *r.bpb);
+    if (by_task) {
+      JsonObject tasks;
+      for (const auto& [name, t] : r.by_task) tasks.add(name, JsonObject().add("tokens", t.tokens).add("loss", t.loss));
+      o.add("by_task", tasks);
+    }
     std::cout << o.str() << std::endl;
     return 0;
   }

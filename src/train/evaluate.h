@@ -2,7 +2,9 @@
 // non-overlapping windows at 0, ctx, 2ctx, ..., at most max_windows, in eval mode.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <string>
 
 #include "data/corpus.h"
 #include "data/tokenizer.h"
@@ -18,7 +20,20 @@ struct EvalResult {
                        // states over the first kEffRankPositions positions (src/metrics/README.md)
   std::optional<int64_t> bytes;  // bytes of text behind the predicted tokens, where known
   std::optional<double> bpb;     // bits per byte: loss * tokens / (bytes * ln 2)
+  // With by_task: per task label (line_task), the predicted tokens and their mean loss.
+  struct Task {
+    int64_t tokens = 0;
+    double loss = 0;
+  };
+  std::map<std::string, Task> by_task;
 };
+
+// The task a byte-level corpus's line belongs to, read from the line a target byte sits on (the
+// byte ending a line belongs to it): the line's first byte when it is a lowercase letter followed
+// by ':' (the toy corpus's `w:`, `c:`, `r:`, `b:`, `k:`; data/README.md), else "other"; also
+// "other" when the line starts more than kTaskScan bytes before the position (not looked up).
+constexpr int64_t kTaskScan = 4096;
+std::vector<std::string> line_tasks(const Corpus& corpus, int64_t begin, int64_t count);
 
 // The bytes of text behind the predicted (target) tokens of the evaluation windows: one per
 // token when every file is read as bytes; with a tokenizer, the sum of its token_bytes; else
@@ -31,8 +46,10 @@ constexpr int64_t kEffRankPositions = 1024;
 // exp(H(s / sum(s))) of the singular values s of h (N, d), computed in double.
 double effective_rank(const torch::Tensor& h);
 
+// by_task: also the loss per task (line_tasks of every target); a byte-level corpus only.
 EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_windows,
-                    const torch::Device& device, const Tokenizer* tokenizer = nullptr, int64_t batch_size = 16);
+                    const torch::Device& device, const Tokenizer* tokenizer = nullptr, int64_t batch_size = 16,
+                    bool by_task = false);
 
 // Mean cross-entropy of logits (B, T, V) against targets (B, T), in fp32.
 torch::Tensor lm_loss(const torch::Tensor& logits, const torch::Tensor& targets);

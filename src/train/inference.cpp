@@ -40,7 +40,7 @@ LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, 
 }
 
 EvalResult evaluate_run(const std::string& run, std::optional<int64_t> step, std::string data,
-                        const torch::Device& device) {
+                        const torch::Device& device, bool by_task) {
   auto lm = load_run_model(run, step, device);
   const Corpus corpus = data.empty() ? Corpus::load(lm.config.data.val, lm.config.data.format)
                                      : Corpus::load(data, lm.config.data.format);
@@ -48,7 +48,8 @@ EvalResult evaluate_run(const std::string& run, std::optional<int64_t> step, std
     throw UsageError(fmt::format("{}: holds token {} at position {} >= the model's vocab_size {}", bad->path,
                                  bad->token, bad->position, lm.config.model.vocab_size));
   }
-  return evaluate(lm.model, corpus, lm.config.eval.max_windows, device, lm.tokenizer ? &*lm.tokenizer : nullptr);
+  return evaluate(lm.model, corpus, lm.config.eval.max_windows, device, lm.tokenizer ? &*lm.tokenizer : nullptr,
+                  16, by_task);
 }
 
 std::vector<int64_t> prompt_tokens(const LoadedModel& lm, const std::string& prompt) {

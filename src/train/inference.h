@@ -28,9 +28,9 @@ struct LoadedModel {
 LoadedModel load_run_model(const std::string& run, std::optional<int64_t> step, const torch::Device& device);
 
 // Validation loss of a run's checkpoint on `data` (default: the run's data.val). A token outside
-// the model's vocabulary is a UsageError.
+// the model's vocabulary is a UsageError. by_task: also the loss per task (evaluate()).
 EvalResult evaluate_run(const std::string& run, std::optional<int64_t> step, std::string data,
-                        const torch::Device& device);
+                        const torch::Device& device, bool by_task = false);
 
 struct SampleOptions {
   int64_t max_new = 256;    // tokens to generate, at most kMaxNewTokens
