@@ -36,7 +36,8 @@ std::vector<std::string> line_tasks(const Corpus& corpus, int64_t begin, int64_t
     const int64_t c = byte(start);
     return c >= 'a' && c <= 'z' && byte(start + 1) == ':' ? std::string(1, static_cast<char>(c)) : std::string("other");
   };
-  std::string task = b0 == 0 ? label(0) : "other";  // a line that starts before b0 is not looked up
+  // The line at b0: looked up when it starts there (a line that starts before b0 is not).
+  std::string task = b0 == 0 || corpus.token(b0 - 1) == '\n' ? label(b0) : "other";
   std::vector<std::string> out;
   out.reserve(static_cast<size_t>(count));
   for (int64_t pos = b0; pos < begin + count; ++pos) {

@@ -43,6 +43,10 @@ TEST(EvalByTaskTest, LineStartingBeyondTheScanIsOther) {
   EXPECT_EQ(labels[0], "other");
   EXPECT_EQ(labels.back(), "w");
   EXPECT_EQ(line_tasks(corpus, 40, 1)[0], "c");
+  // A line starting exactly kTaskScan bytes back is still looked up.
+  const std::string exact = "x\nw: " + std::string(static_cast<size_t>(kTaskScan), 'y') + "\n";
+  testing::write_text(dir / "e.txt", exact);
+  EXPECT_EQ(line_tasks(Corpus::load(dir / "e.txt"), 2 + kTaskScan, 1)[0], "w");
 }
 
 TEST(EvalByTaskTest, TaskLossesSplitTheLossByLabel) {
