@@ -500,12 +500,17 @@ struct CoordCheckCommand {
       throw UsageError("coordcheck: give -c CONFIG (run a check) or --from coord.json (fit one again), one of them");
     if (!from.empty() && !opts.lrs.empty()) throw UsageError("coordcheck: --lrs runs checks; --from reads them, not both");
     std::vector<CoordCheck> checks;
-    if (from.empty()) checks = run_coordcheck(opts);
+    std::filesystem::create_directories(out_dir);
+    const std::string json_path = (std::filesystem::path(out_dir) / "coord.json").string();
+    // Every finished size is on disk at once: a check stopped part-way keeps what it measured.
+    const auto keep = [&](const std::vector<CoordCheck>& so_far) {
+      write_file_atomic(json_path, coord_json(so_far));
+      spdlog::info("coordcheck: {} holds {} check{} so far", json_path, so_far.size(), so_far.size() == 1 ? "" : "s");
+    };
+    if (from.empty()) checks = run_coordcheck(opts, keep);
     for (const auto& f : from) {
       for (auto& c : read_coord_json(f)) checks.push_back(std::move(c));
     }
-    std::filesystem::create_directories(out_dir);
-    const std::string json_path = (std::filesystem::path(out_dir) / "coord.json").string();
     write_file_atomic(json_path, coord_json(checks));
     plot_beside("--coord", json_path, "coord_check.png");
     for (const auto& c : checks) std::cout << coord_table(c) << "\n";

@@ -138,7 +138,8 @@ std::string config_fingerprint(Config c, int64_t seed) {
 }
 
 CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& configs, const Config& base,
-                     const Corpus& data, ParamType mode, CoordAxis axis) {
+                     const Corpus& data, ParamType mode, CoordAxis axis,
+                     const std::function<void(const CoordCheck&)>& finished_size) {
   const auto t0 = std::chrono::steady_clock::now();
   CoordCheck c;
   c.axis = axis;
@@ -146,6 +147,7 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
   c.optimizer = base.optim.type;
   c.lr = base.optim.lr;
   c.sizes = axis == CoordAxis::kWidth ? o.widths : o.depths;
+  c.planned_sizes = static_cast<int64_t>(c.sizes.size());
   c.steps = o.steps;
   c.seeds = o.seeds;
   c.head_dim = axis == CoordAxis::kWidth ? o.head_dim : 0;
@@ -181,6 +183,12 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
       }
     }
     spdlog::info("coordcheck {} {} {}: {} seeds x {} updates done", c.param, axis_name(axis), size, o.seeds, o.steps);
+    if (finished_size && si >= 1) {
+      CoordCheck part = c;
+      part.sizes.resize(si + 1);
+      fit_coord_slopes(part);
+      finished_size(part);
+    }
   }
   fit_coord_slopes(c);
   spdlog::info("coordcheck {} over {}: {:.1f} s", c.param, axis_name(axis),
@@ -334,7 +342,7 @@ void fit_coord_slopes(CoordCheck& c) {
   }
 }
 
-std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
+std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o, const CoordProgress& progress) {
   if (o.widths.empty() && o.depths.empty()) throw UsageError("coordcheck: give --widths and/or --depths");
   check_sizes(o.widths, "--widths");
   check_sizes(o.depths, "--depths");
@@ -387,7 +395,13 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o) {
     }
   }
   std::vector<CoordCheck> out;
-  for (const auto& p : plan) out.push_back(run_check(o, p.configs, *p.base, data.train, p.mode, p.axis));
+  for (const auto& p : plan) {
+    out.push_back(run_check(o, p.configs, *p.base, data.train, p.mode, p.axis, [&](const CoordCheck& part) {
+      std::vector<CoordCheck> so_far = out;
+      so_far.push_back(part);
+      if (progress) progress(so_far);
+    }));
+  }
   return out;
 }
 
@@ -413,6 +427,10 @@ std::vector<CoordCheck> read_coord_json(const std::string& path) {
       c.seeds = cj["seeds"].as<int64_t>();
       c.head_dim = cj["head_dim"] ? cj["head_dim"].as<int64_t>() : 0;
       c.fingerprint = cj["fingerprint"] ? cj["fingerprint"].as<std::string>() : "";
+      c.planned_sizes = cj["planned_sizes"] ? cj["planned_sizes"].as<int64_t>() : static_cast<int64_t>(c.sizes.size());
+      if (c.planned_sizes < static_cast<int64_t>(c.sizes.size()))
+        throw UsageError(fmt::format("{}: planned_sizes {} is below the {} sizes it holds", path, c.planned_sizes,
+                                     c.sizes.size()));
       for (const auto& mj : cj["modules"]) {
         CoordModule m;
         m.name = mj["name"].as<std::string>();
@@ -783,19 +801,23 @@ std::string coord_json(const std::vector<CoordCheck>& checks) {
         .add("module", c.established_module)
         .add("t", c.established_t)
         .add("slope_ci", std::vector<double>{c.established_lo, c.established_hi});
-    cs.push_back(JsonObject()
-                     .add("axis", axis_name(c.axis))
-                     .add("param", c.param)
-                     .add("optimizer", c.optimizer)
-                     .add("lr", c.lr)
-                     .add("sizes", c.sizes)
-                     .add("steps", c.steps)
-                     .add("seeds", c.seeds)
-                     .add("head_dim", c.head_dim)
-                     .add("fingerprint", c.fingerprint)
-                     .add("worst_after_first", worst)
-                     .add("established_after_first", established)
-                     .add("modules", ms));
+    JsonObject check;
+    check.add("axis", axis_name(c.axis))
+        .add("param", c.param)
+        .add("optimizer", c.optimizer)
+        .add("lr", c.lr)
+        .add("sizes", c.sizes);
+    // Only a check stopped part-way says how many sizes it planned (a finished one's coord.json
+    // is as before).
+    if (c.planned_sizes > static_cast<int64_t>(c.sizes.size())) check.add("planned_sizes", c.planned_sizes);
+    check.add("steps", c.steps)
+        .add("seeds", c.seeds)
+        .add("head_dim", c.head_dim)
+        .add("fingerprint", c.fingerprint)
+        .add("worst_after_first", worst)
+        .add("established_after_first", established)
+        .add("modules", ms);
+    cs.push_back(check);
   }
   std::vector<JsonObject> splits;
   for (const auto& sp : split_first_update(checks)) splits.push_back(rate_split_object(sp));
@@ -811,6 +833,8 @@ std::string coord_table(const CoordCheck& c) {
       axis_name(c.axis), c.axis == CoordAxis::kWidth ? "d_model" : "n_layers", sizes,
       c.head_dim > 0 ? fmt::format("; n_heads = d_model / {}", c.head_dim) : "", c.param, c.optimizer, c.lr,
       c.steps, c.seeds, axis_name(c.axis), c.axis == CoordAxis::kWidth ? "blocks" : "the middle and the last block");
+  if (c.planned_sizes > static_cast<int64_t>(c.sizes.size()))
+    out += fmt::format("stopped part-way: {} of its {} sizes finished, fitted on those\n", c.sizes.size(), c.planned_sizes);
   out += fmt::format("{:<19}", "module");
   for (int64_t s = 1; s <= c.steps; ++s) out += fmt::format(" {:>7}", fmt::format("t={}", s));
   out += "\n";

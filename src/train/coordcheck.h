@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,10 @@ struct CoordCheck {
   // and the seed to its base: checks alike in it differ only in their rates. Empty in a coord.json
   // written before it was kept.
   std::string fingerprint;
+  // Sizes planned (>= sizes.size()): more than sizes.size() in a check stopped part-way, whose
+  // coord.json kept the sizes it finished (run_coordcheck's progress); 0 in a coord.json written
+  // before it was kept (read as sizes.size()).
+  int64_t planned_sizes = 0;
   std::vector<CoordModule> modules;
   // The largest |slope| over modules at t >= 2 (NaN when any is NaN), its module and t.
   double worst_after_first = 0;
@@ -148,10 +153,16 @@ std::string rate_split_table(const RateSplit& s);
 // The statistics' names in the order they are reported.
 const std::vector<std::string>& coord_module_names();
 
+// Called as a check finishes each size from its second on, with every check so far: those done
+// and the running one cut to its finished sizes, fitted on them (planned_sizes says how many it
+// will have). `normlab coordcheck` writes coord.json each time, so that a check stopped part-way
+// (a lease's deadline, Ctrl-C) keeps every size it finished.
+using CoordProgress = std::function<void(const std::vector<CoordCheck>&)>;
+
 // Runs the checks: per axis given, under param.type sp first with `compare`, then the config's
 // mode. Sizes a config cannot take (a width n_heads does not divide) are one ConfigError naming
 // the size.
-std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o);
+std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o, const CoordProgress& progress = {});
 
 // Fills a check's slopes, tracks, curves and worst slope from its values.
 void fit_coord_slopes(CoordCheck& c);

@@ -797,6 +797,60 @@ TEST(CoordCheckRunTest, HeadDimHoldsTheHeadSizeOverWidth) {
   }
 }
 
+// The progress a long check reports (`normlab coordcheck` writes coord.json at each call): after
+// every size from the second, every check so far, the running one cut to its finished sizes and
+// fitted on them; a two-size fit is the slope through its two points. Its coord.json says how many
+// sizes were planned and reads back so; a finished check's does not carry the field.
+TEST(CoordCheckRunTest, ProgressKeepsEveryFinishedSize) {
+  TempDir dir;
+  CoordCheckOptions o;
+  o.config_path = write_config(dir, "param: {type: mup}\n");
+  o.widths = {32, 64, 128};
+  o.steps = 2;
+  o.seeds = 1;
+  o.compare = true;
+  std::vector<std::vector<CoordCheck>> calls;
+  const std::vector<CoordCheck> done = run_coordcheck(o, [&](const std::vector<CoordCheck>& so_far) { calls.push_back(so_far); });
+  ASSERT_EQ(done.size(), 2u);
+  ASSERT_EQ(calls.size(), 4u);  // per check: after 64 and after 128
+  const std::vector<size_t> counts = {1, 1, 2, 2};
+  for (size_t i = 0; i < calls.size(); ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    ASSERT_EQ(calls[i].size(), counts[i]);
+    const CoordCheck& running = calls[i].back();
+    EXPECT_EQ(running.param, i < 2 ? "sp" : "mup");
+    EXPECT_EQ(running.planned_sizes, 3);
+    EXPECT_EQ(running.sizes, (i % 2 == 0 ? std::vector<int64_t>{32, 64} : std::vector<int64_t>{32, 64, 128}));
+    const CoordCheck& final_check = done[i < 2 ? 0 : 1];
+    for (size_t m = 0; m < running.modules.size(); ++m) {
+      const CoordModule& part = running.modules[m];
+      for (size_t t = 0; t < part.values.size(); ++t) {
+        ASSERT_EQ(part.values[t].size(), running.sizes.size()) << part.name;
+        for (size_t k = 0; k < running.sizes.size(); ++k) EXPECT_EQ(part.values[t][k], final_check.modules[m].values[t][k]);
+      }
+    }
+    if (i == 2) {
+      EXPECT_EQ(calls[i][0].sizes, done[0].sizes);  // the finished sp check, whole
+    }
+  }
+  // A two-size fit: log2 of the ratio of the logits' mean |x| over one doubling.
+  const CoordModule& logits = module(calls[0].back(), "logits");
+  for (size_t t = 0; t < logits.slope.size(); ++t)
+    EXPECT_NEAR(logits.slope[t], std::log2(logits.values[t][1][0] / logits.values[t][0][0]), 1e-9);
+  // coord.json: a part-way check says so and reads back so; the finished ones as before.
+  const std::string path = dir / "part.json";
+  std::ofstream(path) << coord_json(calls[2]);
+  const std::vector<CoordCheck> back = read_coord_json(path);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].planned_sizes, 3);
+  EXPECT_EQ(back[1].planned_sizes, 3);
+  EXPECT_EQ(back[1].sizes.size(), 2u);
+  EXPECT_NE(coord_table(back[1]).find("stopped part-way: 2 of its 3 sizes finished"), std::string::npos);
+  EXPECT_EQ(coord_table(back[0]).find("stopped part-way"), std::string::npos);
+  EXPECT_EQ(coord_json(done).find("planned_sizes"), std::string::npos);
+  EXPECT_EQ(coord_json(calls[2]).find("planned_sizes"), coord_json(calls[2]).rfind("planned_sizes"));  // the running one only
+}
+
 TEST(CoordCheckRunTest, CommandWritesJsonPlotAndTableAndRefusesBadSizes) {
   TempDir dir;
   const std::string cfg = write_config(dir);
