@@ -186,6 +186,7 @@ struct TrainConfig {
 struct EvalConfig {
   int64_t every = 200;
   int64_t max_windows = 64;
+  bool by_task = false;  // eval records also carry the loss per task of each line (byte-level corpora)
 };
 
 struct SpikeConfig {
@@ -322,6 +323,7 @@ template <class V> void describe(TrainConfig& c, V& v) {
 template <class V> void describe(EvalConfig& c, V& v) {
   v.field("every", c.every, "validation every N updates, at step 0 and at the end; 0 = at step 0 and the end only");
   v.field("max_windows", c.max_windows, "at most this many ctx windows per evaluation");
+  v.field("by_task", c.by_task, "eval records also carry the loss per task (each target byte's line: the toy corpus's w: c: r: b: k:, else other); byte-level corpora only");
 }
 template <class V> void describe(SpikeConfig& c, V& v) {
   v.field("window", c.window, "rolling baseline length");

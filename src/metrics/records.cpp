@@ -193,6 +193,14 @@ RunRecords read_records(const std::string& metrics_path, const RunInfo& info) {
       e.eff_rank = json_number_or_nan(rec["eff_rank"]);
       e.val_excess = json_number_or_nan(rec["val_excess"]);
       e.val_bpb = json_number_or_nan(rec["val_bpb"]);
+      if (rec["by_task"] && rec["by_task"].IsMap()) {
+        for (const auto& kv : rec["by_task"]) {
+          YAML::Node t = kv.second;
+          int64_t n = 0;
+          if (!kv.first.IsScalar() || !t.IsMap() || !integer(t["tokens"], n)) continue;
+          e.by_task[kv.first.as<std::string>()] = {n, json_number_or_nan(t["loss"])};
+        }
+      }
       r.eval.push_back(e);
     } else if (kind == "spike") {
       SpikeRecord s;
@@ -472,6 +480,11 @@ std::string to_json(const EvalRecord& r) {
   j.add("kind", "eval").add("step", r.step).add("val_loss", r.val_loss).add("eff_rank", r.eff_rank);
   if (!std::isnan(r.val_bpb)) j.add("val_bpb", r.val_bpb);
   if (!std::isnan(r.val_excess)) j.add("val_excess", r.val_excess);
+  if (!r.by_task.empty()) {
+    JsonObject tasks;
+    for (const auto& [name, t] : r.by_task) tasks.add(name, JsonObject().add("tokens", t.tokens).add("loss", t.loss));
+    j.add("by_task", tasks);
+  }
   return j.str();
 }
 

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -54,6 +55,12 @@ struct EvalRecord {
   int64_t step = 0;
   double val_loss = std::nan(""), eff_rank = std::nan(""), val_excess = std::nan(""), val_bpb = std::nan("");
   bool has_eff_rank = false;  // the key is there (its value may be null: non-finite states)
+  // eval.by_task: per task label, the targets predicted and their mean loss (empty without it).
+  struct Task {
+    int64_t tokens = 0;
+    double loss = std::nan("");
+  };
+  std::map<std::string, Task> by_task;
 };
 
 struct SpikeRecord {

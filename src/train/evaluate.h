@@ -46,9 +46,12 @@ constexpr int64_t kEffRankPositions = 1024;
 // exp(H(s / sum(s))) of the singular values s of h (N, d), computed in double.
 double effective_rank(const torch::Tensor& h);
 
+// Windows a forward takes at a time (the loss is the same whatever it is, up to rounding).
+constexpr int64_t kEvalBatch = 16;
+
 // by_task: also the loss per task (line_tasks of every target); a byte-level corpus only.
 EvalResult evaluate(Transformer& model, const Corpus& corpus, int64_t max_windows,
-                    const torch::Device& device, const Tokenizer* tokenizer = nullptr, int64_t batch_size = 16,
+                    const torch::Device& device, const Tokenizer* tokenizer = nullptr, int64_t batch_size = kEvalBatch,
                     bool by_task = false);
 
 // Mean cross-entropy of logits (B, T, V) against targets (B, T), in fp32.

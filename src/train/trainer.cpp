@@ -137,6 +137,11 @@ class Run {
     if (comm_) start_ = share_start(*comm_, cfg_.out_dir, opts_.resume, /*rank0_failed=*/false, start_);
     configure_threads(threads_per_rank(cfg_.train.threads, env_, std::max<int64_t>(1, std::thread::hardware_concurrency())));
     data_ = take_data(cfg_, opts_.data);
+    if (cfg_.eval.by_task && !data_.val.tokens_are_bytes()) {
+      throw UsageError(fmt::format("{}: eval.by_task: {} is read as tokens, not bytes; the loss per task needs a "
+                                   "byte-level corpus (its lines' first bytes name the task)",
+                                   cfg_.out_dir, data_.val.name()));
+    }
     if (cfg_.data.val.size() == 1) floor_ = read_entropy_floor(cfg_.data.val[0]);
 
     t_ = make_trainable(cfg_, device_);
@@ -189,12 +194,14 @@ class Run {
 
   void run_eval() {
     if (!writer()) return;  // rank 0 evaluates while the others go on to the next exchange
-    auto r = evaluate(t_.model, data_.val, cfg_.eval.max_windows, device_, data_.tokenizer ? &*data_.tokenizer : nullptr);
+    auto r = evaluate(t_.model, data_.val, cfg_.eval.max_windows, device_, data_.tokenizer ? &*data_.tokenizer : nullptr,
+                      kEvalBatch, cfg_.eval.by_task);
     if (std::isnan(state_.best_val) || r.loss < state_.best_val) state_.best_val = r.loss;
     EvalRecord rec;
     rec.step = state_.step;
     rec.val_loss = r.loss;
     rec.eff_rank = r.eff_rank;
+    for (const auto& [name, t] : r.by_task) rec.by_task[name] = {t.tokens, t.loss};
     std::string excess;
     if (r.bpb) {
       rec.val_bpb = *r.bpb;

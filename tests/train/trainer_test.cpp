@@ -17,9 +17,11 @@
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/fs.h"
+#include "metrics/records.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
 #include "train/checkpoint.h"
+#include "train/inference.h"
 #include "train/safetensors.h"
 #include "train/run_config.h"
 #include "test_util.h"
@@ -196,6 +198,66 @@ TEST(TrainerTest, SmokeRunLearnsWellBelowUnigramEntropy) {
   const double unigram = 3.6659;  // data/toy/floor.json, val
   EXPECT_GT(ev[0]["val_loss"].as<double>(), 5.0);  // ~ln 256 at init
   EXPECT_LT(ev[1]["val_loss"].as<double>(), unigram - 1.0) << "val loss " << ev[1]["val_loss"].as<double>();
+}
+
+// eval.by_task: every eval record carries the loss per task of the toy corpus's lines, the
+// predicted tokens of each, and the task losses weighted by their tokens give the record's
+// val_loss back; without it no record has the key. A corpus read as tokens is refused, naming the key.
+TEST(TrainerTest, EvalByTaskRecordsTheLossPerTask) {
+  testing::TempDir dir;
+  Config c = testing::tiny_config(dir / "run");
+  c.eval.by_task = true;
+  ASSERT_EQ(train(testing::resolved(c), {}), 0);
+  const auto ev = testing::records(c.out_dir, "eval");
+  ASSERT_EQ(ev.size(), 3u);  // steps 0, 10, 20
+  for (const auto& e : ev) {
+    SCOPED_TRACE("step " + e["step"].as<std::string>());
+    ASSERT_TRUE(e["by_task"] && e["by_task"].IsMap());
+    for (const char* task : {"w", "c", "r", "b", "k"}) EXPECT_TRUE(e["by_task"][task]) << task;
+    int64_t tokens = 0;
+    double sum = 0;
+    for (const auto& kv : e["by_task"]) {
+      tokens += kv.second["tokens"].as<int64_t>();
+      sum += kv.second["tokens"].as<int64_t>() * kv.second["loss"].as<double>();
+    }
+    EXPECT_EQ(tokens, c.eval.max_windows * c.model.ctx);  // every target of every window, once
+    EXPECT_NEAR(sum / static_cast<double>(tokens), e["val_loss"].as<double>(), 1e-5 * e["val_loss"].as<double>());
+  }
+  // Read back as the report reads them.
+  const RunRecords r = read_run(c.out_dir);
+  ASSERT_EQ(r.eval.size(), 3u);
+  EXPECT_EQ(r.eval[2].by_task.size(), ev[2]["by_task"].size());
+  EXPECT_DOUBLE_EQ(r.eval[2].by_task.at("c").loss, ev[2]["by_task"]["c"]["loss"].as<double>());
+  // The last record's split is `normlab eval --by-task` of the step-20 checkpoint.
+  const EvalResult again = evaluate_run(c.out_dir, 20, "", torch::kCPU, /*by_task=*/true);
+  ASSERT_EQ(again.by_task.size(), ev[2]["by_task"].size());
+  for (const auto& [name, t] : again.by_task) {
+    EXPECT_EQ(ev[2]["by_task"][name]["tokens"].as<int64_t>(), t.tokens) << name;
+    EXPECT_NEAR(ev[2]["by_task"][name]["loss"].as<double>(), t.loss, 1e-6 * t.loss) << name;
+  }
+
+  Config plain = testing::tiny_config(dir / "plain");
+  plain.train.steps = 10;
+  ASSERT_EQ(train(testing::resolved(plain), {}), 0);
+  for (const auto& e : testing::records(plain.out_dir, "eval")) EXPECT_FALSE(e["by_task"]);
+
+  // Tokens, not bytes: two-byte tokens below 256, read as u16.
+  std::vector<uint16_t> toks(4000);
+  for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<uint16_t>(i % 50);
+  std::ofstream(dir / "t.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(toks.data()), static_cast<std::streamsize>(toks.size() * 2));
+  Config tokens_cfg = testing::tiny_config(dir / "tokens");
+  tokens_cfg.data.train = {dir / "t.bin"};
+  tokens_cfg.data.val = {dir / "t.bin"};
+  tokens_cfg.data.format = TokenFormat::kU16;
+  tokens_cfg.eval.by_task = true;
+  try {
+    train(testing::resolved(tokens_cfg), {});
+    ADD_FAILURE() << "expected a UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("eval.by_task: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs a byte-level corpus"), std::string::npos) << e.what();
+  }
 }
 
 namespace fs = std::filesystem;
