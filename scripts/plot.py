@@ -49,6 +49,7 @@ Run (from metrics.jsonl and normlab report --json RUN):
                           added later): one line per block or stream position over steps
     eff_rank.png          val loss and the effective rank of the final representation per eval, the
                           report's final_eff_rank
+    tasks.png             each task's validation loss per eval (eval records' by_task, eval.by_task)
     grad_noise_scale.png  the simple gradient noise scale B_simple over diagnostic steps
     qk_clip.png           number of attention heads QK-Clip clipped per logged step
     depth_weights.png     the last diagnostics record's depth-attention weights (AttnRes), reader x source
@@ -176,7 +177,7 @@ def parse_args(argv):
                                  "sweep summary.",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="Run: loss.png grad_heatmap.png grad_profile.png layers.png, and when "
-                                        "logged act_max.png attn_sink.png block_cos.png eff_rank.png layers_<series>.png "
+                                        "logged act_max.png attn_sink.png block_cos.png eff_rank.png tasks.png layers_<series>.png "
                                         "grad_noise_scale.png qk_clip.png depth_weights.png autopsy_step_<N>.png; "
                                         "sweep: loss_curves.png final_vs_lr.png final_vs_depth.png, and with a "
                                         "categorical axis best_val_compare.png grad_profile_step0.png "

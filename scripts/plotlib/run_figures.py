@@ -347,6 +347,33 @@ def fig_eff_rank(run, outdir, head):
     return [save(fig, os.path.join(outdir, "eff_rank.png"))]
 
 
+def fig_tasks(run, outdir, head):
+    """eval.by_task: each task's validation loss per eval (the records' own numbers), with the
+    overall val loss; the toy corpus's tasks drop at different times."""
+    plt = mpl()
+    names = sorted({t for e in run.evals if isinstance(e.get("by_task"), dict) for t in e["by_task"]})
+    if not names:
+        return []
+    fig, ax = plt.subplots(figsize=(9, 4.8))
+    labels = {"w": "w: bigram chain", "c": "c: copy", "r": "r: reverse", "b": "b: brackets", "k": "k: recall"}
+    for i, name in enumerate(names):
+        pts = [(e["step"], num((e["by_task"].get(name) or {}).get("loss"))) for e in run.evals
+               if isinstance(e.get("by_task"), dict)]
+        pts = [(st, v) for st, v in pts if finite(v)]
+        if pts:
+            ax.plot([st for st, _ in pts], [v for _, v in pts], "o-", ms=3, lw=1.3, color="C%d" % i,
+                    label=labels.get(name, name))
+    vs, vv = run.eval_series("val_loss")
+    if vs:
+        ax.plot(vs, vv, "k--", lw=1.2, label="val loss (all)")
+    ax.set_xlabel("update step")
+    ax.set_ylabel("val loss (nats/token)")
+    ax.set_title(textwrap.fill("%s: validation loss per task (eval.by_task)" % head, 80))
+    ax.legend(loc="best", framealpha=0.85, fontsize=8.5)
+    fig.tight_layout()
+    return [save(fig, os.path.join(outdir, "tasks.png"))]
+
+
 def fig_grad_noise_scale(run, outdir, head):
     plt = mpl()
     gs, gv = run.series("grad_noise_scale", [r for r in run.train if "grad_noise_scale" in r])
@@ -548,6 +575,7 @@ RUN_FIGURES = [
     ("block_cos.png", fig_block_cos, "layers.block_cos"),
     ("layers_<name>.png", fig_other_layers, "any other layers.<name> series"),
     ("eff_rank.png", fig_eff_rank, "eval records' eff_rank"),
+    ("tasks.png", fig_tasks, "eval records' by_task (eval.by_task)"),
     ("grad_noise_scale.png", fig_grad_noise_scale, "train records' grad_noise_scale"),
     ("qk_clip.png", fig_qk_clip, "train records' qk_clipped"),
     ("depth_weights.png", fig_depth_weights, "train records' depth_weights (model.residual.type: attnres)"),

@@ -94,6 +94,8 @@ def metrics_lines(layout, norm, seed, new, diverge_at=None):
             e = {"kind": "eval", "step": s, "val_loss": loss + 0.03, "val_excess": loss + 0.03 - 1.0}
             if new:
                 e["eff_rank"] = 4 + 18 * (1 - math.exp(-s / 70)) - (3 if layout == "post" else 0)
+                e["by_task"] = {t: {"tokens": 100, "loss": loss + 0.03 + off * math.exp(-s / 60)}
+                                for t, off in (("c", 1.0), ("r", 1.4), ("w", -0.3), ("other", 0.2))}
             lines.append(json.dumps(e))
         if s == 120 and layout == "post" and "loss_z" in r:
             lines.append(json.dumps({"kind": "spike", "step": s, "metric": "loss", "value": loss, "mean": base,

@@ -232,7 +232,7 @@ check_pngs "$TMP/sweep_plots2/runs/lr=1.0e-3,n_layers=2,seed=1337" 8000 $RUN_PNG
 echo "== synthetic directories with the newer diagnostics, and without them (tests/scripts/plot_fixtures.py)"
 FX="$TMP/fx"
 /usr/bin/python3 "$ROOT/tests/scripts/plot_fixtures.py" "$FX" || fail "plot_fixtures.py"
-NEW_RUN_PNGS="act_max.png attn_sink.png block_cos.png eff_rank.png grad_noise_scale.png qk_clip.png"
+NEW_RUN_PNGS="act_max.png attn_sink.png block_cos.png eff_rank.png tasks.png grad_noise_scale.png qk_clip.png"
 CAT_PNGS="best_val_compare.png grad_profile_step0.png block_cos_profile.png"
 absent() {  # DIR NAME...: none of the files may exist (a plot of an absent series is an empty figure)
   local dir=$1; shift
@@ -244,7 +244,7 @@ plot_quiet() {  # LOG ARGS...: plot.py must succeed and print no Python tracebac
   if grep -qE "Traceback|Warning" "$log.err"; then cat "$log.err" >&2; fail "plot.py $* warned"; fi
 }
 
-echo "-- a run with block_cos, act_max, attn_sink, grad_noise_scale, qk_clipped, eff_rank"
+echo "-- a run with block_cos, act_max, attn_sink, grad_noise_scale, qk_clipped, eff_rank, by_task"
 plot_quiet "$TMP/fx_new" "$FX/run_new"
 check_pngs "$FX/run_new/plots" 8000 $RUN_PNGS $NEW_RUN_PNGS
 for f in $NEW_RUN_PNGS; do grep -q "/$f\$" "$TMP/fx_new.out" || fail "plot.py did not print $f"; done
