@@ -8,7 +8,12 @@
 # machine, `normlab report` and `scripts/plot.py` read them there; a re-run of the sweep there would
 # mix machines, which its summary would flag.
 #   scripts/gpu_lease.sh OUT_DIR DEADLINE_S SWEEP.yaml [SWEEP.yaml ...]
-# Writes OUT_DIR/machine.txt, build.log, cuda_tests.log, logs/ (the sweeps' logs), <sweep>.tgz.
+# Environment: MAX_SWEEPS (1) sweeps at a time, the cores split between them; EXTRA_CMD, a command
+# run beside the sweeps until the deadline (SIGINT then), e.g. a coordinate check writing under
+# $OUT_DIR: EXTRA_CMD='build-gpu/normlab coordcheck -c configs/default.yaml --widths 512,1024 ...
+# --set train.device=cuda --out OUT_DIR/coord' (coordcheck keeps every finished size on a stop).
+# Writes OUT_DIR/machine.txt, build.log, cuda_tests.log, logs/ (the sweeps' logs), extra.log,
+# <sweep>.tgz.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -25,7 +30,15 @@ source build-gpu/env.sh
   && build-gpu/tests/normlab_tests --gtest_filter='Cuda*' ) > "$out/cuda_tests.log" 2>&1 &
 tests=$!
 budget=$((deadline - SECONDS - 30))
-MAX_SWEEPS=1 JOBS="$(nproc)" scripts/gpu_studies.sh "$budget" "$out/logs" "$@"
+extra=""
+if [ -n "${EXTRA_CMD:-}" ]; then
+  ( timeout -s INT "$budget" bash -c "$EXTRA_CMD"; echo "extra command rc=$? after $SECONDS s" ) > "$out/extra.log" 2>&1 &
+  extra=$!
+fi
+sweeps="${MAX_SWEEPS:-1}"
+MAX_SWEEPS="$sweeps" JOBS="$(( $(nproc) / sweeps > 0 ? $(nproc) / sweeps : 1 ))" \
+  scripts/gpu_studies.sh "$budget" "$out/logs" "$@"
+[ -n "$extra" ] && wait "$extra"
 # Tests get what is left of the deadline, less the packing time.
 while kill -0 "$tests" 2>/dev/null && [ "$SECONDS" -lt $((deadline - 15)) ]; do sleep 2; done
 kill "$tests" 2>/dev/null && echo "stopped at the deadline" >> "$out/cuda_tests.log"
