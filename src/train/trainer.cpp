@@ -83,11 +83,19 @@ void warn_about_setup(const Config& cfg, Transformer& model, const torch::Device
 
 // The data the config checks loaded (moved from), or loaded now when there is none.
 RunData take_data(const Config& cfg, RunData* loaded) {
-  if (loaded) return std::move(*loaded);
   RunData d;
-  d.train = Corpus::load(cfg.data.train, cfg.data.format);
-  d.val = Corpus::load(cfg.data.val, cfg.data.format);
-  if (!cfg.data.tokenizer.empty()) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
+  if (loaded) {
+    d = std::move(*loaded);
+  } else {
+    d.train = Corpus::load(cfg.data.train, cfg.data.format);
+    d.val = Corpus::load(cfg.data.val, cfg.data.format);
+    if (!cfg.data.tokenizer.empty()) d.tokenizer = Tokenizer::load(cfg.data.tokenizer);
+  }
+  if (cfg.eval.by_task && !d.val.tokens_are_bytes()) {
+    throw UsageError(fmt::format("{}: eval.by_task: {} is read as tokens, not bytes; the loss per task needs a "
+                                 "byte-level corpus (its lines' first bytes name the task)",
+                                 cfg.out_dir, d.val.name()));
+  }
   return d;
 }
 
@@ -137,11 +145,6 @@ class Run {
     if (comm_) start_ = share_start(*comm_, cfg_.out_dir, opts_.resume, /*rank0_failed=*/false, start_);
     configure_threads(threads_per_rank(cfg_.train.threads, env_, std::max<int64_t>(1, std::thread::hardware_concurrency())));
     data_ = take_data(cfg_, opts_.data);
-    if (cfg_.eval.by_task && !data_.val.tokens_are_bytes()) {
-      throw UsageError(fmt::format("{}: eval.by_task: {} is read as tokens, not bytes; the loss per task needs a "
-                                   "byte-level corpus (its lines' first bytes name the task)",
-                                   cfg_.out_dir, data_.val.name()));
-    }
     if (cfg_.data.val.size() == 1) floor_ = read_entropy_floor(cfg_.data.val[0]);
 
     t_ = make_trainable(cfg_, device_);
