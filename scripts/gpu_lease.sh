@@ -12,12 +12,14 @@
 # run beside the sweeps until the deadline (SIGINT then), e.g. a coordinate check writing under
 # $OUT_DIR: EXTRA_CMD='build-gpu/normlab coordcheck -c configs/default.yaml --widths 512,1024 ...
 # --set train.device=cuda --out OUT_DIR/coord' (coordcheck keeps every finished size on a stop).
-# Writes OUT_DIR/machine.txt, build.log, cuda_tests.log, logs/ (the sweeps' logs), extra.log,
-# <sweep>.tgz.
+# Writes OUT_DIR/machine.txt, build.log, cuda_tests.log, logs/ (the sweeps' logs), <sweep>.tgz,
+# and extra.log with EXTRA_CMD.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 out="$1"; deadline="$2"; shift 2
+sweeps="${MAX_SWEEPS:-1}"
+[[ "$sweeps" =~ ^[1-9][0-9]*$ ]] || { echo "gpu_lease: MAX_SWEEPS=$sweeps: expected an integer >= 1" >&2; exit 2; }
 mkdir -p "$out/logs"
 { nvidia-smi; nproc; free -g; } > "$out/machine.txt" 2>&1
 NORMLAB_JOBS="$(nproc)" scripts/gpu_build.sh --target normlab > "$out/build.log" 2>&1 \
@@ -31,12 +33,15 @@ source build-gpu/env.sh
 tests=$!
 budget=$((deadline - SECONDS - 30))
 extra=""
-if [ -n "${EXTRA_CMD:-}" ]; then
-  ( timeout -s INT "$budget" bash -c "$EXTRA_CMD"; echo "extra command rc=$? after $SECONDS s" ) > "$out/extra.log" 2>&1 &
+if [ -n "${EXTRA_CMD:-}" ] && [ "$budget" -gt 0 ]; then
+  # SIGINT at the budget (a coordinate check keeps what it finished), KILL 15 s later.
+  ( timeout -k 15 -s INT "$budget" bash -c "$EXTRA_CMD"; echo "extra command rc=$? after $SECONDS s" ) \
+    > "$out/extra.log" 2>&1 &
   extra=$!
 fi
-sweeps="${MAX_SWEEPS:-1}"
-MAX_SWEEPS="$sweeps" JOBS="$(( $(nproc) / sweeps > 0 ? $(nproc) / sweeps : 1 ))" \
+# The cores split between the sweeps that run at once (no more than are given).
+at_once=$(( sweeps < $# ? sweeps : $# )); at_once=$(( at_once > 0 ? at_once : 1 ))
+MAX_SWEEPS="$sweeps" JOBS="$(( $(nproc) / at_once > 0 ? $(nproc) / at_once : 1 ))" \
   scripts/gpu_studies.sh "$budget" "$out/logs" "$@"
 [ -n "$extra" ] && wait "$extra"
 # Tests get what is left of the deadline, less the packing time.

@@ -369,7 +369,10 @@ def fig_tasks(run, outdir, head):
     ax.set_xlabel("update step")
     ax.set_ylabel("val loss (nats/token)")
     ax.set_title(textwrap.fill("%s: validation loss per task (eval.by_task)" % head, 80))
-    ax.legend(loc="best", framealpha=0.85, fontsize=8.5)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", framealpha=0.85, fontsize=8.5)
+    else:
+        no_data_note(ax, "no finite loss in the eval records' by_task")
     fig.tight_layout()
     return [save(fig, os.path.join(outdir, "tasks.png"))]
 

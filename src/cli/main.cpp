@@ -504,6 +504,10 @@ struct CoordCheckCommand {
     const std::string json_path = (std::filesystem::path(out_dir) / "coord.json").string();
     // Every finished size is on disk at once: a check stopped part-way keeps what it measured.
     const auto keep = [&](const std::vector<CoordCheck>& so_far) {
+      if (so_far.empty()) {  // every size checked, none run: an earlier check's coord.json here is not this one's
+        std::filesystem::remove(json_path);
+        return;
+      }
       write_file_atomic(json_path, coord_json(so_far));
       spdlog::info("coordcheck: {} holds {} check{} so far", json_path, so_far.size(), so_far.size() == 1 ? "" : "s");
     };

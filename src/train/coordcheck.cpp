@@ -394,13 +394,18 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o, const CoordPr
       for (const auto& r : rates) plan.push_back({axis, mode, &r.base, size_configs(o, r.keys, r.base, mode, axis)});
     }
   }
+  if (progress) progress({});
   std::vector<CoordCheck> out;
   for (const auto& p : plan) {
-    out.push_back(run_check(o, p.configs, *p.base, data.train, p.mode, p.axis, [&](const CoordCheck& part) {
-      std::vector<CoordCheck> so_far = out;
-      so_far.push_back(part);
-      if (progress) progress(so_far);
-    }));
+    std::function<void(const CoordCheck&)> finished_size;
+    if (progress) {
+      finished_size = [&](const CoordCheck& part) {
+        std::vector<CoordCheck> so_far = out;
+        so_far.push_back(part);
+        progress(so_far);
+      };
+    }
+    out.push_back(run_check(o, p.configs, *p.base, data.train, p.mode, p.axis, finished_size));
   }
   return out;
 }

@@ -153,10 +153,12 @@ std::string rate_split_table(const RateSplit& s);
 // The statistics' names in the order they are reported.
 const std::vector<std::string>& coord_module_names();
 
-// Called as a check finishes each size from its second on, with every check so far: those done
-// and the running one cut to its finished sizes, fitted on them (planned_sizes says how many it
-// will have). `normlab coordcheck` writes coord.json each time, so that a check stopped part-way
-// (a lease's deadline, Ctrl-C) keeps every size it finished.
+// Called once with no checks when every size's config has been checked and before any runs, then
+// as a check finishes each size from its second on, with every check so far: those done and the
+// running one cut to its finished sizes, fitted on them (planned_sizes says how many it will
+// have). `normlab coordcheck` removes an earlier coord.json at the first call and writes its own
+// at each later one, so that a check stopped part-way (a lease's deadline, Ctrl-C) keeps every size
+// it finished, and a bad size leaves the earlier file alone.
 using CoordProgress = std::function<void(const std::vector<CoordCheck>&)>;
 
 // Runs the checks: per axis given, under param.type sp first with `compare`, then the config's

@@ -92,6 +92,11 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* da
           problems.add(key, fmt::format("'{}' holds token {} at position {} (the first one) >= model.vocab_size {}",
                                         bad->path, bad->token, bad->position, c.model.vocab_size));
         }
+        if (c.eval.by_task && std::string(key) == "data.val" && !corpus.tokens_are_bytes()) {
+          problems.add("eval.by_task", fmt::format("'{}' is read as tokens, not bytes; the loss per task needs a "
+                                                   "byte-level corpus (its lines' first bytes name the task)",
+                                                   corpus.name()));
+        }
         if (data) (std::string(key) == "data.train" ? data->train : data->val) = std::move(corpus);
       } catch (const UsageError& e) {
         problems.add(key, e.what());

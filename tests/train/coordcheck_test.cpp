@@ -797,8 +797,8 @@ TEST(CoordCheckRunTest, HeadDimHoldsTheHeadSizeOverWidth) {
   }
 }
 
-// The progress a long check reports (`normlab coordcheck` writes coord.json at each call): after
-// every size from the second, every check so far, the running one cut to its finished sizes and
+// The progress a long check reports (`normlab coordcheck` writes coord.json at each call): once
+// with nothing when every size is checked, then after every size from the second, every check so far, the running one cut to its finished sizes and
 // fitted on them; a two-size fit is the slope through its two points. Its coord.json says how many
 // sizes were planned and reads back so; a finished check's does not carry the field.
 TEST(CoordCheckRunTest, ProgressKeepsEveryFinishedSize) {
@@ -812,7 +812,9 @@ TEST(CoordCheckRunTest, ProgressKeepsEveryFinishedSize) {
   std::vector<std::vector<CoordCheck>> calls;
   const std::vector<CoordCheck> done = run_coordcheck(o, [&](const std::vector<CoordCheck>& so_far) { calls.push_back(so_far); });
   ASSERT_EQ(done.size(), 2u);
-  ASSERT_EQ(calls.size(), 4u);  // per check: after 64 and after 128
+  ASSERT_EQ(calls.size(), 5u);  // once before any run, then per check: after 64 and after 128
+  EXPECT_TRUE(calls[0].empty());
+  calls.erase(calls.begin());
   const std::vector<size_t> counts = {1, 1, 2, 2};
   for (size_t i = 0; i < calls.size(); ++i) {
     SCOPED_TRACE("call " + std::to_string(i));

@@ -251,8 +251,17 @@ TEST(TrainerTest, EvalByTaskRecordsTheLossPerTask) {
   tokens_cfg.data.val = {dir / "t.bin"};
   tokens_cfg.data.format = TokenFormat::kU16;
   tokens_cfg.eval.by_task = true;
+  // The config check says so before anything runs (a sweep checks every point with it) ...
   try {
-    train(testing::resolved(tokens_cfg), {});
+    testing::resolved(tokens_cfg);
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("eval.by_task: '"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("needs a byte-level corpus"), std::string::npos) << e.what();
+  }
+  // ... and a run whose data files were not checked stops where it takes its data.
+  try {
+    train(check_and_resolve(LoadedConfig{tokens_cfg, {}}, /*check_data_files=*/false), {});
     ADD_FAILURE() << "expected a UsageError";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("eval.by_task: "), std::string::npos) << e.what();
