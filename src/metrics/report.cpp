@@ -93,6 +93,11 @@ std::string report_text(const std::string& run_dir) {
     o += fmt::format("val bpb     final {:.4f}, best {:.4f} bits/byte (at the best val loss)\n", s.final_val_bpb,
                      s.best_val_bpb);
   }
+  if (!r.eval.empty() && !r.eval.back().by_task.empty()) {  // eval.by_task: the last evaluation's split
+    std::string tasks;
+    for (const auto& [name, t] : r.eval.back().by_task) tasks += fmt::format("{}{} {:.4f}", tasks.empty() ? "" : ", ", name, t.loss);
+    o += fmt::format("by task     {} at step {} (nats/token)\n", tasks, r.eval.back().step);
+  }
   o += fmt::format("spikes      {}\n", s.spikes);
   for (size_t k = 0; k < r.spikes.size() && k < 10; ++k) {
     const auto& p = r.spikes[k];

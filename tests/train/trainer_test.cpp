@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <yaml-cpp/yaml.h>
@@ -18,6 +19,7 @@
 #include "core/errors.h"
 #include "core/fs.h"
 #include "metrics/records.h"
+#include "metrics/report.h"
 #include "optim/optimizer.h"
 #include "optim/registry.h"
 #include "train/checkpoint.h"
@@ -228,6 +230,10 @@ TEST(TrainerTest, EvalByTaskRecordsTheLossPerTask) {
   ASSERT_EQ(r.eval.size(), 3u);
   EXPECT_EQ(r.eval[2].by_task.size(), ev[2]["by_task"].size());
   EXPECT_DOUBLE_EQ(r.eval[2].by_task.at("c").loss, ev[2]["by_task"]["c"]["loss"].as<double>());
+  // `normlab report` prints the last evaluation's split; a run without it prints none.
+  EXPECT_NE(report_text(c.out_dir).find(fmt::format("c {:.4f}", ev[2]["by_task"]["c"]["loss"].as<double>())),
+            std::string::npos)
+      << report_text(c.out_dir);
   // The last record's split is `normlab eval --by-task` of the step-20 checkpoint.
   const EvalResult again = evaluate_run(c.out_dir, 20, "", torch::kCPU, /*by_task=*/true);
   ASSERT_EQ(again.by_task.size(), ev[2]["by_task"].size());
@@ -240,6 +246,7 @@ TEST(TrainerTest, EvalByTaskRecordsTheLossPerTask) {
   plain.train.steps = 10;
   ASSERT_EQ(train(testing::resolved(plain), {}), 0);
   for (const auto& e : testing::records(plain.out_dir, "eval")) EXPECT_FALSE(e["by_task"]);
+  EXPECT_EQ(report_text(plain.out_dir).find("by task"), std::string::npos);
 
   // Tokens, not bytes: two-byte tokens below 256, read as u16.
   std::vector<uint16_t> toks(4000);
