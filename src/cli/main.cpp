@@ -165,11 +165,7 @@ struct EvalCommand {
     o.add("loss", r.loss).add("windows", r.windows).add("tokens", r.tokens);
     if (r.bytes) o.add("bytes", *r.bytes);
     if (r.bpb) o.add("bpb", *r.bpb);
-    if (by_task) {
-      JsonObject tasks;
-      for (const auto& [name, t] : r.by_task) tasks.add(name, JsonObject().add("tokens", t.tokens).add("loss", t.loss));
-      o.add("by_task", tasks);
-    }
+    if (by_task) add_task_losses(o, r.by_task);
     std::cout << o.str() << std::endl;
     return 0;
   }

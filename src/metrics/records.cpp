@@ -475,16 +475,18 @@ std::string to_json(const TrainRecord& r) {
   return j.str();
 }
 
+void add_task_losses(JsonObject& j, const TaskLosses& by_task) {
+  JsonObject tasks;
+  for (const auto& [name, t] : by_task) tasks.add(name, JsonObject().add("tokens", t.tokens).add("loss", t.loss));
+  j.add("by_task", tasks);
+}
+
 std::string to_json(const EvalRecord& r) {
   JsonObject j;
   j.add("kind", "eval").add("step", r.step).add("val_loss", r.val_loss).add("eff_rank", r.eff_rank);
   if (!std::isnan(r.val_bpb)) j.add("val_bpb", r.val_bpb);
   if (!std::isnan(r.val_excess)) j.add("val_excess", r.val_excess);
-  if (!r.by_task.empty()) {
-    JsonObject tasks;
-    for (const auto& [name, t] : r.by_task) tasks.add(name, JsonObject().add("tokens", t.tokens).add("loss", t.loss));
-    j.add("by_task", tasks);
-  }
+  if (!r.by_task.empty()) add_task_losses(j, r.by_task);
   return j.str();
 }
 

@@ -51,16 +51,21 @@ struct TrainRecord {
   const std::vector<double>* layer(const std::string& name) const;
 };
 
+// The loss of one evaluation per task label (eval.by_task, `normlab eval --by-task`): the targets
+// predicted and their mean loss. add_task_losses() writes them as `by_task`, the one writer of that key.
+struct TaskLoss {
+  int64_t tokens = 0;
+  double loss = std::nan("");
+};
+using TaskLosses = std::map<std::string, TaskLoss>;
+class JsonObject;
+void add_task_losses(JsonObject& j, const TaskLosses& by_task);
+
 struct EvalRecord {
   int64_t step = 0;
   double val_loss = std::nan(""), eff_rank = std::nan(""), val_excess = std::nan(""), val_bpb = std::nan("");
   bool has_eff_rank = false;  // the key is there (its value may be null: non-finite states)
-  // eval.by_task: per task label, the targets predicted and their mean loss (empty without it).
-  struct Task {
-    int64_t tokens = 0;
-    double loss = std::nan("");
-  };
-  std::map<std::string, Task> by_task;
+  TaskLosses by_task;  // eval.by_task (empty without it)
 };
 
 struct SpikeRecord {

@@ -8,6 +8,7 @@
 
 #include "data/corpus.h"
 #include "data/tokenizer.h"
+#include "metrics/records.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -20,12 +21,7 @@ struct EvalResult {
                        // states over the first kEffRankPositions positions (src/metrics/README.md)
   std::optional<int64_t> bytes;  // bytes of text behind the predicted tokens, where known
   std::optional<double> bpb;     // bits per byte: loss * tokens / (bytes * ln 2)
-  // With by_task: per task label (line_task), the predicted tokens and their mean loss.
-  struct Task {
-    int64_t tokens = 0;
-    double loss = 0;
-  };
-  std::map<std::string, Task> by_task;
+  TaskLosses by_task;  // with by_task: per task label (line_task)
 };
 
 // The task a byte-level corpus's line belongs to, read from the line a target byte sits on (the

@@ -204,7 +204,7 @@ class Run {
     rec.step = state_.step;
     rec.val_loss = r.loss;
     rec.eff_rank = r.eff_rank;
-    for (const auto& [name, t] : r.by_task) rec.by_task[name] = {t.tokens, t.loss};
+    rec.by_task = r.by_task;
     std::string excess;
     if (r.bpb) {
       rec.val_bpb = *r.bpb;
