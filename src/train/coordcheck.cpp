@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "config/load.h"
@@ -129,14 +130,6 @@ std::string own_rate_key(const Config& c) {
   return "";
 }
 
-std::string config_fingerprint(Config c, int64_t seed) {
-  c.optim.lr = 0;
-  c.seed = seed;
-  const std::string own = own_rate_key(c);
-  if (!own.empty()) c.optim.keys.set(own, 0.0);
-  return sha256_hex(dump_config(c));
-}
-
 CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& configs, const Config& base,
                      const Corpus& data, ParamType mode, CoordAxis axis,
                      const std::function<void(const CoordCheck&)>& finished_size) {
@@ -151,7 +144,7 @@ CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& conf
   c.steps = o.steps;
   c.seeds = o.seeds;
   c.head_dim = axis == CoordAxis::kWidth ? o.head_dim : 0;
-  c.fingerprint = config_fingerprint(configs[0], base.seed);
+  c.fingerprint = coord_config_fingerprint(configs[0], base.seed);
   const auto& names = coord_module_names();
   for (const auto& n : names) {
     CoordModule m;
@@ -256,6 +249,22 @@ void seed_interval(const CoordModule& m, size_t s, const std::vector<size_t>& bl
 }
 
 }  // namespace
+
+std::string coord_config_fingerprint(Config c, int64_t seed) {
+  c.seed = seed;
+  // The rates left out (a split's checks differ in them), and every key at its default, so that a
+  // key a later build adds (at its default) leaves the fingerprints of earlier checks as they were.
+  const std::string own = own_rate_key(c);
+  auto is_rate = [&](const std::string& k) { return k == "optim.lr" || (!own.empty() && k == "optim." + own); };
+  std::map<std::string, std::string> defaults;
+  for (auto& [k, v] : flat_values(Config{})) defaults.emplace(k, v);
+  std::string text;
+  for (const auto& [k, v] : flat_values(c)) {
+    const auto d = defaults.find(k);
+    if (!is_rate(k) && (d == defaults.end() || d->second != v)) text += k + "=" + v + "\n";
+  }
+  return sha256_hex(text);
+}
 
 double established_slope(double lo, double hi) {
   if (std::isnan(lo) || std::isnan(hi)) return kNaN;

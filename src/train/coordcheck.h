@@ -141,6 +141,12 @@ std::vector<std::string> coord_rate_overrides(const Config& base, double lr);
 // {NaN, NaN} when any value is not finite or not positive.
 std::pair<double, double> fit_rate_orders(const std::vector<double>& lrs, const std::vector<double>& v, double v1);
 
+// A check's `fingerprint`: sha256 of its config with the seed set to `seed`, as `key=value` lines
+// over the keys whose value differs from the default config's, the rates (optim.lr and Muon's
+// optim.muon.lr) left out: a config at every default hashes the empty text, and a key a later
+// build adds (at its default) changes no fingerprint.
+std::string coord_config_fingerprint(Config c, int64_t seed);
+
 // The splits of a set of checks: one per group of width or depth checks alike in everything but
 // the rate (axis, param, optimizer, sizes, seeds, head size and the config's fingerprint; at least
 // two updates, a rate > 0) holding three rates or more, in the order the groups first appear. A

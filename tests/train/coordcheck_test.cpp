@@ -18,6 +18,7 @@
 #include "core/errors.h"
 #include "config/config.h"
 #include "core/json.h"
+#include "core/sha256.h"
 #include "model/parametrization.h"
 #include "model/transformer.h"
 #include "test_util.h"
@@ -711,6 +712,25 @@ TEST(CoordRateSplitTest, MuonsOwnMatrixRateMovesWithTheRate) {
     ASSERT_EQ(k.size(), 2u) << type;
     EXPECT_EQ(k[1], "optim.muon.lr=0.080000000000000002") << type;  // 0.02 x 0.008 / 0.002
   }
+}
+
+// A check's fingerprint hashes the keys whose values differ from the default config's, with the
+// seed given and the rates left out: a config at every default hashes the empty text, so a key a
+// later build adds (at its default) changes no earlier check's fingerprint.
+TEST(CoordRateSplitTest, FingerprintHashesTheKeysOffTheirDefaults) {
+  Config c;
+  EXPECT_EQ(coord_config_fingerprint(c, c.seed), sha256_hex(""));
+  c.optim.lr = 0.5;  // rates do not count
+  EXPECT_EQ(coord_config_fingerprint(c, c.seed), sha256_hex(""));
+  c.model.d_model = 256;
+  EXPECT_EQ(coord_config_fingerprint(c, c.seed), sha256_hex("model.d_model=256\n"));
+  EXPECT_EQ(coord_config_fingerprint(c, 7), sha256_hex("seed=7\nmodel.d_model=256\n"));
+  c.optim.type = "muon";
+  c.optim.keys.set("muon.lr", 0.05);  // Muon's own matrix rate does not count either
+  const std::string muon = coord_config_fingerprint(c, c.seed);
+  c.optim.keys.set("muon.lr", 0.01);
+  EXPECT_EQ(coord_config_fingerprint(c, c.seed), muon);
+  EXPECT_NE(muon, coord_config_fingerprint(Config{}, c.seed));
 }
 
 // µP keeps the hidden coordinates' scale across widths 64..256 after the first updates; SP does
