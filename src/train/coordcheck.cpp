@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -252,16 +253,30 @@ void seed_interval(const CoordModule& m, size_t s, const std::vector<size_t>& bl
 
 std::string coord_config_fingerprint(Config c, int64_t seed) {
   c.seed = seed;
-  // The rates left out (a split's checks differ in them), and every key at its default, so that a
-  // key a later build adds (at its default) leaves the fingerprints of earlier checks as they were.
+  // Left out: the rates (a split's checks differ in them), where the run writes and with how many
+  // threads, and every key at its default, so that a key a later build adds (at its default)
+  // leaves the fingerprints of earlier checks as they were. The data files count by their folder and
+  // name, so the same check run from another checkout or machine keeps its fingerprint.
   const std::string own = own_rate_key(c);
-  auto is_rate = [&](const std::string& k) { return k == "optim.lr" || (!own.empty() && k == "optim." + own); };
+  auto left_out = [&](const std::string& k) {
+    return k == "optim.lr" || (!own.empty() && k == "optim." + own) || k == "out_dir" || k == "train.threads";
+  };
+  auto short_paths = [](Config& x) {
+    for (PathList* files : {&x.data.train, &x.data.val})
+      for (auto& f : *files) {
+        const std::filesystem::path path(f);
+        f = (path.parent_path().filename() / path.filename()).string();  // data/toy/train.txt: toy/train.txt
+      }
+  };
+  Config d;
+  short_paths(c);
+  short_paths(d);
   std::map<std::string, std::string> defaults;
-  for (auto& [k, v] : flat_values(Config{})) defaults.emplace(k, v);
+  for (auto& [k, v] : flat_values(d)) defaults.emplace(k, v);
   std::string text;
   for (const auto& [k, v] : flat_values(c)) {
     const auto d = defaults.find(k);
-    if (!is_rate(k) && (d == defaults.end() || d->second != v)) text += k + "=" + v + "\n";
+    if (!left_out(k) && (d == defaults.end() || d->second != v)) text += k + "=" + v + "\n";
   }
   return sha256_hex(text);
 }

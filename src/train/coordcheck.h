@@ -142,9 +142,10 @@ std::vector<std::string> coord_rate_overrides(const Config& base, double lr);
 std::pair<double, double> fit_rate_orders(const std::vector<double>& lrs, const std::vector<double>& v, double v1);
 
 // A check's `fingerprint`: sha256 of its config with the seed set to `seed`, as `key=value` lines
-// over the keys whose value differs from the default config's, the rates (optim.lr and Muon's
-// optim.muon.lr) left out: a config at every default hashes the empty text, and a key a later
-// build adds (at its default) changes no fingerprint.
+// over the keys whose value differs from the default config's; left out: the rates (optim.lr and
+// Muon's optim.muon.lr), out_dir and train.threads; the data files as folder/name. A key a later
+// build adds at a fixed default changes no fingerprint (one it resolves from `auto` can); a default
+// a later build changes is not seen (two checks that ran under the old and the new default agree).
 std::string coord_config_fingerprint(Config c, int64_t seed);
 
 // The splits of a set of checks: one per group of width or depth checks alike in everything but

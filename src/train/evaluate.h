@@ -2,7 +2,6 @@
 // non-overlapping windows at 0, ctx, 2ctx, ..., at most max_windows, in eval mode.
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
 

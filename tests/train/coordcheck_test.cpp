@@ -728,9 +728,22 @@ TEST(CoordRateSplitTest, FingerprintHashesTheKeysOffTheirDefaults) {
   c.optim.type = "muon";
   c.optim.keys.set("muon.lr", 0.05);  // Muon's own matrix rate does not count either
   const std::string muon = coord_config_fingerprint(c, c.seed);
+  EXPECT_EQ(muon, sha256_hex("model.d_model=256\noptim.type=muon\n"));
   c.optim.keys.set("muon.lr", 0.01);
   EXPECT_EQ(coord_config_fingerprint(c, c.seed), muon);
-  EXPECT_NE(muon, coord_config_fingerprint(Config{}, c.seed));
+  c.optim.keys.set("muon.momentum", 0.9);  // its other keys do
+  EXPECT_NE(coord_config_fingerprint(c, c.seed), muon);
+
+  // Where the run writes, its threads and where the checkout sits do not count; which data does.
+  Config a, b;
+  a.out_dir = "/tmp/x";
+  a.train.threads = 3;
+  a.data.train = {(std::filesystem::path(testing::source_dir()) / "data/shakespeare/train.txt").string()};
+  b.data.train = {"data/shakespeare/train.txt"};
+  EXPECT_EQ(coord_config_fingerprint(a, a.seed), coord_config_fingerprint(b, b.seed));
+  EXPECT_EQ(coord_config_fingerprint(b, b.seed), sha256_hex("data.train=shakespeare/train.txt\n"));
+  b.data.train = {"data/toy/train.txt"};
+  EXPECT_EQ(coord_config_fingerprint(b, b.seed), sha256_hex(""));
 }
 
 // µP keeps the hidden coordinates' scale across widths 64..256 after the first updates; SP does
