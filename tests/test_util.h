@@ -113,11 +113,23 @@ inline Config tiny_config(const std::string& out_dir) {
 }
 
 // c under parametrization `type`, off its base shape so that every multiplier is live: base width
-// d/2 (m_N = 2) and, under completep, base depth L/2 (m_L = 2). sp leaves the bases unset.
-inline void off_base_shape(Config& c, ParamType type) {
+// d/2 (m_N = 2) where the entry reads base_width, base depth L/2 (m_L = 2) where it reads
+// base_depth (mup: the first, completep: both, sp: neither).
+inline void off_base_shape(Config& c, const std::string& type) {
   c.param.type = type;
-  if (type != ParamType::kSp) c.param.base_width = c.model.d_model / 2.0;
-  if (type == ParamType::kCompleteP) c.param.base_depth = c.model.n_layers / 2.0;
+  const ParametrizationType* t = find_parametrization(type);
+  if (t && t->reads_key("base_width")) c.param.base_width = c.model.d_model / 2.0;
+  if (t && t->reads_key("base_depth")) c.param.base_depth = c.model.n_layers / 2.0;
+}
+
+// The registered parametrizations other than the default (sp): the ones a registry-wide test
+// trains off their base shape.
+inline std::vector<std::string> non_default_parametrizations() {
+  std::vector<std::string> out;
+  for (const auto& t : parametrization_registry()) {
+    if (t.name != ParamConfig{}.type) out.push_back(t.name);
+  }
+  return out;
 }
 
 struct CommandResult {

@@ -32,6 +32,7 @@
 #include "metrics/records.h"
 #include "metrics/report.h"
 #include "metrics/tensorboard.h"
+#include "model/parametrizations/parametrization_type.h"
 #include "model/residual/residual.h"
 #include "optim/registry.h"
 #include "model/transformer.h"
@@ -537,6 +538,8 @@ struct KeysCommand {
     for (const auto& v : value_residual_registry()) std::cout << fmt::format("\n  {:<12} {}", v.name, v.equation);
     std::cout << "\noptim.type:";
     for (const auto& o : optimizer_registry()) std::cout << fmt::format("\n  {:<12} {}", o.name, o.summary);
+    std::cout << "\nparam.type:";
+    for (const auto& t : parametrization_registry()) std::cout << fmt::format("\n  {:<12} {}", t.name, t.summary);
     std::cout << std::endl;
     return 0;
   }

@@ -36,10 +36,6 @@ NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier
 enum class Role { kMatrix, kEmbedding, kHead, kGain, kBias, kMixing };
 NORMLAB_CHOICE(Role, {Role::kMatrix, "matrix"}, {Role::kEmbedding, "embedding"}, {Role::kHead, "head"},
                {Role::kGain, "gain"}, {Role::kBias, "bias"}, {Role::kMixing, "mixing"});
-// The parametrization (src/model/README.md, "Parametrization"): how init, the attention score scale,
-// the readout and per-role learning rates change with the model's width and depth.
-enum class ParamType { kSp, kMup, kCompleteP };
-NORMLAB_CHOICE(ParamType, {ParamType::kSp, "sp"}, {ParamType::kMup, "mup"}, {ParamType::kCompleteP, "completep"});
 enum class LrSchedule { kCosine, kLinear, kConstant };
 NORMLAB_CHOICE(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
                {LrSchedule::kConstant, "constant"});
@@ -163,7 +159,7 @@ struct OptimConfig {
 
 // param: the parametrization's mode and base shape; auto = the run's own (resolved into numbers).
 struct ParamConfig {
-  ParamType type = ParamType::kSp;
+  std::string type = "sp";  // a registered parametrization (model/parametrizations/)
   std::optional<double> base_width, base_depth, base_head_dim;
   double alpha = 1.0;        // completep: the branch multiplier's exponent, in [0.5, 1]
   double output_mult = 1.0;  // mup, completep: the readout's multiplier at base width
@@ -300,7 +296,7 @@ template <class V> void describe(OptimConfig& c, V& v) {
   }
 }
 template <class V> void describe(ParamConfig& c, V& v) {
-  v.field("type", c.type, "parametrization: sp (standard), mup (width), completep (width and depth)");
+  v.field("type", c.type, "parametrization (a registered name; normlab keys lists them): sp (standard), mup (width), completep (width and depth)");
   v.field("base_width", c.base_width, "d_model of the base shape; auto = the run's (mup, completep)");
   v.field("base_depth", c.base_depth, "n_layers of the base shape; auto = the run's (completep)");
   v.field("base_head_dim", c.base_head_dim, "head size of the base shape; auto = base_width / n_heads (mup, completep)");

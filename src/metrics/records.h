@@ -1,7 +1,7 @@
 // A run's records as types (src/metrics/README.md, "Records"): the trainer builds them and
-// to_json() writes them (with add_task_losses(), the one writer of their keys); read_run() parses metrics.jsonl back into
-// the same types, plus every number derived from them, each defined once (src/metrics/README.md,
-// "Derived numbers"). `normlab report` (report.cpp), the sweep summary (src/sweep/summary.cpp)
+// to_json() writes them (with add_task_losses(), the one writer of their keys); read_run() parses
+// metrics.jsonl back into the same types, plus every number derived from them, each defined once
+// (src/metrics/README.md, "Derived numbers"). `normlab report` (report.cpp), the sweep summary (src/sweep/summary.cpp)
 // and scripts/plot.py (through `normlab report --json`) read runs through this module and compute
 // nothing on their own.
 #pragma once
@@ -52,7 +52,8 @@ struct TrainRecord {
 };
 
 // The loss of one evaluation per task label (eval.by_task, `normlab eval --by-task`): the targets
-// predicted and their mean loss. add_task_losses() writes them as `by_task`, the one writer of that key.
+// predicted and their mean loss. add_task_losses() writes them as `by_task`, the one writer of
+// that key.
 struct TaskLoss {
   int64_t tokens = 0;
   double loss = std::nan("");

@@ -1,85 +1,113 @@
 #include "model/parametrization.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "config/load.h"
-#include "model/layouts/layout.h"
-#include "model/residual/residual.h"
 #include "model/transformer.h"
 
 namespace normlab {
 
 Parametrization Parametrization::of(const ModelConfig& m, const ParamConfig& p) {
   Parametrization z;
-  z.type = p.type;
-  z.head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
-  z.base_depth = p.base_depth.value_or(static_cast<double>(m.n_layers));
-  z.base_head_dim = p.base_head_dim.value_or(static_cast<double>(z.head_dim));
-  if (p.type == ParamType::kSp) return z;
-  z.m_n = static_cast<double>(m.d_model) / p.base_width.value_or(static_cast<double>(m.d_model));
-  if (p.type == ParamType::kCompleteP) z.m_l = static_cast<double>(m.n_layers) / z.base_depth;
-  z.alpha = p.alpha;
-  z.output_mult = p.output_mult;
+  z.type = find_parametrization(p.type);
+  if (z.type == nullptr)
+    throw std::invalid_argument(fmt::format("param.type '{}' is not a registered parametrization", p.type));
+  ParamShape& s = z.shape;
+  s.head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
+  s.n_layers = m.n_layers;
+  const double d = static_cast<double>(m.d_model), L = static_cast<double>(m.n_layers);
+  s.base_depth = z.type->reads_key("base_depth") ? p.base_depth.value_or(L) : L;
+  s.base_head_dim = z.type->reads_key("base_head_dim") ? p.base_head_dim.value_or(static_cast<double>(s.head_dim))
+                                                       : static_cast<double>(s.head_dim);
+  if (z.type->reads_key("base_width")) s.m_n = d / p.base_width.value_or(d);
+  if (z.type->reads_key("base_depth")) s.m_l = L / s.base_depth;
+  s.alpha = p.alpha;
+  s.output_mult = p.output_mult;
+  for (auto [f, aware] : {std::pair{&z.plain_, false}, std::pair{&z.width_aware_, true}}) {
+    f->residual_init_depth = L;
+    if (z.type->factors) z.type->factors(s, aware, *f);
+  }
   return z;
 }
 
-double Parametrization::matrix_init_mult() const { return widthwise() ? 1.0 / std::sqrt(m_n) : 1.0; }
-
-double Parametrization::residual_init_depth(int64_t n_layers) const {
-  return depthwise() ? base_depth : static_cast<double>(n_layers);
-}
-
-double Parametrization::score_q_mult() const {
-  return widthwise() ? std::sqrt(base_head_dim / static_cast<double>(head_dim)) : 1.0;
-}
-
-double Parametrization::readout_mult() const { return widthwise() ? output_mult / m_n : 1.0; }
-
-double Parametrization::branch_mult() const { return depthwise() ? std::pow(m_l, -alpha) : 1.0; }
-
 double Parametrization::lr_mult(Role r, bool in_block, bool width_aware_matrices) const {
-  double f = 1.0;
-  if (r == Role::kMatrix && widthwise() && !width_aware_matrices) f /= m_n;
-  const double depth = depthwise() ? std::pow(m_l, alpha - 1.0) : 1.0;
-  if (r == Role::kMatrix || (in_block && (r == Role::kGain || r == Role::kBias))) f *= depth;
-  return f;
+  const RoleFactors f = (width_aware_matrices ? width_aware_ : plain_).role(r);
+  return in_block ? f.lr_in_block : f.lr_outside;
 }
 
 double Parametrization::decay_mult(Role r, bool width_aware_matrices) const {
-  return r == Role::kMatrix && widthwise() && !width_aware_matrices ? m_n : 1.0;
+  return (width_aware_matrices ? width_aware_ : plain_).role(r).decay;
 }
 
 std::vector<std::string> Parametrization::role_table(bool width_aware_matrices) const {
   std::vector<std::string> out;
+  const ParamFactors& f = width_aware_matrices ? width_aware_ : plain_;
   out.push_back(fmt::format("param {}: m_N {:.6g}, m_L {:.6g}, score scale sqrt(base_head_dim {:.6g} / dh {}) / sqrt(dh), "
                             "readout x{:.6g}, branch x{:.6g}",
-                            choice_name(type), m_n, m_l, base_head_dim, head_dim, readout_mult(), branch_mult()));
+                            type ? type->name : "?", shape.m_n, shape.m_l, shape.base_head_dim, shape.head_dim, f.readout,
+                            f.branch));
   for (const auto& e : ChoiceTable<Role>::entries) {
-    const Role r = e.value;
-    const double init = r == Role::kMatrix ? matrix_init_mult() : 1.0;
-    const double lr_in = lr_mult(r, true, width_aware_matrices), lr_out = lr_mult(r, false, width_aware_matrices);
-    const std::string lr = lr_in == lr_out ? fmt::format("{:.6g}", lr_in)
-                                           : fmt::format("{:.6g} in blocks, {:.6g} outside", lr_in, lr_out);
-    out.push_back(fmt::format("  role {:<9} init x{:.6g}, lr x{}, decay x{:.6g}", e.name, init, lr,
-                              decay_mult(r, width_aware_matrices)));
+    const RoleFactors r = f.role(e.value);
+    const double init = e.value == Role::kMatrix ? f.matrix_init : 1.0;
+    const std::string lr = r.lr_in_block == r.lr_outside
+                               ? fmt::format("{:.6g}", r.lr_in_block)
+                               : fmt::format("{:.6g} in blocks, {:.6g} outside", r.lr_in_block, r.lr_outside);
+    out.push_back(fmt::format("  role {:<9} init x{:.6g}, lr x{}, decay x{:.6g}", e.name, init, lr, r.decay));
   }
   return out;
 }
 
+namespace {
+
+// Whether a base-shape key of `param` holds a value of its own: a number other than what auto
+// resolves to (a resolved config.yaml records those; they are no knob), or a non-default value.
+bool holds_own_value(const std::string& key, const ParamConfig& p, const ModelConfig& m) {
+  const ParamConfig defaults;
+  const double d = static_cast<double>(m.d_model), L = static_cast<double>(m.n_layers);
+  auto differs = [](const std::optional<double>& v, double auto_value) { return v && *v != auto_value; };
+  if (key == "base_width") return differs(p.base_width, d);
+  if (key == "base_head_dim")
+    return m.n_heads > 0 && differs(p.base_head_dim, p.base_width.value_or(d) / static_cast<double>(m.n_heads));
+  if (key == "output_mult") return p.output_mult != defaults.output_mult;
+  if (key == "base_depth") return differs(p.base_depth, L);
+  if (key == "alpha") return p.alpha != defaults.alpha;
+  return false;
+}
+
+// "a", "a and b", "a, b and c".
+std::string and_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+
+}  // namespace
+
 void resolve_param_config(ParamConfig& p, const ModelConfig& m) {
-  // Only what the mode reads: under sp the base shape means nothing and stays auto (so that a
+  // Only what the mode reads: the base shape means nothing to the rest and stays auto (so that a
   // resumed sp run whose width changed is refused for its width alone).
-  if (p.type == ParamType::kSp) return;
-  if (!p.base_width) p.base_width = static_cast<double>(m.d_model);
-  if (!p.base_head_dim && m.n_heads > 0) p.base_head_dim = *p.base_width / static_cast<double>(m.n_heads);
-  if (p.type == ParamType::kCompleteP && !p.base_depth) p.base_depth = static_cast<double>(m.n_layers);
+  const ParametrizationType* t = find_parametrization(p.type);
+  if (t == nullptr) return;
+  const double d = static_cast<double>(m.d_model);
+  if (t->reads_key("base_width") && !p.base_width) p.base_width = d;
+  if (t->reads_key("base_head_dim") && !p.base_head_dim && m.n_heads > 0)
+    p.base_head_dim = p.base_width.value_or(d) / static_cast<double>(m.n_heads);
+  if (t->reads_key("base_depth") && !p.base_depth) p.base_depth = static_cast<double>(m.n_layers);
 }
 
 void check_param_config(const Config& c, Problems& problems) {
   const ParamConfig& p = c.param;
   const ModelConfig& m = c.model;
+  const ParametrizationType* t = find_parametrization(p.type);
+  if (t == nullptr) {
+    problems.add("param.type", fmt::format("'{}' is not a registered parametrization; expected one of: {}", p.type,
+                                           parametrization_names()));
+    return;
+  }
   auto positive = [&](const char* key, const std::optional<double>& v) {
     if (v && !(*v > 0 && std::isfinite(*v))) problems.add(key, fmt::format("{} must be a finite number > 0 or auto", *v));
   };
@@ -89,50 +117,17 @@ void check_param_config(const Config& c, Problems& problems) {
   if (!(p.output_mult > 0) || !std::isfinite(p.output_mult))
     problems.add("param.output_mult", fmt::format("{} must be a finite number > 0", p.output_mult));
   if (!(p.alpha >= 0.5 && p.alpha <= 1)) problems.add("param.alpha", fmt::format("{} must be in [0.5, 1]", p.alpha));
-  const ParamConfig defaults;
-  const char* mode = choice_name(p.type);
-  // Keys a mode does not read: a set value would do nothing.
-  auto unread = [&](const char* key, bool set, const char* owners) {
-    if (set) problems.add(key, fmt::format("belongs to param.type {} (param.type is {}); it would do nothing here", owners, mode));
-  };
-  // A base that equals what auto resolves to is what a resolved config.yaml records: no knob.
-  const double d = static_cast<double>(m.d_model), L = static_cast<double>(m.n_layers);
-  auto differs = [](const std::optional<double>& v, double auto_value) { return v && *v != auto_value; };
-  if (p.type == ParamType::kSp) {
-    unread("param.base_width", differs(p.base_width, d), "mup and completep");
-    if (m.n_heads > 0)
-      unread("param.base_head_dim", differs(p.base_head_dim, p.base_width.value_or(d) / static_cast<double>(m.n_heads)),
-             "mup and completep");
-    unread("param.output_mult", p.output_mult != defaults.output_mult, "mup and completep");
-  }
-  if (p.type != ParamType::kCompleteP) {
-    unread("param.base_depth", differs(p.base_depth, L), "completep");
-    unread("param.alpha", p.alpha != defaults.alpha, "completep");
-  }
-  if (p.type == ParamType::kSp) return;
-  // Scope: weights from the width to a fixed size would be readouts µP does not treat as such.
-  const ResolvedModel entries = ResolvedModel::of(m);
-  const ResidualType* residual = entries.residual;
-  if (residual && residual->wraps_terms())
-    problems.add("param.type", fmt::format("{} needs model.residual.type: add (the {} stream's maps to n streams are "
-                                           "not parametrized here)", mode, m.residual.type));
-  if (entries.value_residual && !entries.value_residual->outside_parametrization.empty())
-    problems.add("param.type", fmt::format("{} does not take model.value_residual: {} ({})", mode, m.value_residual,
-                                           entries.value_residual->outside_parametrization));
-  if (m.attn_gate == AttnGate::kHead)
-    problems.add("param.type", fmt::format("{} does not take model.attn_gate: head (its gate maps the width to one "
-                                           "number per head: a readout µP does not scale)", mode));
-  const LayoutType* layout = entries.layout;
-  if (layout && layout->own_parametrization)
-    problems.add("param.type", fmt::format("{} does not apply to layout {}: it has its own parametrization", mode, m.layout));
-  else if (layout && p.type == ParamType::kCompleteP && !layout->depth_branch) {
-    std::string names;
-    for (const auto& l : layout_registry()) {
-      if (l.depth_branch) names += (names.empty() ? "" : ", ") + l.name;
+  // Keys the mode does not read: a value of their own would do nothing.
+  for (const std::string& key : param_base_keys()) {
+    if (t->reads_key(key) || !holds_own_value(key, p, m)) continue;
+    std::vector<std::string> owners;
+    for (const auto& e : parametrization_registry()) {
+      if (e.reads_key(key)) owners.push_back(e.name);
     }
-    problems.add("param.type", fmt::format("completep needs a layout whose sublayers join an unnormalised stream as "
-                                           "x + G ({}); {} normalises or mixes its stream", names, m.layout));
+    problems.add("param." + key, fmt::format("belongs to param.type {} (param.type is {}); it would do nothing here",
+                                             and_list(owners), t->name));
   }
+  if (t->check) t->check(c, ResolvedModel::of(m), problems);
 }
 
 }  // namespace normlab

@@ -367,7 +367,7 @@ void init_weights(Transformer& model, const InitConfig& init) {
   torch::NoGradGuard ng;
   const ModelConfig& m = model->config();
   const Parametrization& pz = model->parametrization();
-  const double L = pz.residual_init_depth(m.n_layers);  // completep: base_depth
+  const double L = pz.residual_init_depth();  // completep: base_depth
   Impls out_weights;  // the sublayers' output maps (init.scaled_residual)
   for (int64_t i = 0; i < model->n_blocks(); ++i) {
     const Impls w = impls(model->block(i)->output_weights());

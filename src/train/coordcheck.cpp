@@ -16,6 +16,7 @@
 #include "core/json.h"
 #include "core/sha256.h"
 #include "metrics/stats.h"
+#include "model/parametrizations/parametrization_type.h"
 #include "optim/registry.h"
 #include "train/device.h"
 #include "train/run_config.h"
@@ -72,14 +73,18 @@ std::string exact_number(double v) { return fmt::format("{:.17g}", v); }
 // The config of one size: the user's keys, the check's own, the base shape the config's mode
 // resolved (so that m_N and m_L move with the size), the size.
 Config size_config(const CoordCheckOptions& o, const std::vector<std::string>& keys, const Config& base,
-                   ParamType mode, CoordAxis axis, int64_t size) {
+                   const std::string& mode, CoordAxis axis, int64_t size) {
   std::vector<std::string> ov = keys;
-  if (mode == ParamType::kSp && base.param.type != ParamType::kSp) {
-    ov.push_back("param={type: sp}");
-  } else if (mode != ParamType::kSp) {
-    ov.push_back("param.base_width=" + exact_number(*base.param.base_width));
-    ov.push_back("param.base_head_dim=" + exact_number(*base.param.base_head_dim));
-    if (mode == ParamType::kCompleteP) ov.push_back("param.base_depth=" + exact_number(*base.param.base_depth));
+  if (mode != base.param.type) {
+    ov.push_back("param={type: " + mode + "}");  // sp beside the config's mode (--compare)
+  } else {
+    // The base shape the config's mode reads, as it resolved it, held at every size.
+    const ParamConfig& p = base.param;
+    const ParametrizationType* t = find_parametrization(mode);
+    for (const auto& [key, value] : {std::pair{"base_width", p.base_width}, std::pair{"base_head_dim", p.base_head_dim},
+                                     std::pair{"base_depth", p.base_depth}}) {
+      if (t && t->reads_key(key) && value) ov.push_back(std::string("param.") + key + "=" + exact_number(*value));
+    }
   }
   if (axis == CoordAxis::kWidth) {
     const int64_t d_ff = std::max<int64_t>(
@@ -115,7 +120,7 @@ void check_sizes(const std::vector<int64_t>& sizes, const char* flag) {
 
 // The configs of one check's sizes, in order.
 std::vector<Config> size_configs(const CoordCheckOptions& o, const std::vector<std::string>& keys, const Config& base,
-                                 ParamType mode, CoordAxis axis) {
+                                 const std::string& mode, CoordAxis axis) {
   std::vector<Config> out;
   for (const int64_t size : axis == CoordAxis::kWidth ? o.widths : o.depths)
     out.push_back(size_config(o, keys, base, mode, axis, size));
@@ -132,12 +137,12 @@ std::string own_rate_key(const Config& c) {
 }
 
 CoordCheck run_check(const CoordCheckOptions& o, const std::vector<Config>& configs, const Config& base,
-                     const Corpus& data, ParamType mode, CoordAxis axis,
+                     const Corpus& data, const std::string& mode, CoordAxis axis,
                      const std::function<void(const CoordCheck&)>& finished_size) {
   const auto t0 = std::chrono::steady_clock::now();
   CoordCheck c;
   c.axis = axis;
-  c.param = choice_name(mode);
+  c.param = mode;
   c.optimizer = base.optim.type;
   c.lr = base.optim.lr;
   c.sizes = axis == CoordAxis::kWidth ? o.widths : o.depths;
@@ -268,11 +273,11 @@ std::string coord_config_fingerprint(Config c, int64_t seed) {
         f = (path.parent_path().filename() / path.filename()).string();  // data/toy/train.txt: toy/train.txt
       }
   };
-  Config d;
+  Config base_config;
   short_paths(c);
-  short_paths(d);
+  short_paths(base_config);
   std::map<std::string, std::string> defaults;
-  for (auto& [k, v] : flat_values(d)) defaults.emplace(k, v);
+  for (auto& [k, v] : flat_values(base_config)) defaults.emplace(k, v);
   std::string text;
   for (const auto& [k, v] : flat_values(c)) {
     const auto d = defaults.find(k);
@@ -399,22 +404,23 @@ std::vector<CoordCheck> run_coordcheck(const CoordCheckOptions& o, const CoordPr
     for (auto& kv : coord_rate_overrides(base, lr)) k.push_back(kv);
     rates.push_back({k, load_run_config(o.config_path, k)});
   }
-  std::vector<ParamType> modes;
-  if (o.compare && base.param.type != ParamType::kSp) modes.push_back(ParamType::kSp);
+  const std::string sp = ParamConfig{}.type;  // the standard parametrization, the default
+  std::vector<std::string> modes;
+  if (o.compare && base.param.type != sp) modes.push_back(sp);
   modes.push_back(base.param.type);
-  if (o.compare && base.param.type == ParamType::kSp)
+  if (o.compare && base.param.type == sp)
     spdlog::warn("warning: --compare: the config's param.type is sp already; one check per axis");
   // Every size's config is checked before anything runs.
   struct Planned {
     CoordAxis axis;
-    ParamType mode;
+    std::string mode;
     const Config* base;
     std::vector<Config> configs;
   };
   std::vector<Planned> plan;
   for (const CoordAxis axis : {CoordAxis::kWidth, CoordAxis::kDepth}) {
     if ((axis == CoordAxis::kWidth ? o.widths : o.depths).empty()) continue;
-    for (const ParamType mode : modes) {
+    for (const std::string& mode : modes) {
       for (const auto& r : rates) plan.push_back({axis, mode, &r.base, size_configs(o, r.keys, r.base, mode, axis)});
     }
   }

@@ -20,6 +20,7 @@
 #include "config/load.h"
 #include "model/layouts/layout.h"
 #include "model/norms/norm.h"
+#include "model/parametrization.h"
 #include "model/transformer.h"
 #include "readme_tables.h"
 #include "optim/registry.h"
@@ -53,7 +54,7 @@ std::set<std::string> listed(const std::string& readme, const std::string& prefi
   return {};
 }
 
-TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsResidualTypesAndValueResiduals) {
+TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredEntries) {
   const std::string doc = read_doc("src/model/README.md");
   std::set<std::string> norms, layouts, residuals;
   for (const auto& n : norm_registry()) norms.insert(n.name);
@@ -65,6 +66,9 @@ TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredNormsLayoutsResidualTypes
   std::set<std::string> value_residuals;
   for (const auto& v : value_residual_registry()) value_residuals.insert(v.name);
   EXPECT_EQ(table_names(doc, "## Value residual"), value_residuals);
+  std::set<std::string> parametrizations;
+  for (const auto& t : parametrization_registry()) parametrizations.insert(t.name);
+  EXPECT_EQ(table_names(doc, "## Parametrization"), parametrizations);
 }
 
 TEST(DocsTest, OptimReadmeTableIsExactlyTheRegisteredOptimizers) {
@@ -113,6 +117,7 @@ TEST(DocsTest, EveryConfigChoiceTheDocsNameExists) {
       p.add_earlier(l.problems, l.problem_keys);
       validate_config(l.config, p);
       check_model_config(l.config.model, p);
+      check_param_config(l.config, p);
       for (const auto& line : p.lines()) {
         if (line.find(key + ":") != std::string::npos &&
             (line.find("expected one of") != std::string::npos || line.find("not a registered") != std::string::npos))
@@ -137,6 +142,7 @@ TEST(DocsTest, EveryConfigChoiceTheDocsNameExists) {
     p.add_earlier(l.problems, l.problem_keys);
     validate_config(l.config, p);
     check_model_config(l.config.model, p);
+    check_param_config(l.config, p);
     // Only whether the value exists: rules between keys (fp16 needs cuda) are not the docs' concern.
     for (const auto& line : p.lines()) {
       const bool unknown = line.find(key + ":") != std::string::npos &&

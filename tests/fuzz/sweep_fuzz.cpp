@@ -59,8 +59,10 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
   static const std::set<std::string> norms = testing::table_names(doc, "## Norms"),
                                      layouts = testing::table_names(doc, "## Layouts"),
                                      residuals = testing::table_names(doc, "## Residual streams"),
-                                     value_residuals = testing::table_names(doc, "## Value residual");
-  if (norms.empty() || layouts.empty() || residuals.empty() || value_residuals.empty()) std::abort();
+                                     value_residuals = testing::table_names(doc, "## Value residual"),
+                                     parametrizations = testing::table_names(doc, "## Parametrization");
+  if (norms.empty() || layouts.empty() || residuals.empty() || value_residuals.empty() || parametrizations.empty())
+    std::abort();
   Config& c = loaded.config;
   Problems problems(loaded.source);
   problems.add_earlier(loaded.problems, loaded.problem_keys);
@@ -72,6 +74,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
   if (!layouts.count(c.model.layout)) problems.add("model.layout", "not a registered layout");
   if (!residuals.count(c.model.residual.type)) problems.add("model.residual.type", "not a registered residual type");
   if (!value_residuals.count(c.model.value_residual)) problems.add("model.value_residual", "not a registered mode");
+  if (!parametrizations.count(c.param.type)) problems.add("param.type", "not a registered parametrization");
   if (check_data_files) {
     for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
       for (std::string& path : *paths) {

@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "config/load.h"
 #include "core/errors.h"
@@ -26,7 +28,7 @@ namespace normlab {
 namespace {
 
 // A small model at width d (4 heads) and depth L, its param section with the given base shape.
-Config shaped(ParamType type, int64_t d, int64_t L, double base_width, double base_depth) {
+Config shaped(const std::string& type, int64_t d, int64_t L, double base_width, double base_depth) {
   Config c;
   c.model.ctx = 16;
   c.model.d_model = d;
@@ -37,8 +39,8 @@ Config shaped(ParamType type, int64_t d, int64_t L, double base_width, double ba
   c.model.tie_embeddings = false;
   c.param.type = type;
   c.param.base_width = base_width;
-  if (type == ParamType::kCompleteP) c.param.base_depth = base_depth;
-  c.param.alpha = type == ParamType::kCompleteP ? 0.5 : 1.0;
+  if (type == "completep") c.param.base_depth = base_depth;
+  c.param.alpha = type == "completep" ? 0.5 : 1.0;
   resolve_model_config(c.model);
   resolve_param_config(c.param, c.model);
   return c;
@@ -56,16 +58,16 @@ bool is_residual_output(const std::string& name) {  // the test's own oracle, by
 // 1/sqrt(2 depth) for out_proj and fc2, depth = base_depth under completep, L otherwise);
 // embeddings and the untied head keep 0.02.
 TEST(ParametrizationTest, InitStdOfEveryRoleFollowsTheFormula) {
-  for (const ParamType type : {ParamType::kMup, ParamType::kCompleteP}) {
+  for (const std::string type : {"mup", "completep"}) {
     for (const double m_n : {0.5, 2.0, 4.0}) {
       for (const double m_l : {2.0, 3.0}) {
         const int64_t d = static_cast<int64_t>(64 * m_n), L = static_cast<int64_t>(2 * m_l);
         Config c = shaped(type, d, L, 64, 2);
-        SCOPED_TRACE(fmt::format("{} m_N {} m_L {}", choice_name(type), m_n, m_l));
+        SCOPED_TRACE(fmt::format("{} m_N {} m_L {}", type, m_n, m_l));
         torch::manual_seed(3);
         Transformer t(c.model, c.param);
         init_weights(t, c.init);
-        const double depth = type == ParamType::kCompleteP ? 2.0 : static_cast<double>(L);
+        const double depth = type == "completep" ? 2.0 : static_cast<double>(L);
         int checked = 0;
         for (const auto& kv : t->named_parameters()) {
           const Role r = *role_of(kv.value());
@@ -92,7 +94,7 @@ TEST(ParametrizationTest, InitStdOfEveryRoleFollowsTheFormula) {
 // in blocks x m_L^(alpha-1) under completep, outside the blocks x 1; embeddings and head x 1. Under
 // Muon (width-aware matrices) the matrix keeps its rate and decay but for the depth factor.
 TEST(ParametrizationTest, EveryRolesRateAndDecayFollowTheFormula) {
-  for (const ParamType type : {ParamType::kMup, ParamType::kCompleteP}) {
+  for (const std::string type : {"mup", "completep"}) {
     for (const std::string optimizer : {"adamw", "muon"}) {
       for (const double m_n : {0.5, 2.0, 4.0}) {
         for (const double m_l : {2.0, 3.0}) {
@@ -101,9 +103,9 @@ TEST(ParametrizationTest, EveryRolesRateAndDecayFollowTheFormula) {
           c.model.embed_norm = true;
           c.optim.type = optimizer;
           c.optim.lr_mult.gain = 0.5;
-          SCOPED_TRACE(fmt::format("{} {} m_N {} m_L {}", choice_name(type), optimizer, m_n, m_l));
+          SCOPED_TRACE(fmt::format("{} {} m_N {} m_L {}", type, optimizer, m_n, m_l));
           const double alpha = c.param.alpha;
-          const double depth = type == ParamType::kCompleteP ? std::pow(m_l, alpha - 1) : 1.0;
+          const double depth = type == "completep" ? std::pow(m_l, alpha - 1) : 1.0;
           const bool muon = optimizer != "adamw";
           Transformer t(c.model, c.param);
           std::vector<torch::Tensor> params;
@@ -145,7 +147,7 @@ TEST(ParametrizationTest, EveryRolesRateAndDecayFollowTheFormula) {
 // output_mult / m_N (the logits against the head's matrix product written out here).
 TEST(ParametrizationTest, ScoreScaleAndReadoutMultiplierAreTheFormulas) {
   for (const double m_n : {0.5, 2.0, 4.0}) {
-    Config c = shaped(ParamType::kMup, static_cast<int64_t>(64 * m_n), 2, 64, 2);
+    Config c = shaped("mup", static_cast<int64_t>(64 * m_n), 2, 64, 2);
     c.param.output_mult = 3.0;
     c.param.base_head_dim = 24;  // not base_width / heads: the formula, not a coincidence
     SCOPED_TRACE(m_n);
@@ -184,7 +186,7 @@ TEST(ParametrizationTest, ScoreScaleAndReadoutMultiplierAreTheFormulas) {
 // dropped one would sit at that distance). q and k are scaled up so that the attention is peaked
 // and the score scale shows in the logits.
 TEST(ParametrizationTest, Bf16AutocastKeepsTheScoreScaleAndTheReadoutMultiplier) {
-  Config c = shaped(ParamType::kMup, 128, 2, 64, 2);  // m_N = 2, dh = 32
+  Config c = shaped("mup", 128, 2, 64, 2);  // m_N = 2, dh = 32
   c.param.output_mult = 3.0;                          // readout 3 / 2
   c.param.base_head_dim = 128;                        // scores sqrt(128) / 32, twice 1/sqrt(dh)
   torch::manual_seed(8);
@@ -219,7 +221,7 @@ TEST(ParametrizationTest, Bf16AutocastKeepsTheScoreScaleAndTheReadoutMultiplier)
 // CompleteP's branch multiplier: a block's output is x + m_L^-alpha G1 then + m_L^-alpha G2 (G from
 // BlockImpl::term of the same block, which carries the multiplier).
 TEST(ParametrizationTest, BranchMultiplierScalesEverySublayerTerm) {
-  Config c = shaped(ParamType::kCompleteP, 64, 6, 64, 2);
+  Config c = shaped("completep", 64, 6, 64, 2);
   const double mult = std::pow(3.0, -0.5);
   torch::manual_seed(6);
   Transformer t(c.model, c.param);
@@ -275,6 +277,50 @@ TEST(ParametrizationTest, EveryScopeErrorIsOneLine) {
   EXPECT_TRUE(testing::config_problems("param: {base_width: 128, base_depth: 4, base_head_dim: 32}").empty());
 }
 
+// Registry-wide: every entry reads only base-shape keys of `param`, and at the base shape gives
+// exactly 1 for every factor (and init.scaled_residual's depth n_layers), for both kinds of matrix
+// rule, so that it trains bit for bit as sp there (ParametrizationRunTest trains them).
+TEST(ParametrizationTest, EveryEntryIsExactlyOneAtTheBaseShape) {
+  const auto& keys = param_base_keys();
+  std::set<std::string> names;
+  for (const auto& entry : parametrization_registry()) {
+    SCOPED_TRACE(entry.name);
+    EXPECT_TRUE(names.insert(entry.name).second) << "registered twice";
+    EXPECT_FALSE(entry.summary.empty());
+    for (const auto& k : entry.reads) EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+    Config c = shaped("sp", 64, 3, 64, 3);
+    c.param.type = entry.name;
+    c.param.base_width.reset();
+    c.param.base_depth.reset();
+    c.param.base_head_dim.reset();
+    resolve_param_config(c.param, c.model);
+    EXPECT_TRUE(testing::config_problems("param: {type: " + entry.name + "}").empty());
+    const Parametrization pz = Parametrization::of(c.model, c.param);
+    EXPECT_EQ(pz.matrix_init_mult(), 1.0);
+    EXPECT_EQ(pz.residual_init_depth(), 3.0);
+    EXPECT_EQ(pz.score_q_mult(), 1.0);
+    EXPECT_EQ(pz.readout_mult(), 1.0);
+    EXPECT_EQ(pz.branch_mult(), 1.0);
+    for (const auto& r : ChoiceTable<Role>::entries) {
+      for (const bool aware : {false, true}) {
+        EXPECT_EQ(pz.decay_mult(r.value, aware), 1.0) << r.name;
+        for (const bool in_block : {false, true}) EXPECT_EQ(pz.lr_mult(r.value, in_block, aware), 1.0) << r.name;
+      }
+    }
+    // Off the base shape, the keys it reads resolve to numbers and the others stay auto.
+    Config off = shaped("sp", 128, 6, 64, 3);
+    off.param.type = entry.name;
+    off.param.base_width.reset();
+    off.param.base_depth.reset();
+    off.param.base_head_dim.reset();
+    resolve_param_config(off.param, off.model);
+    EXPECT_EQ(off.param.base_width.has_value(), entry.reads_key("base_width"));
+    EXPECT_EQ(off.param.base_depth.has_value(), entry.reads_key("base_depth"));
+    EXPECT_EQ(off.param.base_head_dim.has_value(), entry.reads_key("base_head_dim"));
+  }
+  EXPECT_EQ(names.count(ParamConfig{}.type), 1u) << "the default param.type is not registered";
+}
+
 // The resolved config records numbers, never auto, and reloads to itself.
 TEST(ParametrizationTest, ResolvedConfigRecordsTheBaseShape) {
   auto loaded = parse_config_text("param: {type: completep}\nmodel: {d_model: 96, n_layers: 3, n_heads: 4}", "cfg.yaml");
@@ -290,12 +336,14 @@ TEST(ParametrizationTest, ResolvedConfigRecordsTheBaseShape) {
   EXPECT_EQ(dump_config(check_and_resolve(parse_config_text(dumped, "config.yaml"), false)), dumped);
 }
 
-// At the base shape (m_N = m_L = 1, base_head_dim = dh, output_mult 1) every mode trains bit for bit
-// as sp, under AdamW and Muon, for a layout in completep's scope.
+// At the base shape (m_N = m_L = 1, base_head_dim = dh, output_mult 1) every registered mode trains
+// bit for bit as sp, under AdamW and Muon, for a layout in completep's scope.
 TEST(ParametrizationRunTest, EveryModeAtTheBaseShapeTrainsBitForBitAsSp) {
   for (const std::string optimizer : {"adamw", "muon"}) {
-    std::vector<std::string> losses;
-    for (const ParamType type : {ParamType::kSp, ParamType::kMup, ParamType::kCompleteP}) {
+    std::vector<std::string> losses, names;
+    for (const auto& entry : parametrization_registry()) {
+      const std::string& type = entry.name;
+      names.push_back(type);
       testing::TempDir dir;
       Config c = testing::tiny_config(dir / "run");
       c.train.steps = 8;
@@ -309,8 +357,9 @@ TEST(ParametrizationRunTest, EveryModeAtTheBaseShapeTrainsBitForBitAsSp) {
       for (const auto& r : testing::records(dir / "run", "eval")) all += r["val_loss"].as<std::string>() + "\n";
       losses.push_back(all);
     }
-    EXPECT_EQ(losses[1], losses[0]) << optimizer << ": mup differs from sp at the base shape";
-    EXPECT_EQ(losses[2], losses[0]) << optimizer << ": completep differs from sp at the base shape";
+    ASSERT_EQ(names[0], "sp");
+    for (size_t i = 1; i < losses.size(); ++i)
+      EXPECT_EQ(losses[i], losses[0]) << optimizer << ": " << names[i] << " differs from sp at the base shape";
   }
 }
 

@@ -35,7 +35,7 @@ struct MuonCase {
   bool cautious = false, nesterov = true, tied = true;
   double tol = 1e-3;
   int64_t width = 16;  // d_model; d_ff = 2.5 width
-  ParamType param = ParamType::kSp;  // mup, completep: base width 8 (m_N 2), base depth 1 (m_L 2), alpha 0.5
+  std::string param = "sp";  // mup, completep: base width 8 (m_N 2), base depth 1 (m_L 2), alpha 0.5
 };
 
 std::string json_config(const MuonCase& c, const OptimConfig& o, const std::vector<double>& f,
@@ -52,8 +52,8 @@ std::string json_config(const MuonCase& c, const OptimConfig& o, const std::vect
       o.type, f.size(), o.lr, fs, o.betas[0], o.betas[1], o.eps, o.weight_decay, o.lr_mult.embedding,
       o.lr_mult.head, o.lr_mult.gain, o.lr_mult.bias, o.lr_mult.mixing, m.lr, m.momentum, m.nesterov ? "true" : "false",
       choice_name(m.ns), m.ns_steps, choice_name(m.ns_dtype), choice_name(m.adjust_lr), m.beta2,
-      m.cautious_wd ? "true" : "false", rs, choice_name(c.param), c.param == ParamType::kSp ? 1.0 : 2.0,
-      c.param == ParamType::kCompleteP ? 2.0 : 1.0, c.param == ParamType::kCompleteP ? 0.5 : 1.0);
+      m.cautious_wd ? "true" : "false", rs, c.param, c.param == "sp" ? 1.0 : 2.0,
+      c.param == "completep" ? 2.0 : 1.0, c.param == "completep" ? 0.5 : 1.0);
 }
 
 void run_case(const MuonCase& c) {
@@ -102,8 +102,8 @@ void run_case(const MuonCase& c) {
   cfg.model = mc;
   cfg.optim = o;
   cfg.param.type = c.param;
-  if (c.param != ParamType::kSp) cfg.param.base_width = c.width / 2.0;
-  if (c.param == ParamType::kCompleteP) {
+  if (c.param != "sp") cfg.param.base_width = c.width / 2.0;
+  if (c.param == "completep") {
     cfg.param.base_depth = mc.n_layers / 2.0;
     cfg.param.alpha = 0.5;
   }
@@ -169,18 +169,18 @@ TEST(MuonReferenceTest, MuonKeller) { run_case({"muon_keller", "muon"}); }
 // m_N = 2 (and m_L = 2, alpha 0.5 under completep), under AdamW and Muon.
 TEST(MuonReferenceTest, AdamwUnderMupAndCompletep) {
   MuonCase mup{"adamw_mup", "adamw"};
-  mup.param = ParamType::kMup;
+  mup.param = "mup";
   run_case(mup);
   MuonCase completep{"adamw_completep", "adamw"};
-  completep.param = ParamType::kCompleteP;
+  completep.param = "completep";
   run_case(completep);
 }
 TEST(MuonReferenceTest, MuonUnderMupAndCompletep) {
   MuonCase mup{"muon_mup", "muon"};
-  mup.param = ParamType::kMup;
+  mup.param = "mup";
   run_case(mup);
   MuonCase completep{"muon_completep", "muon"};
-  completep.param = ParamType::kCompleteP;
+  completep.param = "completep";
   run_case(completep);
 }
 TEST(MuonReferenceTest, MuonPolarExpress) { run_case({"muon_pe", "muon", NsKind::kPolarExpress}); }

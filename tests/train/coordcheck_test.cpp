@@ -41,7 +41,7 @@ TEST(CoordCaptureTest, EveryStatisticIsTheMeanAbsOfItsTensor) {
   c.model.d_ff = 256;
   c.model.n_layers = 2;
   c.model.tie_embeddings = false;
-  c.param.type = ParamType::kMup;
+  c.param.type = "mup";
   c.param.base_width = 32;
   c.param.base_head_dim = 24;
   c.param.output_mult = 3.0;

@@ -125,10 +125,11 @@ TEST(ReplayTest, EveryOptimizersRunsReplayBitForBit) {
   }
 }
 
-// Under mup and completep off the base shape, a logged step replays bit for bit.
-TEST(ReplayTest, MupAndCompletepRunsReplayBitForBit) {
-  for (const ParamType p : {ParamType::kMup, ParamType::kCompleteP}) {
-    SCOPED_TRACE(choice_name(p));
+// Under every parametrization but sp (mup, completep) off the base shape, a logged step replays
+// bit for bit.
+TEST(ReplayTest, EveryParametrizationReplaysBitForBit) {
+  for (const std::string& p : testing::non_default_parametrizations()) {
+    SCOPED_TRACE(p);
     testing::TempDir dir;
     Config c = replay_run(dir / "run");
     testing::off_base_shape(c, p);
