@@ -47,6 +47,7 @@
 #include "train/replay.h"
 #include "train/run_config.h"
 #include "train/run_data.h"
+#include "train/schedules/schedule_type.h"
 #include "train/trainer.h"
 
 namespace normlab {
@@ -538,6 +539,8 @@ struct KeysCommand {
     for (const auto& v : value_residual_registry()) std::cout << fmt::format("\n  {:<12} {}", v.name, v.equation);
     std::cout << "\noptim.type:";
     for (const auto& o : optimizer_registry()) std::cout << fmt::format("\n  {:<12} {}", o.name, o.summary);
+    std::cout << "\noptim.schedule (after the warm-up; p: the progress through the remaining steps):";
+    for (const auto& t : schedule_registry()) std::cout << fmt::format("\n  {:<12} {}", t.name, t.formula);
     std::cout << "\nparam.type:";
     for (const auto& t : parametrization_registry()) std::cout << fmt::format("\n  {:<12} {}", t.name, t.summary);
     std::cout << std::endl;

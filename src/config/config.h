@@ -36,9 +36,6 @@ NORMLAB_CHOICE(InitScheme, {InitScheme::kNormal, "normal"}, {InitScheme::kXavier
 enum class Role { kMatrix, kEmbedding, kHead, kGain, kBias, kMixing };
 NORMLAB_CHOICE(Role, {Role::kMatrix, "matrix"}, {Role::kEmbedding, "embedding"}, {Role::kHead, "head"},
                {Role::kGain, "gain"}, {Role::kBias, "bias"}, {Role::kMixing, "mixing"});
-enum class LrSchedule { kCosine, kLinear, kConstant };
-NORMLAB_CHOICE(LrSchedule, {LrSchedule::kCosine, "cosine"}, {LrSchedule::kLinear, "linear"},
-               {LrSchedule::kConstant, "constant"});
 enum class DeviceKind { kCpu, kCuda };
 NORMLAB_CHOICE(DeviceKind, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"});
 enum class Precision { kFp32, kBf16, kFp16 };
@@ -147,7 +144,7 @@ struct OptimConfig {
   double eps = 1.0e-8;
   double weight_decay = 0.1;
   int64_t warmup = 100;
-  LrSchedule schedule = LrSchedule::kCosine;
+  std::string schedule = "cosine";  // a name from the schedule registry (src/train/schedules/)
   double grad_clip = 1.0;           // 0 = off
   double z_loss = 0;
   double qk_clip = 0;  // 0 = off; tau > 0: QK-Clip threshold
@@ -155,6 +152,9 @@ struct OptimConfig {
   // optim.<section>.<key> of the optimizers that own keys (optim.muon.lr, ...): declared in each
   // optimizer's file, read as keys.number("muon.lr").
   OwnedValues keys{OwnerKind::kOptim};
+  // optim.<schedule>.<key> of the schedules that own keys (optim.wsd.decay_frac), read as
+  // schedule_keys.number("wsd.decay_frac").
+  OwnedValues schedule_keys{OwnerKind::kSchedule};
 };
 
 // param: the parametrization's mode and base shape; auto = the run's own (resolved into numbers).
@@ -285,13 +285,17 @@ template <class V> void describe(OptimConfig& c, V& v) {
   v.field("eps", c.eps, "AdamW epsilon");
   v.field("weight_decay", c.weight_decay, "decoupled decay of roles matrix, embedding and head");
   v.field("warmup", c.warmup, "linear warmup steps");
-  v.field("schedule", c.schedule, "LR after warmup");
+  v.field("schedule", c.schedule, "LR after warmup, from the schedule registry");
   v.field("grad_clip", c.grad_clip, "global gradient-norm clip; 0 = off");
   v.field("z_loss", c.z_loss, "coefficient of mean(logsumexp(logits)^2)");
   v.field("qk_clip", c.qk_clip, "QK-Clip threshold tau on each head's max logit; 0 = off");
   v.section("lr_mult", c.lr_mult);
   for (const std::string& name : key_sections(OwnerKind::kOptim)) {  // optim.muon: {lr, ...}
     OwnedSection owned{name, &c.keys};
+    v.section(name.c_str(), owned);
+  }
+  for (const std::string& name : key_sections(OwnerKind::kSchedule)) {  // optim.wsd: {decay_frac, ...}
+    OwnedSection owned{name, &c.schedule_keys};
     v.section(name.c_str(), owned);
   }
 }

@@ -29,7 +29,7 @@ std::vector<std::string> key_sections(OwnerKind kind) {
 }
 
 bool owner_selected(const KeyOwner& owner, const ModelConfig& m, bool qkv_norm_used) {
-  if (owner.kind == OwnerKind::kOptim) return false;  // check_optim_keys asks optim.type
+  if (owner.kind == OwnerKind::kOptim || owner.kind == OwnerKind::kSchedule) return false;  // check_optim_keys asks optim
   if (owner.kind == OwnerKind::kLayout) return m.layout == owner.name;
   if (owner.kind == OwnerKind::kResidual) return m.residual.type == owner.name;
   return m.norm.type == owner.name || (qkv_norm_used && m.qk_norm_type.value_or(m.norm.type) == owner.name);
@@ -108,6 +108,7 @@ std::string key_owner_text(const std::string& section, const std::string& key) {
     kind = o->kind == OwnerKind::kNorm       ? "norm "
            : o->kind == OwnerKind::kResidual ? "residual "
            : o->kind == OwnerKind::kOptim    ? "optim "
+           : o->kind == OwnerKind::kSchedule ? "schedule "
                                              : "layout ";
   }
   return kind + names;
@@ -180,26 +181,36 @@ void check_owned_keys(const ModelConfig& m, bool qkv_norm_used, const KeyOwner::
 }
 
 void check_optim_keys(const OptimConfig& o, const ModelConfig& m, const KeyOwner::Problem& add) {
-  check_keys(OwnerKind::kOptim, o.keys, m, "optim.", [&](const KeyOwner& owner) { return owner.name == o.type; },
-             [&](const KeyOwner& owner, const KeySpec& k) {
-               std::string names;
-               for (const KeyOwner* w : owners_of_key(owner.section, k.name)) names += (names.empty() ? "" : " and ") + w->name;
-               return fmt::format("belongs to optim.type {} (optim.type is {}); it would do nothing here", names, o.type);
-             },
-             add);
+  struct Selector {
+    OwnerKind kind;
+    const OwnedValues* values;
+    const char* field;
+    const std::string* selected;
+  };
+  for (const Selector& s : {Selector{OwnerKind::kOptim, &o.keys, "optim.type", &o.type},
+                            Selector{OwnerKind::kSchedule, &o.schedule_keys, "optim.schedule", &o.schedule}}) {
+    check_keys(s.kind, *s.values, m, "optim.", [&](const KeyOwner& owner) { return owner.name == *s.selected; },
+               [&](const KeyOwner& owner, const KeySpec& k) {
+                 std::string names;
+                 for (const KeyOwner* w : owners_of_key(owner.section, k.name)) names += (names.empty() ? "" : " and ") + w->name;
+                 return fmt::format("belongs to {} {} ({} is {}); it would do nothing here", s.field, names, s.field,
+                                    *s.selected);
+               },
+               add);
+  }
 }
 
-std::string optimizer_owner_names() {
+std::string owner_names(OwnerKind kind) {
   std::string out;
   for (const auto& o : key_owners()) {
-    if (o.kind == OwnerKind::kOptim) out += (out.empty() ? "" : ", ") + o.name;
+    if (o.kind == kind) out += (out.empty() ? "" : ", ") + o.name;
   }
   return out;
 }
 
-bool is_optimizer_name(const std::string& name) {
+bool is_owner_name(OwnerKind kind, const std::string& name) {
   for (const auto& o : key_owners()) {
-    if (o.kind == OwnerKind::kOptim && o.name == name) return true;
+    if (o.kind == kind && o.name == name) return true;
   }
   return false;
 }

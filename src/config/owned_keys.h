@@ -41,7 +41,7 @@ struct KeySpec {
   std::function<std::string(const KeyValue& v, const ModelConfig& m)> check;
 };
 
-enum class OwnerKind { kNorm, kLayout, kResidual, kOptim };
+enum class OwnerKind { kNorm, kLayout, kResidual, kOptim, kSchedule };
 
 struct KeyOwner {
   OwnerKind kind;
@@ -58,7 +58,8 @@ struct KeyOwner {
 };
 
 // Every entry that owns keys, norms first, in registry order (train/key_owners.cpp); every
-// optimizer is listed, with or without keys (optim.type's names are theirs).
+// optimizer and every schedule is listed, with or without keys (optim.type's and optim.schedule's
+// names are theirs).
 const std::vector<KeyOwner>& key_owners();
 
 // The owners whose keys live in one section ("norm", "deepnorm", ...), and the sections of one
@@ -101,12 +102,14 @@ class OwnedValues {
 // Problems of the owned keys: a value its owner's check refuses, and a key whose owner the config
 // does not select that is not at its default. `add(key, message)` receives each, the key in full
 // ("model.deepnorm.alpha"). check_owned_keys: the model's (norms, layouts, residual types);
-// check_optim_keys: the optimizers' (selected by optim.type).
+// check_optim_keys: the optimizers' (selected by optim.type) and the schedules' (selected by
+// optim.schedule).
 void check_owned_keys(const ModelConfig& m, bool qkv_norm_used, const KeyOwner::Problem& add);
 void check_optim_keys(const OptimConfig& o, const ModelConfig& m, const KeyOwner::Problem& add);
-// The optimizers' names ("adamw, muon, normuon"), and whether one is.
-std::string optimizer_owner_names();
-bool is_optimizer_name(const std::string& name);
+// The names of one kind of owner in registry order ("adamw, muon, normuon"), and whether one is.
+// Every optimizer and every schedule is listed, with or without keys.
+std::string owner_names(OwnerKind kind);
+bool is_owner_name(OwnerKind kind, const std::string& name);
 
 // The text of a value as config files and `normlab keys` write it ("auto", "0.5", "true", "ffn").
 std::string key_value_text(const KeyValue& v);
@@ -123,7 +126,7 @@ struct OwnedSection {
   OwnedValues* values;
 };
 
-// "norm dyt", "layout deepnorm", "residual hc, mhc", "optim muon, normuon": who owns section.key
+// "norm dyt", "layout deepnorm", "residual hc, mhc", "optim muon, normuon", "schedule wsd": who owns section.key
 // (for help texts).
 std::string key_owner_text(const std::string& section, const std::string& key);
 

@@ -65,13 +65,17 @@ void validate_config(const Config& c, Problems& p) {
     if (!(v >= 0) || !std::isfinite(v))
       p.add(fmt::format("optim.lr_mult.{}", choice_name(r)), fmt::format("{} must be a finite number >= 0", v));
   }
-  // optim.type names an optimizer; the keys the optimizers own (optim.muon.*) keep their
-  // defaults unless their owner is selected, and pass their owner's value rules.
-  if (!is_optimizer_name(o.type)) {
-    p.add("optim.type", fmt::format("'{}' is not a registered optimizer; expected one of: {}", o.type, optimizer_owner_names()));
-  } else {
+  // optim.type names an optimizer and optim.schedule a schedule; the keys they own (optim.muon.*,
+  // optim.wsd.*) keep their defaults unless their owner is selected, and pass their owner's rules.
+  const bool optimizer = is_owner_name(OwnerKind::kOptim, o.type), schedule = is_owner_name(OwnerKind::kSchedule, o.schedule);
+  if (!optimizer)
+    p.add("optim.type", fmt::format("'{}' is not a registered optimizer; expected one of: {}", o.type,
+                                    owner_names(OwnerKind::kOptim)));
+  if (!schedule)
+    p.add("optim.schedule", fmt::format("'{}' is not a registered schedule; expected one of: {}", o.schedule,
+                                        owner_names(OwnerKind::kSchedule)));
+  if (optimizer && schedule)
     check_optim_keys(o, c.model, [&](const std::string& key, const std::string& message) { p.add(key, message); });
-  }
 
   const auto& t = c.train;
   positive("train.steps", t.steps);

@@ -1,9 +1,9 @@
 // A run's records as types (src/metrics/README.md, "Records"): the trainer builds them and
 // to_json() writes them (with add_task_losses(), the one writer of their keys); read_run() parses
 // metrics.jsonl back into the same types, plus every number derived from them, each defined once
-// (src/metrics/README.md, "Derived numbers"). `normlab report` (report.cpp), the sweep summary (src/sweep/summary.cpp)
-// and scripts/plot.py (through `normlab report --json`) read runs through this module and compute
-// nothing on their own.
+// (src/metrics/README.md, "Derived numbers"). `normlab report` (report.cpp), the sweep summary
+// (src/sweep/summary.cpp) and scripts/plot.py (through `normlab report --json`) read runs through
+// this module and compute nothing on their own.
 #pragma once
 
 #include <cmath>

@@ -18,7 +18,6 @@ Parametrization Parametrization::of(const ModelConfig& m, const ParamConfig& p) 
     throw std::invalid_argument(fmt::format("param.type '{}' is not a registered parametrization", p.type));
   ParamShape& s = z.shape;
   s.head_dim = m.n_heads > 0 ? m.d_model / m.n_heads : 0;
-  s.n_layers = m.n_layers;
   const double d = static_cast<double>(m.d_model), L = static_cast<double>(m.n_layers);
   s.base_depth = z.type->reads_key("base_depth") ? p.base_depth.value_or(L) : L;
   s.base_head_dim = z.type->reads_key("base_head_dim") ? p.base_head_dim.value_or(static_cast<double>(s.head_dim))
@@ -45,14 +44,13 @@ double Parametrization::decay_mult(Role r, bool width_aware_matrices) const {
 
 std::vector<std::string> Parametrization::role_table(bool width_aware_matrices) const {
   std::vector<std::string> out;
-  const ParamFactors& f = width_aware_matrices ? width_aware_ : plain_;
   out.push_back(fmt::format("param {}: m_N {:.6g}, m_L {:.6g}, score scale sqrt(base_head_dim {:.6g} / dh {}) / sqrt(dh), "
                             "readout x{:.6g}, branch x{:.6g}",
-                            type ? type->name : "?", shape.m_n, shape.m_l, shape.base_head_dim, shape.head_dim, f.readout,
-                            f.branch));
+                            type ? type->name : "?", shape.m_n, shape.m_l, shape.base_head_dim, shape.head_dim,
+                            readout_mult(), branch_mult()));
   for (const auto& e : ChoiceTable<Role>::entries) {
-    const RoleFactors r = f.role(e.value);
-    const double init = e.value == Role::kMatrix ? f.matrix_init : 1.0;
+    const RoleFactors r = (width_aware_matrices ? width_aware_ : plain_).role(e.value);
+    const double init = e.value == Role::kMatrix ? matrix_init_mult() : 1.0;
     const std::string lr = r.lr_in_block == r.lr_outside
                                ? fmt::format("{:.6g}", r.lr_in_block)
                                : fmt::format("{:.6g} in blocks, {:.6g} outside", r.lr_in_block, r.lr_outside);
@@ -75,7 +73,7 @@ bool holds_own_value(const std::string& key, const ParamConfig& p, const ModelCo
   if (key == "output_mult") return p.output_mult != defaults.output_mult;
   if (key == "base_depth") return differs(p.base_depth, L);
   if (key == "alpha") return p.alpha != defaults.alpha;
-  return false;
+  throw std::logic_error("param." + key + " is not a base-shape key (param_base_keys)");
 }
 
 // "a", "a and b", "a, b and c".
@@ -99,15 +97,13 @@ void resolve_param_config(ParamConfig& p, const ModelConfig& m) {
   if (t->reads_key("base_depth") && !p.base_depth) p.base_depth = static_cast<double>(m.n_layers);
 }
 
-void check_param_config(const Config& c, Problems& problems) {
+void check_param_config(const Config& c, const ResolvedModel& entries, Problems& problems) {
   const ParamConfig& p = c.param;
   const ModelConfig& m = c.model;
   const ParametrizationType* t = find_parametrization(p.type);
-  if (t == nullptr) {
+  if (t == nullptr)
     problems.add("param.type", fmt::format("'{}' is not a registered parametrization; expected one of: {}", p.type,
                                            parametrization_names()));
-    return;
-  }
   auto positive = [&](const char* key, const std::optional<double>& v) {
     if (v && !(*v > 0 && std::isfinite(*v))) problems.add(key, fmt::format("{} must be a finite number > 0 or auto", *v));
   };
@@ -117,6 +113,7 @@ void check_param_config(const Config& c, Problems& problems) {
   if (!(p.output_mult > 0) || !std::isfinite(p.output_mult))
     problems.add("param.output_mult", fmt::format("{} must be a finite number > 0", p.output_mult));
   if (!(p.alpha >= 0.5 && p.alpha <= 1)) problems.add("param.alpha", fmt::format("{} must be in [0.5, 1]", p.alpha));
+  if (t == nullptr) return;
   // Keys the mode does not read: a value of their own would do nothing.
   for (const std::string& key : param_base_keys()) {
     if (t->reads_key(key) || !holds_own_value(key, p, m)) continue;
@@ -127,7 +124,9 @@ void check_param_config(const Config& c, Problems& problems) {
     problems.add("param." + key, fmt::format("belongs to param.type {} (param.type is {}); it would do nothing here",
                                              and_list(owners), t->name));
   }
-  if (t->check) t->check(c, ResolvedModel::of(m), problems);
+  if (t->check) t->check(c, entries, problems);
 }
+
+void check_param_config(const Config& c, Problems& problems) { check_param_config(c, ResolvedModel::of(c.model), problems); }
 
 }  // namespace normlab

@@ -46,7 +46,9 @@ struct Parametrization {
   std::vector<std::string> role_table(bool width_aware_matrices) const;
 
  private:
-  ParamFactors plain_, width_aware_;  // the entry's factors for each kind of matrix rule
+  // The entry's factors for each kind of matrix rule; the getters above read plain_ (only the roles'
+  // rates and decays may differ between the two).
+  ParamFactors plain_, width_aware_;
 };
 
 // Fills the base shape the mode reads where it is auto, so the resolved config records the numbers:
@@ -56,6 +58,7 @@ void resolve_param_config(ParamConfig& p, const ModelConfig& m);
 
 // The rules of section param: a registered type, values, the keys a mode does not read at values of
 // their own, and the entry's scope check.
-void check_param_config(const Config& c, Problems& problems);
+void check_param_config(const Config& c, const ResolvedModel& entries, Problems& problems);
+void check_param_config(const Config& c, Problems& problems);  // looks the model's entries up
 
 }  // namespace normlab

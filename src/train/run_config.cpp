@@ -66,7 +66,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData* da
   check_model_config(c.model, entries, problems);
   check_layout_scope(c, entries, problems);
   check_init_config(c, entries, problems);
-  check_param_config(c, problems);
+  check_param_config(c, entries, problems);
   if (c.train.device == DeviceKind::kCuda) {
     if (const std::string why = device_unavailable_reason("cuda"); !why.empty()) {
       problems.add("train.device", "cuda: " + why);

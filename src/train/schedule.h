@@ -1,5 +1,6 @@
-// Learning-rate schedule (src/train/README.md): linear warmup lr*(s+1)/warmup for s < warmup,
-// then cosine (or linear) decay reaching optim.min_lr at s = train.steps, or constant.
+// Learning-rate schedule (src/train/README.md, "Learning rate"): linear warm-up lr*(s+1)/warmup for
+// s < warmup, then the rate of optim.schedule's registry entry (train/schedules/: cosine, linear,
+// constant, wsd) at the progress through the remaining steps.
 #pragma once
 
 #include <cstdint>

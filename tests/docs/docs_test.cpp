@@ -26,6 +26,7 @@
 #include "optim/registry.h"
 #include "test_util.h"
 #include "train/run_config.h"
+#include "train/schedules/schedule_type.h"
 #include "train/trainer.h"
 
 namespace normlab {
@@ -75,6 +76,12 @@ TEST(DocsTest, OptimReadmeTableIsExactlyTheRegisteredOptimizers) {
   std::set<std::string> names;
   for (const auto& e : optimizer_registry()) names.insert(e.name);
   EXPECT_EQ(table_names(read_doc("src/optim/README.md"), "## Optimizers"), names);
+}
+
+TEST(DocsTest, TrainReadmeTableIsExactlyTheRegisteredSchedules) {
+  std::set<std::string> names;
+  for (const auto& t : schedule_registry()) names.insert(t.name);
+  EXPECT_EQ(table_names(read_doc("src/train/README.md"), "## Optimisation"), names);
 }
 
 // The front door may name fewer (it links to the tables), never a name that does not exist.

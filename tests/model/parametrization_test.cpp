@@ -268,6 +268,8 @@ TEST(ParametrizationTest, EveryScopeErrorIsOneLine) {
     EXPECT_NE(p[0].find(c.text), std::string::npos) << p[0];
     EXPECT_EQ(p[0].find('\n'), std::string::npos) << p[0];
   }
+  // An unknown type does not hide the value rules: all problems at once.
+  EXPECT_EQ(testing::config_problems("param: {type: umup, alpha: 2}").size(), 2u);
   // In scope: the additive layouts under completep, a base equal to the run's own under sp (what a
   // resolved config.yaml records).
   for (const char* layout : {"pre", "sandwich", "normformer", "reordered", "subln", "lns"}) {

@@ -8,6 +8,14 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
+#include "config/load.h"
+#include "model/layouts/layout.h"
+#include "model/residual/residual.h"
+#include "model/transformer.h"
+#include "model/value_residual/value_residual.h"
+
 namespace normlab {
 
 void apply_mup_width_rules(const ParamShape& s, bool width_aware_matrices, ParamFactors& f) {
@@ -15,6 +23,21 @@ void apply_mup_width_rules(const ParamShape& s, bool width_aware_matrices, Param
   f.score_q = std::sqrt(s.base_head_dim / static_cast<double>(s.head_dim));
   f.readout = s.output_mult / s.m_n;
   if (!width_aware_matrices) f.roles[Role::kMatrix] = {1.0 / s.m_n, 1.0 / s.m_n, s.m_n};
+}
+
+void check_width_scope(const std::string& mode, const Config& c, const ResolvedModel& entries, Problems& problems) {
+  const ModelConfig& m = c.model;
+  if (entries.residual && entries.residual->wraps_terms())
+    problems.add("param.type", fmt::format("{} needs model.residual.type: add (the {} stream's maps to n streams are "
+                                           "not parametrized here)", mode, m.residual.type));
+  if (entries.value_residual && !entries.value_residual->outside_parametrization.empty())
+    problems.add("param.type", fmt::format("{} does not take model.value_residual: {} ({})", mode, m.value_residual,
+                                           entries.value_residual->outside_parametrization));
+  if (m.attn_gate == AttnGate::kHead)
+    problems.add("param.type", fmt::format("{} does not take model.attn_gate: head (its gate maps the width to one "
+                                           "number per head: a readout µP does not scale)", mode));
+  if (entries.layout && entries.layout->own_parametrization)
+    problems.add("param.type", fmt::format("{} does not apply to layout {}: it has its own parametrization", mode, m.layout));
 }
 
 ParametrizationType mup_parametrization() {

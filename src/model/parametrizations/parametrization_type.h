@@ -33,7 +33,6 @@ struct ParamShape {
   double base_depth = 0;      // base_depth; n_layers where auto or unread
   double base_head_dim = 0;   // base_head_dim; dh where auto or unread
   int64_t head_dim = 0;       // dh of the run
-  int64_t n_layers = 0;
   double alpha = 1;           // param.alpha
   double output_mult = 1;     // param.output_mult
 };
@@ -43,13 +42,14 @@ struct RoleFactors {
   double lr_in_block = 1, lr_outside = 1, decay = 1;
 };
 
-// What a parametrization changes at one shape. Its entry starts from these values, which are what
-// sp gives (nothing changes), and sets what it changes. Every factor must be exactly 1 at the base
+// What a parametrization changes at one shape. Its entry starts from sp's values (nothing changes:
+// these defaults, with residual_init_depth = n_layers, which Parametrization::of sets), and sets
+// what it changes; only the roles' factors may depend on the kind of matrix rule. Every factor must be exactly 1 at the base
 // shape (m_N = m_L = 1, base_head_dim = dh, output_mult 1), so that there every entry trains bit for
 // bit as sp: a factor of exactly 1 is never applied (ParametrizationTest checks every entry).
 struct ParamFactors {
   double matrix_init = 1;          // std multiplier of a `matrix` weight drawn by init.scheme normal
-  double residual_init_depth = 0;  // the depth in init.scaled_residual's 1/sqrt(2 depth): n_layers
+  double residual_init_depth = 0;  // the depth in init.scaled_residual's 1/sqrt(2 depth) (sp: n_layers)
   double score_q = 1;              // q's multiplier before the scores (the score scale)
   double readout = 1;              // the head input's multiplier
   double branch = 1;               // each sublayer term's multiplier where it joins the stream

@@ -365,18 +365,21 @@ TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingThe
         const std::string layout = o.kind == OwnerKind::kLayout && selected ? o.name : (o.name == "pre" ? "post" : "pre");
         ModelConfig m = small(layout, norm);
         const std::string key = o.section + "." + k.name;
-        if (o.kind == OwnerKind::kOptim) {
-          // Selected: this optimizer; not selected: one that owns no key of this name (muon.lr has two owners).
+        if (o.kind == OwnerKind::kOptim || o.kind == OwnerKind::kSchedule) {
+          // Selected: this optimizer (schedule); not selected: one that owns no key of this name
+          // (muon.lr has two owners).
+          const bool schedule = o.kind == OwnerKind::kSchedule;
           Config c;
-          c.optim.type = o.name;
+          std::string& chosen = schedule ? c.optim.schedule : c.optim.type;
+          chosen = o.name;
           if (!selected) {
             for (const auto& other : key_owners()) {
               bool owns = false;
               for (const auto& ok : other.keys) owns = owns || (other.section == o.section && ok.name == k.name);
-              if (other.kind == OwnerKind::kOptim && !owns) c.optim.type = other.name;
+              if (other.kind == o.kind && !owns) chosen = other.name;
             }
           }
-          c.optim.keys.set(key, other_value(k));
+          (schedule ? c.optim.schedule_keys : c.optim.keys).set(key, other_value(k));
           ConfigSource src;
           Problems p(src);
           validate_config(c, p);
@@ -386,7 +389,8 @@ TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingThe
           }
           ASSERT_EQ(p.lines().size(), 1u) << key;
           EXPECT_TRUE(p.has("optim." + key)) << p.lines()[0];
-          EXPECT_NE(p.lines()[0].find("belongs to optim.type"), std::string::npos) << p.lines()[0];
+          EXPECT_NE(p.lines()[0].find(schedule ? "belongs to optim.schedule" : "belongs to optim.type"), std::string::npos)
+              << p.lines()[0];
           EXPECT_NE(p.lines()[0].find(o.name), std::string::npos) << p.lines()[0];
           ++checked;
           continue;
