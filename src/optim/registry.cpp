@@ -2,6 +2,7 @@
 // optimizers own and the registry-wide tests all iterate this table.
 #include "optim/registry.h"
 
+#include "core/registry.h"
 #include "optim/adamw.h"
 
 namespace normlab {
@@ -15,18 +16,9 @@ const std::vector<OptimizerEntry>& optimizer_registry() {
   return table;
 }
 
-const OptimizerEntry* find_optimizer(const std::string& name) {
-  for (const auto& e : optimizer_registry()) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
-}
+const OptimizerEntry* find_optimizer(const std::string& name) { return find_by_name(optimizer_registry(), name); }
 
-std::string optimizer_names() {
-  std::string out;
-  for (const auto& e : optimizer_registry()) out += (out.empty() ? "" : ", ") + e.name;
-  return out;
-}
+std::string optimizer_names() { return names_of(optimizer_registry()); }
 
 UpdateRules matrices_by(std::vector<RatedParam> params, const OptimConfig& o,
                         const std::function<std::unique_ptr<UpdateRule>(std::vector<RatedParam>)>& matrix_rule) {

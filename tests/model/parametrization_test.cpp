@@ -290,12 +290,15 @@ TEST(ParametrizationTest, EveryEntryIsExactlyOneAtTheBaseShape) {
     EXPECT_TRUE(names.insert(entry.name).second) << "registered twice";
     EXPECT_FALSE(entry.summary.empty());
     for (const auto& k : entry.reads) EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
-    Config c = shaped("sp", 64, 3, 64, 3);
-    c.param.type = entry.name;
-    c.param.base_width.reset();
-    c.param.base_depth.reset();
-    c.param.base_head_dim.reset();
-    resolve_param_config(c.param, c.model);
+    // The model at width d and depth L under this entry, its base shape auto (resolved).
+    auto at_auto_base = [&](int64_t d, int64_t L) {
+      Config c = shaped("sp", d, L, d, L);
+      c.param = ParamConfig{};
+      c.param.type = entry.name;
+      resolve_param_config(c.param, c.model);
+      return c;
+    };
+    const Config c = at_auto_base(64, 3);
     EXPECT_TRUE(testing::config_problems("param: {type: " + entry.name + "}").empty());
     const Parametrization pz = Parametrization::of(c.model, c.param);
     EXPECT_EQ(pz.matrix_init_mult(), 1.0);
@@ -309,13 +312,8 @@ TEST(ParametrizationTest, EveryEntryIsExactlyOneAtTheBaseShape) {
         for (const bool in_block : {false, true}) EXPECT_EQ(pz.lr_mult(r.value, in_block, aware), 1.0) << r.name;
       }
     }
-    // Off the base shape, the keys it reads resolve to numbers and the others stay auto.
-    Config off = shaped("sp", 128, 6, 64, 3);
-    off.param.type = entry.name;
-    off.param.base_width.reset();
-    off.param.base_depth.reset();
-    off.param.base_head_dim.reset();
-    resolve_param_config(off.param, off.model);
+    // The keys it reads resolve to numbers, the others stay auto.
+    const Config off = at_auto_base(128, 6);
     EXPECT_EQ(off.param.base_width.has_value(), entry.reads_key("base_width"));
     EXPECT_EQ(off.param.base_depth.has_value(), entry.reads_key("base_depth"));
     EXPECT_EQ(off.param.base_head_dim.has_value(), entry.reads_key("base_head_dim"));

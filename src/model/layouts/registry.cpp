@@ -2,6 +2,7 @@
 // tests iterate this table.
 #include "model/layouts/layout.h"
 
+#include "core/registry.h"
 #include "model/block.h"
 
 namespace normlab {
@@ -28,12 +29,7 @@ const std::vector<LayoutType>& layout_registry() {
   return table;
 }
 
-const LayoutType* find_layout(const std::string& name) {
-  for (const auto& t : layout_registry()) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
+const LayoutType* find_layout(const std::string& name) { return find_by_name(layout_registry(), name); }
 
 BlockPlan additive_plan(const std::string& layout, BlockTerm term) {
   BlockPlan p;
@@ -67,10 +63,6 @@ ModelConfig fit_to_layout(const LayoutType& l, const ModelConfig& m) {
   return fit_to_layout(l, c).model;
 }
 
-std::string layout_names() {
-  std::string out;
-  for (const auto& t : layout_registry()) out += (out.empty() ? "" : ", ") + t.name;
-  return out;
-}
+std::string layout_names() { return names_of(layout_registry()); }
 
 }  // namespace normlab

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "model/norms/norm.h"
+
+#include "core/registry.h"
 #include "model/roles.h"
 
 namespace normlab {
@@ -26,18 +28,9 @@ const std::vector<NormType>& norm_registry() {
   return table;
 }
 
-const NormType* find_norm(const std::string& name) {
-  for (const auto& t : norm_registry()) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
+const NormType* find_norm(const std::string& name) { return find_by_name(norm_registry(), name); }
 
-std::string norm_names() {
-  std::string out;
-  for (const auto& t : norm_registry()) out += (out.empty() ? "" : ", ") + t.name;
-  return out;
-}
+std::string norm_names() { return names_of(norm_registry()); }
 
 NormPtr make_norm(const std::string& type, const NormOptions& options) {
   const NormType* t = find_norm(type);

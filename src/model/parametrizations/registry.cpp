@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/registry.h"
+
 namespace normlab {
 
 ParametrizationType sp_parametrization();
@@ -16,18 +18,9 @@ const std::vector<ParametrizationType>& parametrization_registry() {
   return table;
 }
 
-const ParametrizationType* find_parametrization(const std::string& name) {
-  for (const auto& t : parametrization_registry()) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
+const ParametrizationType* find_parametrization(const std::string& name) { return find_by_name(parametrization_registry(), name); }
 
-std::string parametrization_names() {
-  std::string out;
-  for (const auto& t : parametrization_registry()) out += (out.empty() ? "" : ", ") + t.name;
-  return out;
-}
+std::string parametrization_names() { return names_of(parametrization_registry()); }
 
 bool ParametrizationType::reads_key(const std::string& key) const {
   return std::find(reads.begin(), reads.end(), key) != reads.end();

@@ -2,6 +2,7 @@
 // parameterised tests iterate this table.
 #include "model/residual/residual.h"
 
+#include "core/registry.h"
 #include "model/transformer.h"
 
 namespace normlab {
@@ -16,18 +17,9 @@ const std::vector<ResidualType>& residual_registry() {
   return table;
 }
 
-const ResidualType* find_residual(const std::string& name) {
-  for (const auto& t : residual_registry()) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
+const ResidualType* find_residual(const std::string& name) { return find_by_name(residual_registry(), name); }
 
-std::string residual_names() {
-  std::string out;
-  for (const auto& t : residual_registry()) out += (out.empty() ? "" : ", ") + t.name;
-  return out;
-}
+std::string residual_names() { return names_of(residual_registry()); }
 
 void register_per_sublayer(TransformerImpl& model, const std::string& name,
                            const std::function<std::shared_ptr<torch::nn::Module>(int64_t i, int k)>& make) {

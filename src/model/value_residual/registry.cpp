@@ -3,6 +3,8 @@
 
 #include "model/value_residual/value_residual.h"
 
+#include "core/registry.h"
+
 namespace normlab {
 
 ValueResidualType fixed_value_residual();
@@ -20,18 +22,9 @@ const std::vector<ValueResidualType>& value_residual_registry() {
   return table;
 }
 
-const ValueResidualType* find_value_residual(const std::string& name) {
-  for (const auto& t : value_residual_registry()) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
+const ValueResidualType* find_value_residual(const std::string& name) { return find_by_name(value_residual_registry(), name); }
 
-std::string value_residual_names() {
-  std::string out;
-  for (const auto& t : value_residual_registry()) out += (out.empty() ? "" : ", ") + t.name;
-  return out;
-}
+std::string value_residual_names() { return names_of(value_residual_registry()); }
 
 const torch::Tensor& ValueSource::get() const {
   TORCH_CHECK(v0_.defined(), "value residual: block 0's values were not handed to this block");

@@ -2,6 +2,8 @@
 // `normlab keys`, the docs test and the registry-wide tests iterate this table.
 #include "train/schedules/schedule_type.h"
 
+#include "core/registry.h"
+
 namespace normlab {
 
 ScheduleType cosine_schedule();
@@ -15,11 +17,6 @@ const std::vector<ScheduleType>& schedule_registry() {
   return table;
 }
 
-const ScheduleType* find_schedule(const std::string& name) {
-  for (const auto& t : schedule_registry()) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
+const ScheduleType* find_schedule(const std::string& name) { return find_by_name(schedule_registry(), name); }
 
 }  // namespace normlab
