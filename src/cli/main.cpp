@@ -537,6 +537,8 @@ struct KeysCommand {
     for (const auto& r : residual_registry()) std::cout << fmt::format("\n  {:<12} {}", r.name, r.equation);
     std::cout << "\nmodel.value_residual (V_0: block 0's raw values; v: a later block's):";
     for (const auto& v : value_residual_registry()) std::cout << fmt::format("\n  {:<12} {}", v.name, v.equation);
+    std::cout << "\nmodel.ffn:";
+    for (const auto& f : ffn_registry()) std::cout << fmt::format("\n  {:<12} {}", f.name, f.formula);
     std::cout << "\noptim.type:";
     for (const auto& o : optimizer_registry()) std::cout << fmt::format("\n  {:<12} {}", o.name, o.summary);
     std::cout << "\noptim.schedule (after the warm-up; p: the progress through the remaining steps):";

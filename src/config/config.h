@@ -19,8 +19,6 @@ namespace normlab {
 
 enum class Position { kLearned, kRope };
 NORMLAB_CHOICE(Position, {Position::kLearned, "learned"}, {Position::kRope, "rope"});
-enum class FfnKind { kGelu, kSwiglu };
-NORMLAB_CHOICE(FfnKind, {FfnKind::kGelu, "gelu"}, {FfnKind::kSwiglu, "swiglu"});
 enum class QkNormAxis { kHead, kAll };
 NORMLAB_CHOICE(QkNormAxis, {QkNormAxis::kHead, "head"}, {QkNormAxis::kAll, "all"});
 enum class QkNormPosition { kBeforeRope, kAfterRope };
@@ -96,7 +94,7 @@ struct ModelConfig {
   double logit_softcap = 0;
   bool embed_norm = false;
   Position pos = Position::kLearned;
-  FfnKind ffn = FfnKind::kGelu;
+  std::string ffn = "gelu";  // a name from the feed-forward registry (src/model/ffns/)
   bool bias = false;
   bool tie_embeddings = true;
   QkNormAxis qk_norm_axis = QkNormAxis::kHead;
@@ -248,7 +246,7 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("logit_softcap", c.logit_softcap, "c*tanh(z/c) on output logits; 0 = off");
   v.field("embed_norm", c.embed_norm, "extra norm after the embedding");
   v.field("pos", c.pos, "positions");
-  v.field("ffn", c.ffn, "feed-forward");
+  v.field("ffn", c.ffn, "feed-forward, from the FFN registry (normlab keys lists them)");
   v.field("bias", c.bias, "biases in the attention projections (the FFN linears never have one)");
   v.field("tie_embeddings", c.tie_embeddings, "output head shares tok_emb.weight");
   v.field("qk_norm_axis", c.qk_norm_axis, "q/k/v norm over each head (head, size dh) or all heads (all, size d)");

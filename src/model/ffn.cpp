@@ -52,7 +52,8 @@ torch::Tensor ffn_gelu(const torch::Tensor& x) {
 
 FfnImpl::FfnImpl(const FfnOptions& o) : o_(o) {
   fc1 = register_module("fc1", make_linear(o.d_model, o.d_ff, o.bias));
-  if (o.swiglu) gate = register_module("gate", make_linear(o.d_model, o.d_ff, o.bias));
+  TORCH_CHECK(o.type != nullptr, "FfnOptions: no FFN type");
+  if (o.type->gated) gate = register_module("gate", make_linear(o.d_model, o.d_ff, o.bias));
   fc2 = register_module("fc2", make_linear(o.d_ff, o.d_model, o.bias));
   if (o.mid_norm_type)
     mid_norm = register_module("mid_norm", make_norm(*o.mid_norm_type, o.mid_norm));
@@ -63,10 +64,10 @@ torch::Tensor FfnImpl::forward(const torch::Tensor& x) {
   torch::Tensor h;
   if (hidden_) {
     h = hidden_(x);
-  } else if (o_.swiglu) {
-    h = torch::silu(gate(x)) * fc1(x);
+  } else if (o_.type->gated) {
+    h = o_.type->act(gate(x)) * fc1(x);
   } else {
-    h = ffn_gelu(fc1(x));  // exact erf GELU
+    h = o_.type->act(fc1(x));
   }
   if (mid_norm) h = mid_norm->forward(h);
   return fc2(h);

@@ -1,10 +1,12 @@
-// The feed-forward sublayer (src/model/README.md): GELU (exact erf) or SwiGLU, an optional norm
-// after the activation, or a layout's own hidden activation (FfnOptions::hidden).
+// The feed-forward sublayer (src/model/README.md, "Feed-forward"): fc1 (and gate, for a gated
+// entry), the hidden activation of model.ffn's registry entry (ffns/: gelu, swiglu, geglu, relu2),
+// an optional norm after it, fc2; or a layout's own hidden activation (FfnOptions::hidden).
 #pragma once
 
 #include <functional>
 #include <optional>
 
+#include "model/ffns/ffn_type.h"
 #include "model/norms/norm.h"
 
 namespace normlab {
@@ -20,7 +22,7 @@ bool gelu_kernel_applies(const torch::Tensor& x);
 struct FfnOptions {
   int64_t d_model = 128;
   int64_t d_ff = 512;
-  bool swiglu = false;
+  const FfnType* type = find_ffn("gelu");  // model.ffn's registry entry
   bool bias = false;
   std::optional<std::string> mid_norm_type;  // NormFormer: norm after the activation
   NormOptions mid_norm;                      // size = d_ff

@@ -21,6 +21,7 @@ ResolvedModel ResolvedModel::of(const ModelConfig& m) {
   r.layout = find_layout(m.layout);
   r.residual = find_residual(m.residual.type);
   r.value_residual = find_value_residual(m.value_residual);
+  r.ffn = find_ffn(m.ffn);
   r.qkv_norm_used = m.qk_norm || m.v_norm || (r.layout && r.layout->qkv_norm);
   return r;
 }
@@ -73,6 +74,7 @@ void check_model_config(const ModelConfig& m, const ResolvedModel& r, Problems& 
     p.add("model.layout", fmt::format("'{}' is not a registered layout; expected one of: {}",
                                       m.layout, layout_names()));
   }
+  if (!r.ffn) p.add("model.ffn", fmt::format("'{}' is not a registered FFN; expected one of: {}", m.ffn, ffn_names()));
   if (!r.residual) {
     p.add("model.residual.type", fmt::format("'{}' is not a registered residual type; expected one of: {}",
                                              m.residual.type, residual_names()));
@@ -228,7 +230,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config, const ParamConfig& p
   bo.layerscale = m.layerscale;
   bo.ffn.d_model = m.d_model;
   bo.ffn.d_ff = m.d_ff;
-  bo.ffn.swiglu = m.ffn == FfnKind::kSwiglu;
+  bo.ffn.type = entries_.ffn;
   bo.ffn.bias = false;  // the contract gives model.bias to the attention projections only
   bo.norm_type = m.norm.type;
   bo.norm = no;

@@ -44,6 +44,7 @@ struct ResolvedModel {
   const LayoutType* layout = nullptr;      // model.layout
   const ResidualType* residual = nullptr;  // model.residual.type
   const ValueResidualType* value_residual = nullptr;  // model.value_residual
+  const FfnType* ffn = nullptr;                       // model.ffn
   bool qkv_norm_used = false;              // model.qk_norm, model.v_norm or a layout with q/k/v norms
   static ResolvedModel of(const ModelConfig& m);
   // A norm in use pools statistics over the batch's positions (batchnorm: warned about at start-up).

@@ -25,11 +25,12 @@ MemoryEstimate estimate_training_memory(const Config& c) {
   const auto& m = c.model;
   // Doubles throughout: absurd sizes must not overflow on the way to being rejected.
   const double V = m.vocab_size, T = m.ctx, d = m.d_model, L = m.n_layers, H = m.n_heads, f = m.d_ff;
-  const double ffn_mats = m.ffn == FfnKind::kSwiglu ? 3 : 2;
+  const ResolvedModel entries = ResolvedModel::of(m);
+  const double ffn_mats = entries.ffn && entries.ffn->gated ? 3 : 2;
   MemoryEstimate e;
   // The residual type's own parameters and carried streams (hc, mhc: n streams; attnres: sources).
   ResidualCost stream;
-  if (const ResidualType* r = ResolvedModel::of(m).residual; r && r->cost) stream = r->cost(m);
+  if (const ResidualType* r = entries.residual; r && r->cost) stream = r->cost(m);
   e.params = V * d + (m.pos == Position::kLearned ? T * d : 0) + L * (4 * d * d + ffn_mats * d * f) +
              (m.tie_embeddings ? 0 : d * V) + stream.params;
   e.state_bytes = 16 * e.params;

@@ -67,6 +67,9 @@ TEST(DocsTest, ModelReadmeTablesAreExactlyTheRegisteredEntries) {
   std::set<std::string> value_residuals;
   for (const auto& v : value_residual_registry()) value_residuals.insert(v.name);
   EXPECT_EQ(table_names(doc, "## Value residual"), value_residuals);
+  std::set<std::string> ffns;
+  for (const auto& f : ffn_registry()) ffns.insert(f.name);
+  EXPECT_EQ(table_names(doc, "## Sublayers"), ffns);
   std::set<std::string> parametrizations;
   for (const auto& t : parametrization_registry()) parametrizations.insert(t.name);
   EXPECT_EQ(table_names(doc, "## Parametrization"), parametrizations);

@@ -60,8 +60,10 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
                                      layouts = testing::table_names(doc, "## Layouts"),
                                      residuals = testing::table_names(doc, "## Residual streams"),
                                      value_residuals = testing::table_names(doc, "## Value residual"),
-                                     parametrizations = testing::table_names(doc, "## Parametrization");
-  if (norms.empty() || layouts.empty() || residuals.empty() || value_residuals.empty() || parametrizations.empty())
+                                     parametrizations = testing::table_names(doc, "## Parametrization"),
+                                     ffns = testing::table_names(doc, "## Sublayers");
+  if (norms.empty() || layouts.empty() || residuals.empty() || value_residuals.empty() || parametrizations.empty() ||
+      ffns.empty())
     std::abort();
   Config& c = loaded.config;
   Problems problems(loaded.source);
@@ -75,6 +77,7 @@ Config check_and_resolve(LoadedConfig loaded, bool check_data_files, RunData*) {
   if (!residuals.count(c.model.residual.type)) problems.add("model.residual.type", "not a registered residual type");
   if (!value_residuals.count(c.model.value_residual)) problems.add("model.value_residual", "not a registered mode");
   if (!parametrizations.count(c.param.type)) problems.add("param.type", "not a registered parametrization");
+  if (!ffns.count(c.model.ffn)) problems.add("model.ffn", "not a registered FFN");
   if (check_data_files) {
     for (const auto& [key, paths] : {std::pair{"data.train", &c.data.train}, std::pair{"data.val", &c.data.val}}) {
       for (std::string& path : *paths) {

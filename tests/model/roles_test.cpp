@@ -103,7 +103,7 @@ TEST(RolesTest, EveryParameterOfEveryRegistryCombinationHasTheContractsRole) {
     m.qk_norm = true;
     m.v_norm = true;
     m.embed_norm = true;
-    m.ffn = FfnKind::kSwiglu;
+    m.ffn = "swiglu";
     m = fit_to_layout(l, m);  // nGPT: its options off
     check_model(m, c, l.name + " with options");
     m.attn_gate = AttnGate::kElementwise;

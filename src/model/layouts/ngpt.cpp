@@ -89,7 +89,7 @@ void ngpt_check(const Config& c, const std::function<void(const std::string&, co
   const ModelConfig plain;
   const std::string why = "nGPT needs it";
   if (m.pos != Position::kRope) add("model.pos", "must be rope under layout ngpt (no learned positions on the sphere)");
-  if (m.ffn != FfnKind::kSwiglu) add("model.ffn", "must be swiglu under layout ngpt (its s_u, s_v scale SwiGLU's two inputs)");
+  if (m.ffn != "swiglu") add("model.ffn", "must be swiglu under layout ngpt (its s_u, s_v scale SwiGLU's two inputs)");
   if (m.tie_embeddings) add("model.tie_embeddings", "must be false under layout ngpt (tok_emb and lm_head are normalised apart)");
   if (m.bias) add("model.bias", "must be false under layout ngpt (no biases on the sphere)");
   if (c.optim.weight_decay != 0)
@@ -119,7 +119,7 @@ LayoutType ngpt_layout() {
     ModelConfig& m = c.model;
     const ModelConfig plain;
     m.pos = Position::kRope;
-    m.ffn = FfnKind::kSwiglu;
+    m.ffn = "swiglu";
     m.tie_embeddings = false;
     m.bias = false;
     c.optim.weight_decay = 0;

@@ -247,7 +247,7 @@ TEST(LayoutTest, ExactParameterNamesPerLayout) {
   m.qk_norm = true;
   m.qk_norm_type = "layernorm";
   m.embed_norm = true;
-  m.ffn = FfnKind::kSwiglu;
+  m.ffn = "swiglu";
   m.tie_embeddings = false;
   m.pos = Position::kRope;
   Transformer q(m);
@@ -312,7 +312,7 @@ TEST(SubLnTest, InitMultipliesBranchWeightsByGammaAndAutoIsSqrtLog2L) {
   m.d_ff = 1024;
   m.n_layers = 6;
   m.ctx = 8;
-  m.ffn = FfnKind::kSwiglu;
+  m.ffn = "swiglu";
   m.attn_gate = AttnGate::kHead;
   m.layout = "subln";
   resolve_model_config(m);
@@ -506,7 +506,7 @@ TEST(LayoutTest, NewAttentionOptionsStayCausal) {
       {"post", [](ModelConfig& m) { m.v_norm = true; m.qk_norm_type = "derf"; }},
       {"pre", [](ModelConfig& m) { m.attn_gate = AttnGate::kHead; m.layerscale = 0.1; }},
       {"deepnorm", [](ModelConfig& m) { m.attn_gate = AttnGate::kElementwise; m.layerscale = 0.5; }},
-      {"subln", [](ModelConfig& m) { m.attn_gate = AttnGate::kElementwise; m.ffn = FfnKind::kSwiglu; }},
+      {"subln", [](ModelConfig& m) { m.attn_gate = AttnGate::kElementwise; m.ffn = "swiglu"; }},
       {"hybrid", [](ModelConfig& m) { m.qk_norm_axis = QkNormAxis::kAll; m.pos = Position::kRope; m.qk_norm_position = QkNormPosition::kAfterRope; }},
       {"hybrid", [](ModelConfig& m) { m.keys.set("hybrid.first_block_pre", true); m.attn_gate = AttnGate::kHead; }},
       {"lns", [](ModelConfig& m) { m.norm.type = "derf"; m.layerscale = 0.2; }},

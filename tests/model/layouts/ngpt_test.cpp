@@ -25,7 +25,7 @@ ModelConfig ngpt_config() {
   m.d_ff = 12;
   m.layout = "ngpt";
   m.pos = Position::kRope;
-  m.ffn = FfnKind::kSwiglu;
+  m.ffn = "swiglu";
   m.tie_embeddings = false;
   resolve_model_config(m);
   return m;
