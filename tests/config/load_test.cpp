@@ -288,7 +288,7 @@ TEST(ConfigTest, ValueRules) {
       {"model: {ctx: 0}", "model.ctx: 0 must be a positive integer"},
       {"model: {n_layers: -2}", "model.n_layers: -2 must be a positive integer"},
       {"model: {d_ff: 0}", "model.d_ff: 0 must be a positive integer"},
-      {"model: {pos: alibi}", "model.pos: expected one of: learned, rope, got 'alibi'"},
+      {"model: {pos: alibi}", "model.pos: expected one of: learned, rope, none, got 'alibi'"},
       {"model: {ffn: relu}", "model.ffn: 'relu' is not a registered FFN; expected one of: gelu, swiglu"},
       {"model: {d_model: 12, n_heads: 4, pos: rope}", "model.pos: rope needs an even head size"},
       {"model: {norm: {eps: 0}}", "model.norm.eps: 0 must be > 0"},

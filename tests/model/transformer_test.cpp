@@ -135,6 +135,36 @@ TEST(TransformerTest, ChangingALaterTokenNeverChangesEarlierLogits) {
   EXPECT_FALSE(torch::allclose(la.narrow(1, 7, 1), lb.narrow(1, 7, 1)));
 }
 
+// model.pos none (NoPE): no position tensor, and the causal mask the only source of order. In one
+// block the last position attends to the keys and values of tokens 0..t, each computed from its own
+// token alone, so its logits are unchanged by any permutation of tokens 0..t-1 (deeper blocks see
+// hidden states that carry each position's own prefix, which is how NoPE learns order); learned
+// positions and RoPE each change them.
+TEST(TransformerTest, WithoutPositionsTheLastLogitsIgnoreThePrefixOrder) {
+  for (const Position pos : {Position::kNone, Position::kLearned, Position::kRope}) {
+    SCOPED_TRACE(choice_name(pos));
+    torch::manual_seed(0);
+    ModelConfig m = small_model();
+    m.pos = pos;
+    m.n_layers = 1;
+    Transformer t(m);
+    InitConfig init;
+    init.std = init.embed_std = 0.3;  // scores far from 0, so that where positions act they show
+    init_weights(t, init);
+    t->eval();
+    EXPECT_EQ(names(t).count("pos_emb.weight"), pos == Position::kLearned ? 1u : 0u);
+    const auto a = torch::randint(0, 256, {1, 10}, torch::kLong).to(torch::kLong);
+    auto b = a.clone();
+    b.narrow(1, 0, 9).copy_(a.narrow(1, 0, 9).flip(1));  // the prefix reversed, token 9 kept
+    const auto la = t->forward(a).select(1, 9), lb = t->forward(b).select(1, 9);
+    if (pos == Position::kNone) {
+      EXPECT_LT((la - lb).abs().max().item<double>(), 1e-5 * la.abs().max().item<double>());
+    } else {
+      EXPECT_GT((la - lb).abs().max().item<double>(), 1e-3 * la.abs().max().item<double>());
+    }
+  }
+}
+
 TEST(TransformerTest, DefaultInitStdsFollowTheContract) {
   auto m = small_model();
   m.d_model = 256;
