@@ -31,7 +31,7 @@ follows the cited paper's standard form where the contract is silent:
      bias, the one case src/model/README.md (Norms) names. derf has no eps; rmsnorm_free's eps defaults to 1e-6 and,
      like every other type, is overridden by `model.norm.eps`.
  R2  subln: `attn.inner_norm` (size d) and `ffn.mid_norm` (size d_ff) are of type
-     `model.norm.type`. With `ffn: swiglu` the mid norm follows the product silu(gate x) * fc1 x
+     `model.norm.type`. With a gated ffn the mid norm follows the product act(gate x) * fc1 x
      (the same reading as NormFormer's mid norm). Order inside attention as src/model/README.md (Attention) lists it:
      gate, head scale, merge, inner norm, out_proj. No norm1_out / norm2_out slots.
  R3  hybrid: q/k/v norms exist in every block whatever `model.qk_norm` / `model.v_norm` say; their
@@ -59,7 +59,7 @@ follows the cited paper's standard form where the contract is silent:
      elementwise gate's channel h*dh + j gates dimension j of head h (split like q); the head gate's
      row h gates head h.
  R9  init (src/model/README.md, Initialisation; used by `initcheck` and the selftests only; eval/sample read the weights):
-     "gate" in the DeepNorm and Sub-LN lists is the SwiGLU `ffn.gate`; `attn.gate` is initialised
+     "gate" in the DeepNorm and Sub-LN lists is the gated FFNs' (swiglu, geglu) `ffn.gate`; `attn.gate` is initialised
      like q_proj / k_proj (N(0, init.std), or xavier gain 1 under xavier and deepnorm) with no
      residual, beta or gamma factor. Sub-LN's gamma multiplies the scheme's init including GPT-2's
      1/sqrt(2L) on out_proj / fc2. DeepNorm replaces the scheme (no 1/sqrt(2L)). An untied lm_head
@@ -224,10 +224,10 @@ class ModelConfig:
         self.logit_softcap = _num(m["logit_softcap"] or 0, "model.logit_softcap")
         self.embed_norm = _bool(m["embed_norm"], "model.embed_norm")
         self.pos = str(m["pos"])
-        if self.pos not in ("learned", "rope"):
+        if self.pos not in ("learned", "rope", "none"):
             raise ContractError("unknown model.pos %r" % self.pos)
         self.ffn = str(m["ffn"])
-        if self.ffn not in ("gelu", "swiglu"):
+        if self.ffn not in ("gelu", "swiglu", "geglu", "relu2"):
             raise ContractError("unknown model.ffn %r" % self.ffn)
         self.bias = _bool(m["bias"], "model.bias")
         self.tie = _bool(m["tie_embeddings"], "model.tie_embeddings")
@@ -758,7 +758,7 @@ class Block:
         # --- FFN
         f = pre + "ffn."
         self.W1 = params.take(f + "fc1.weight", (dff, d), "linear")
-        self.Wg = params.take(f + "gate.weight", (dff, d), "linear") if c.ffn == "swiglu" else None
+        self.Wg = params.take(f + "gate.weight", (dff, d), "linear") if c.ffn in ("swiglu", "geglu") else None
         self.W2 = params.take(f + "fc2.weight", (d, dff), "linear")
         self.mid = make_norm(c, params, f + "mid_norm", dff) if k in ("normformer", "subln") else None
         # --- value residual (blocks i >= 1 own its parameters)
@@ -904,8 +904,12 @@ class Block:
         if self.kind == "ngpt":
             sd = math.sqrt(self.cfg.d)
             return ((sd * self.s_u) * a * silu((sd * self.s_v) * (h @ self.Wg.T))) @ self.W2.T
-        if self.Wg is not None:
+        if self.cfg.ffn == "swiglu":
             a = silu(h @ self.Wg.T) * a
+        elif self.cfg.ffn == "geglu":
+            a = gelu_exact(h @ self.Wg.T) * a
+        elif self.cfg.ffn == "relu2":
+            a = np.maximum(a, 0.0) ** 2
         else:
             a = gelu_exact(a)
         if self.mid is not None:

@@ -189,6 +189,7 @@ void check_optim_keys(const OptimConfig& o, const ModelConfig& m, const KeyOwner
   };
   for (const Selector& s : {Selector{OwnerKind::kOptim, &o.keys, "optim.type", &o.type},
                             Selector{OwnerKind::kSchedule, &o.schedule_keys, "optim.schedule", &o.schedule}}) {
+    if (!is_owner_name(s.kind, *s.selected)) continue;  // validate_config reports the name
     check_keys(s.kind, *s.values, m, "optim.", [&](const KeyOwner& owner) { return owner.name == *s.selected; },
                [&](const KeyOwner& owner, const KeySpec& k) {
                  std::string names;

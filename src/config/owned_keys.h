@@ -103,7 +103,7 @@ class OwnedValues {
 // does not select that is not at its default. `add(key, message)` receives each, the key in full
 // ("model.deepnorm.alpha"). check_owned_keys: the model's (norms, layouts, residual types);
 // check_optim_keys: the optimizers' (selected by optim.type) and the schedules' (selected by
-// optim.schedule).
+// optim.schedule), each kind only while its selecting name is registered.
 void check_owned_keys(const ModelConfig& m, bool qkv_norm_used, const KeyOwner::Problem& add);
 void check_optim_keys(const OptimConfig& o, const ModelConfig& m, const KeyOwner::Problem& add);
 // The names of one kind of owner in registry order ("adamw, muon, normuon"), and whether one is.

@@ -74,8 +74,8 @@ void validate_config(const Config& c, Problems& p) {
   if (!schedule)
     p.add("optim.schedule", fmt::format("'{}' is not a registered schedule; expected one of: {}", o.schedule,
                                         owner_names(OwnerKind::kSchedule)));
-  if (optimizer && schedule)
-    check_optim_keys(o, c.model, [&](const std::string& key, const std::string& message) { p.add(key, message); });
+  // Each kind's keys are checked where its name is known: an unknown name hides no other rule.
+  check_optim_keys(o, c.model, [&](const std::string& key, const std::string& message) { p.add(key, message); });
 
   const auto& t = c.train;
   positive("train.steps", t.steps);

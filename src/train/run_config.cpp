@@ -26,7 +26,9 @@ MemoryEstimate estimate_training_memory(const Config& c) {
   // Doubles throughout: absurd sizes must not overflow on the way to being rejected.
   const double V = m.vocab_size, T = m.ctx, d = m.d_model, L = m.n_layers, H = m.n_heads, f = m.d_ff;
   const ResolvedModel entries = ResolvedModel::of(m);
-  const double ffn_mats = entries.ffn && entries.ffn->gated ? 3 : 2;
+  const bool gated = entries.ffn && entries.ffn->gated;
+  const double ffn_mats = gated ? 3 : 2;  // fc1, fc2 (and gate)
+  const double ffn_acts = gated ? 4 : 2;  // per token, d_ff wide: fc1 out, activation (and gate out, product)
   MemoryEstimate e;
   // The residual type's own parameters and carried streams (hc, mhc: n streams; attnres: sources).
   ResidualCost stream;
@@ -35,7 +37,7 @@ MemoryEstimate estimate_training_memory(const Config& c) {
              (m.tie_embeddings ? 0 : d * V) + stream.params;
   e.state_bytes = 16 * e.params;
   const double tokens = static_cast<double>(c.train.batch_size) * T;
-  e.activation_bytes = 4 * tokens * (L * (8 * d + ffn_mats * f + H * T + 2 * stream.vectors_per_sublayer * d) + 3 * V);
+  e.activation_bytes = 4 * tokens * (L * (8 * d + ffn_acts * f + H * T + 2 * stream.vectors_per_sublayer * d) + 3 * V);
   return e;
 }
 

@@ -35,6 +35,11 @@ cases_2025+=("pre rmsnorm --set model.qk_norm=true --set model.qk_norm_position=
 cases_2025+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_axis=all --set model.qk_norm_position=after_rope --set model.pos=rope --set model.v_norm=true")
 cases_2025+=("pre rmsnorm --set model.v_norm=true")
 cases_2025+=("pre layernorm --set model.qk_norm=true --set model.qk_norm_type=derf --set model.v_norm=true --set model.bias=true")
+# feed-forward activations and NoPE
+cases_2025+=("pre layernorm --set model.ffn=geglu")
+cases_2025+=("pre rmsnorm --set model.ffn=relu2 --set model.pos=none")
+cases_2025+=("subln layernorm --set model.ffn=geglu --set model.pos=none")
+cases_2025+=("normformer rmsnorm --set model.ffn=relu2")
 # attention gate
 cases_2025+=("pre rmsnorm --set model.attn_gate=head")
 cases_2025+=("pre layernorm --set model.attn_gate=elementwise --set model.bias=true --set model.pos=rope")

@@ -60,6 +60,7 @@ TEST(ScheduleTest, WsdHoldsThePeakThenDecaysOverItsLastFraction) {
   for (const int s : {10, 40, 84, 85}) EXPECT_EQ(lr_at(o, s, 110), 1e-3) << s;  // p <= 0.75
   // p = 0.85: q = 0.4 of the decay
   EXPECT_NEAR(lr_at(o, 95, 110), 1e-3 - 9e-4 * 0.4, 1e-15);
+  EXPECT_NEAR(lr_at(o, 109, 110), 1e-4 + 9e-4 / (0.25 * 100), 1e-15);  // the last step: one decay step above
   EXPECT_NEAR(lr_at(o, 110, 110), 1e-4, 1e-15);
   o.schedule_keys.set("wsd.shape", std::string("sqrt"));
   EXPECT_NEAR(lr_at(o, 95, 110), 1e-4 + 9e-4 * (1 - std::sqrt(0.4)), 1e-15);
@@ -106,6 +107,9 @@ TEST(ScheduleTest, WsdKeysAreCheckedLikeEveryOwnedKey) {
     ASSERT_EQ(p.size(), 1u) << yaml;
     EXPECT_NE(p[0].find(text), std::string::npos) << p[0];
   }
+  // An unknown schedule hides no optimizer key's rule, an unknown optimizer no schedule key's.
+  EXPECT_EQ(testing::config_problems("optim: {schedule: wavy, type: muon, muon: {ns_steps: 0}}").size(), 2u);
+  EXPECT_EQ(testing::config_problems("optim: {type: adamx, schedule: wsd, wsd: {decay_frac: 2}}").size(), 2u);
 }
 
 // A run under wsd records, at every update, the rate lr_at gives.

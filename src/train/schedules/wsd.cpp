@@ -1,8 +1,10 @@
-// wsd: warm-up, stable, decay (the trapezoid of MiniCPM and of Hägele et al. 2024, "Scaling Laws and
-// Compute-Optimal Training Beyond Fixed Training Durations"): optim.lr until the last
-// optim.wsd.decay_frac of the steps after the warm-up, then down to optim.min_lr at the last step,
-// along a line (shape linear) or along 1 - sqrt (shape sqrt, Hägele et al.'s best cool-down). With
-// q = (p - (1 - f)) / f the progress through the decay:
+// wsd: warm-up, stable, decay (MiniCPM's schedule with the cool-downs of Hägele et al. 2024,
+// "Scaling Laws and Compute-Optimal Training Beyond Fixed Training Durations"): optim.lr until the
+// last optim.wsd.decay_frac of the steps after the warm-up (of the steps after it, not of all
+// steps), then down to optim.min_lr at p = 1, just after the last step as every decaying schedule
+// here, along a line (shape linear) or along 1 - sqrt (shape sqrt, Hägele et al.'s best cool-down).
+// The last step's rate is min_lr + (lr - min_lr) / (f (N - w)) (linear); with f (N - w) <= 1 no
+// step decays. With q = (p - (1 - f)) / f the progress through the decay:
 //   p <= 1 - f:   lr
 //   linear:       lr - (lr - min_lr) q
 //   sqrt:         min_lr + (lr - min_lr) (1 - sqrt(q))

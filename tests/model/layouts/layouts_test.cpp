@@ -354,6 +354,25 @@ KeyValue other_value(const KeySpec& k) {
   return {};
 }
 
+// Owned keys never share a place with another kind's or with a plain field: a section belongs to one
+// kind of owner (a schedule named like Muon's section `muon` or like a layout would mix two owners'
+// values), and every key of the config, plain or owned, is listed once (an owned `optim.lr.x` or a
+// norm key named `eps` would meet a plain field).
+TEST(OwnedKeysTest, EverySectionBelongsToOneKindAndEveryKeyIsListedOnce) {
+  std::map<std::string, OwnerKind> kind_of;
+  for (const auto& o : key_owners()) {
+    if (o.keys.empty()) continue;
+    const bool optim = o.kind == OwnerKind::kOptim || o.kind == OwnerKind::kSchedule;
+    const std::string section = (optim ? "optim." : "model.") + o.section;
+    const auto [it, added] = kind_of.emplace(section, o.kind);
+    EXPECT_TRUE(added || it->second == o.kind) << section << " is the section of two kinds of owner";
+  }
+  std::map<std::string, int> seen;
+  for (const auto& [key, value] : flat_values(Config{})) ++seen[key];
+  for (const auto& [key, n] : seen) EXPECT_EQ(n, 1) << key;
+  for (const auto& [section, kind] : kind_of) EXPECT_EQ(seen.count(section), 0u) << section << " is also a plain key";
+}
+
 TEST(OwnedKeysTest, EveryOwnedKeyUnderAnEntryThatDoesNotOwnItIsOneErrorNamingTheOwner) {
   int checked = 0;
   for (const auto& o : key_owners()) {
