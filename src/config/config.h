@@ -245,7 +245,7 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("attn_softcap", c.attn_softcap, "c*tanh(s/c) on attention scores; 0 = off");
   v.field("logit_softcap", c.logit_softcap, "c*tanh(z/c) on output logits; 0 = off");
   v.field("embed_norm", c.embed_norm, "extra norm after the embedding");
-  v.field("pos", c.pos, "positions: learned (pos_emb added), rope (q, k rotated), none (NoPE: the causal mask alone)");
+  v.field("pos", c.pos, "positions: pos_emb added (learned), q and k rotated (rope), or none at all (NoPE)");
   v.field("ffn", c.ffn, "feed-forward, from the FFN registry (normlab keys lists them)");
   v.field("bias", c.bias, "biases in the attention projections (the FFN linears never have one)");
   v.field("tie_embeddings", c.tie_embeddings, "output head shares tok_emb.weight");

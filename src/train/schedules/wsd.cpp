@@ -29,7 +29,7 @@ ScheduleType wsd_schedule() {
                const double f = std::get<double>(v);
                return f > 0 && f <= 1 ? "" : "must be in (0, 1]";
              }},
-            {"shape", KeyKind::kName, std::string("linear"), "the decay's shape: linear | sqrt (1 - sqrt(q))",
+            {"shape", KeyKind::kName, std::string("linear"), "the decay's shape (sqrt: 1 - sqrt of the progress through the decay)",
              {"linear", "sqrt"}}};
   t.rate = [](const OptimConfig& o, double p) {
     const double f = o.schedule_keys.number("wsd.decay_frac");
