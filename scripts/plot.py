@@ -57,6 +57,13 @@ Run (from metrics.jsonl and normlab report --json RUN):
                           loss of every row at N against N-1, per-block gradient norms and update
                           ratios, per-head max logit and entropy
     scripts/plot.py --autopsy FILE.autopsy.json  draws one autopsy to FILE.autopsy.png
+Rungs that ran as separate sweeps (a depth ladder's deepest rungs, each its own sweep file):
+    scripts/plot.py --join KEY OUT.png TABLE[@RUNG] [TABLE[@RUNG] ...]
+                          the verdict against KEY (tune_ladder.png's drawing) from the tuned tables
+                          of the sweeps' summary.md files (as shipped under configs/sweeps/results/):
+                          a ladder's rows under their '### KEY = RUNG' headings, a single-rung
+                          sweep's named by @RUNG; a later table's row replaces an earlier one's at
+                          the same arm and rung. The numbers are the tables' as printed.
 Coordinate check (`normlab coordcheck` calls it; src/train/README.md, "Coordinate check"):
     scripts/plot.py --coord DIR/coord.json  draws DIR/coord_check.png (and DIR/coord_rate_split.png where
                           coord.json holds rate splits): a row per check, a column per
@@ -195,6 +202,35 @@ def parse_args(argv):
     return args
 
 
+def join_ladder(argv):
+    """--join KEY OUT.png TABLE[@RUNG] ...: the verdict-against-size figure of rungs that ran as
+    separate sweeps, from their summary.md tables (a ladder's under its '### KEY = RUNG' headings;
+    a single-rung sweep's named by @RUNG); a later table's row replaces an earlier one's at the same
+    arm and rung."""
+    if len(argv) < 3:
+        print("plot.py: usage: plot.py --join KEY OUT.png TABLE[@RUNG] [TABLE[@RUNG] ...]", file=sys.stderr)
+        return 2
+    key, out, tables = argv[0], argv[1], []
+    for spec in argv[2:]:
+        path, _, rung = spec.partition("@")
+        if not os.path.isfile(path):
+            print("plot.py: --join: %s: no such file (expected a sweep's summary.md)" % path, file=sys.stderr)
+            return 2
+        rows = read.read_tuned_md(path, rung or None)
+        if not rows:
+            print("plot.py: --join: %s: no tuned table (expected the '| arm | selected ...' rows of a "
+                  "tuned sweep's summary.md)" % path, file=sys.stderr)
+            return 2
+        if any(r["rung"] is None for r in rows):
+            print("plot.py: --join: %s: a table without a '### %s = RUNG' heading; name its rung as "
+                  "%s@RUNG" % (path, key, path), file=sys.stderr)
+            return 2
+        tables.append((os.path.basename(path), rows))
+    ensure_environment()
+    from plotlib.sweep_figures import fig_joined_ladder
+    return 0 if fig_joined_ladder(tables, key, out) else 1
+
+
 def main(argv):
     if len(argv) == 2 and argv[0] == "--autopsy":  # normlab replay: the PNG beside the autopsy
         ensure_environment()
@@ -207,6 +243,8 @@ def main(argv):
         draw_coord(argv[1], coord_png_path(argv[1]))
         draw_rate_split(argv[1], rate_split_png_path(argv[1]))
         return 0
+    if argv and argv[0] == "--join":  # the verdict against size from several sweeps' summary.md
+        return join_ladder(argv[1:])
     args = parse_args(argv)
     read.NORMLAB["path"] = args.normlab
     kind = read.kind_of(args.dir)

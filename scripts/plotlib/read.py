@@ -517,3 +517,63 @@ def kind_of(d):
             if os.path.isfile(os.path.join(runs, n, "point.json")) or os.path.isfile(os.path.join(runs, n, "metrics.jsonl")):
                 return "sweep"
     return None
+
+
+def _md_cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _md_delta(text):
+    """'+0.400 [+0.366, +0.434]' as (delta, lo, hi); '-' (the baseline) as nan, nan, nan."""
+    head, _, rest = text.partition("[")
+    lo, _, hi = rest.rstrip("]").partition(",")
+    return num(head), num(lo), num(hi)
+
+
+def read_tuned_md(path, rung=None):
+    """The tuned tables of a sweep's summary.md (what the sweep writes and `normlab report` prints;
+    the copies shipped under configs/sweeps/results/): one dict per arm and rung, the numbers as
+    printed. A ladder's tables sit under '### KEY = RUNG' headings; a sweep without a ladder has one
+    table, whose rung the caller names (`rung`). Keys: arm, rung (text), selected, edge, confirm
+    (the 'mean ± std (n)' text), delta, lo, hi (the Δ column and its 95 % interval; nan for the
+    baseline), p_adj, mde, verdict (its first word: baseline, better, worse, equivalent,
+    inconclusive, none, pending) and at_entropy (the row says the arm learned nothing); and from the
+    section's text, metric (its title's 'by METRIC'), margin (the 'inside ±X' of its equivalence
+    rule; nan without one) and holm (whether p_adj is Holm's)."""
+    rows, heading, cols = [], None, None
+    metric, margin, holm = "", float("nan"), False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            s = line.strip()
+            if s.startswith("## Tuned comparison") and ", by " in s:
+                metric = s.rsplit(", by ", 1)[1].strip()
+            if "inside ±" in s:
+                margin = num(s.split("inside ±", 1)[1].split(" ", 1)[0].rstrip(",;)"))
+            if "Holm's step-down correction" in s:
+                holm = True
+            if s.startswith("## ") and rows:  # the tuned comparison is the first section with tables
+                break
+            if s.startswith("### ") and " = " in s:
+                heading = s[4:].split(" = ", 1)[1].strip()
+                cols = None
+                continue
+            if not s.startswith("|"):
+                cols = None
+                continue
+            cells = _md_cells(s)
+            if cols is None:
+                cols = cells if len(cells) > 1 and cells[0] == "arm" and cells[1].startswith("selected ") else []
+                continue
+            if not cols or set(s) <= set("|-: "):
+                continue
+            r = dict(zip(cols, cells))
+            delta, lo, hi = _md_delta(r.get("Δ [95 % interval]", "-"))
+            verdict = r.get("verdict", "")
+            rows.append({"arm": r.get("arm", ""), "rung": heading if heading is not None else rung,
+                         "selected": num(r.get(cols[1])), "edge": r.get("edge", "") == "edge",
+                         "confirm": r.get("confirm mean ± std (n)", ""), "delta": delta, "lo": lo, "hi": hi,
+                         "p_adj": num(r.get("p_adj")), "mde": num(r.get("mde")),
+                         "verdict": verdict.split(" ", 1)[0] if verdict else "",
+                         "at_entropy": "learned nothing" in verdict, "metric": metric, "margin": margin,
+                         "holm": holm})
+    return rows

@@ -767,7 +767,8 @@ def fig_tune_forest(sweep, axes, outdir):
 def fig_tune_ladder(sweep, axes, outdir):
     """The verdict against size: each arm's Δ with its 95 % interval (the deciding test's) against
     the ladder's value (log x), one line per arm, the baseline at 0; filled markers where the
-    verdict is better or worse, hollow where it is not."""
+    verdict is better or worse, hollow where it is not; an arm that learned nothing at a rung (the
+    summary's at_entropy) pinned at the top instead of setting the axis."""
     t, arms = tune_arms(sweep)
     if not arms or not t.get("ladder"):
         return None
@@ -775,59 +776,129 @@ def fig_tune_ladder(sweep, axes, outdir):
     for a in arms:
         if a.get("stem") not in stems and (a.get("vs_baseline") or {}).get("verdict") != "baseline":
             stems.append(a.get("stem"))
-    plt = mpl()
-    fig, ax = plt.subplots(figsize=(8, 5))
-    cmap = plt.get_cmap("tab10")
-    drawn = 0
-    for i, stem in enumerate(stems):
+    series = []
+    for stem in stems:
         pts = []
         for a in arms:
             if a.get("stem") != stem:
                 continue
             vs = a.get("vs_baseline") if isinstance(a.get("vs_baseline"), dict) else {}
             d, lo, hi, _p = deciding(t, vs)
-            x = num(a.get("rung"))
-            if finite(d) and finite(x):
-                pts.append((x, d, lo, hi, vs.get("verdict")))
+            pts.append((num(a.get("rung")), d, lo, hi, vs.get("verdict"), bool(a.get("at_entropy"))))
+        series.append((arm_label(sweep, t, {"stem": stem}), pts))
+    title = "sweep %s: verdict against %s (%s test, confirm seeds %s)" % (
+        sweep.label, t["ladder"], t.get("test", "welch"), ", ".join(str(x) for x in t.get("confirm_seeds") or []))
+    return draw_verdict_ladder(series, t["ladder"], t.get("metric", "metric"), num(t.get("margin")),
+                               t.get("correction", "holm"), [num(r) for r in t.get("rungs") or []], title,
+                               os.path.join(outdir, "tune_ladder.png"))
+
+
+def draw_verdict_ladder(series, key, metric, margin, correction, rungs, title, path):
+    """Draws the verdict against size: series = [(label, [(rung, Δ, lo, hi, verdict, at_entropy)])],
+    a line per arm through its Δ at each rung (log x), the interval a bar, the marker filled where
+    the verdict is better / worse; points of an arm that learned nothing are pinned at the top as
+    triangles and do not set the y axis. None when nothing is drawable."""
+    plt = mpl()
+    fig, ax = plt.subplots(figsize=(11, 5.2))
+    cmap = plt.get_cmap("tab10")
+    drawn, stuck_drawn, n = 0, False, len(series)
+    for i, (label, pts) in enumerate(series):
+        pts = sorted(p for p in pts if finite(p[0]) and (finite(p[1]) or p[5]))
         if not pts:
             continue
-        pts.sort()
         c = cmap(i % cmap.N)
         # the arms side by side at each rung, a little apart, so that the intervals do not overlap
-        shift = 2 ** (0.04 * (i - (len(stems) - 1) / 2))
-        xs = [p[0] * shift for p in pts]
-        ax.plot(xs, [p[1] for p in pts], color=c, lw=1.4, label=arm_label(sweep, t, {"stem": stem}))
-        for x, (_x0, d, lo, hi, verdict) in zip(xs, pts):
+        shift = 2 ** (0.04 * (i - (n - 1) / 2))
+        live = [p for p in pts if not p[5]]
+        ax.plot([p[0] * shift for p in live], [p[1] for p in live], color=c, lw=1.4, label=label)
+        for x0, d, lo, hi, verdict, _stuck in live:
+            x = x0 * shift
             if finite(lo) and finite(hi):
                 ax.plot([x, x], [lo, hi], color=c, lw=2)
             decided = verdict in ("better", "worse")
             ax.plot([x], [d], marker="o", ms=7, color=c, mfc=c if decided else "white", mec=c, ls="none")
+        stuck = [p[0] * shift for p in pts if p[5]]
+        if stuck:
+            clip_top(ax, stuck, c, marker="^", size=70)
+            stuck_drawn = True
         drawn += 1
     if not drawn:
         plt.close(fig)
         return None
     ax.axhline(0, color="black", lw=1, label="baseline")
-    margin = num(t.get("margin"))
     if finite(margin) and margin > 0:
         ax.axhspan(-margin, margin, color="tab:blue", alpha=0.08, lw=0, label="equivalence margin ±%g" % margin)
-    rungs = [num(r) for r in t.get("rungs") or [] if finite(num(r))]
+    rungs = [r for r in rungs if finite(r)]
     ax.set_xscale("log")
     if rungs:
         ax.set_xticks(rungs)
         ax.set_xticklabels([fmt_num(r) for r in rungs])
         from matplotlib.ticker import NullFormatter
         ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("%s (log scale)" % t["ladder"])
-    ax.set_ylabel("Δ %s against the baseline (95 %% interval)" % t.get("metric", "metric"))
+    ax.set_xlabel("%s (log scale)" % key)
+    ax.set_ylabel("Δ %s against the baseline (95 %% interval)" % metric)
     ax.plot([], [], marker="o", color="0.3", ls="none", label="filled: better / worse (after %s)" % (
-        "Holm" if t.get("correction", "holm") == "holm" else "no correction"))
+        {"holm": "Holm", "mixed": "each sweep's correction"}.get(correction, "no correction")))
     ax.plot([], [], marker="o", color="0.3", mfc="white", ls="none", label="hollow: no verdict either way")
-    ax.legend(loc="best", fontsize=8, framealpha=0.85)
+    if stuck_drawn:
+        ax.plot([], [], marker="^", color="0.3", ls="none", label="at the top: learned nothing (unigram entropy)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.85, borderaxespad=0)
     ax.grid(True, alpha=0.3)
-    fig.suptitle(textwrap.fill("sweep %s: verdict against %s (%s test, confirm seeds %s)" % (
-        sweep.label, t["ladder"], t.get("test", "welch"), ", ".join(str(x) for x in t.get("confirm_seeds") or [])), 75))
+    fig.suptitle(textwrap.fill(title, 95))
     fig.tight_layout()
-    return save(fig, os.path.join(outdir, "tune_ladder.png"))
+    return save(fig, path)
+
+
+def fig_joined_ladder(tables, key, path):
+    """The verdict against size joined from several sweeps' summary.md tables (read_tuned_md): each
+    table a list of (file, rows); a later file's row replaces an earlier one's at the same arm and
+    rung. The arms' labels leave out a key=value that most arms share (as tune_arm_label)."""
+    def kv(arm):
+        return [tuple(p.split("=", 1)) for p in arm.split(",") if "=" in p]
+    # One arm, two names: a sweep without an axis leaves its key out of the names ("layout=sandwich"
+    # where another sweep says "layout=sandwich,type=sp"), so a name stands for the one longest name
+    # it agrees with on every key both carry; a name that agrees with two such is kept apart.
+    names = {r["arm"] for _n, rows in tables for r in rows if r["verdict"] != "baseline"}
+    canon = {}
+    for arm in names:
+        fits = [o for o in names if all(dict(kv(o)).get(k, v) == v for k, v in kv(arm))]
+        longest = [o for o in fits if len(kv(o)) == max(len(kv(f)) for f in fits)]
+        canon[arm] = longest[0] if len(longest) == 1 else arm
+    cells, order, files = {}, [], []
+    for name, rows in tables:
+        files.append(name)
+        for r in rows:
+            if r["verdict"] == "baseline":
+                continue
+            arm = canon[r["arm"]]
+            if arm not in order:
+                order.append(arm)
+            cells[(arm, str(r["rung"]))] = r
+    common = {}
+    parts = {arm: kv(arm) for arm in order}
+    for arm in order:
+        for k, v in parts[arm]:
+            values = [dict(parts[a]).get(k) for a in order]
+            common[k] = v if 2 * values.count(v) > len(values) else common.get(k)
+    series, rungs = [], set()
+    for arm in order:
+        pts = []
+        for (a, rung), r in cells.items():
+            if a != arm:
+                continue
+            rungs.add(num(rung))
+            pts.append((num(rung), r["delta"], r["lo"], r["hi"], r["verdict"], r["at_entropy"]))
+        if pts:
+            shown = [(k, v) for j, (k, v) in enumerate(parts[arm]) if j == 0 or common.get(k) != v]
+            series.append((",".join("%s=%s" % kv for kv in shown) or arm, pts))
+    title = "verdict against %s, from %s (the rows as each summary.md prints them)" % (key, ", ".join(files))
+    def shared(field):  # a setting every table agrees on, else None
+        values = {str(r[field]) for r in cells.values()}
+        return next(iter(values)) if len(values) == 1 else None
+    margin = num(shared("margin"))
+    correction = {"True": "holm", "False": "none"}.get(shared("holm"), "mixed")
+    return draw_verdict_ladder(series, key, shared("metric") or "metric", margin, correction, sorted(rungs),
+                               title, path)
 
 
 def fig_tune_transfer(sweep, axes, outdir):

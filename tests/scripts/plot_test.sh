@@ -28,7 +28,10 @@
 #      std rows and its axes' short names; a tuned sweep's tune.arms[]: m(v), v*, l0, sensitivity,
 #      delta, interval, p, verdict), and the figures (captured before saving) must show and
 #      place exactly those. With those report values null and no sweep summary, the lines, labels
-#      and means must be absent: plot.py has no fallback of its own.
+#      and means must be absent: plot.py has no fallback of its own. `plot.py --join` (the verdict
+#      against size from several sweeps' summary.md tables) is drawn from sentinel tables: the
+#      values printed, a later table's row replacing an earlier one's, an arm that learned nothing
+#      off the axis.
 # Run from the repository root (CTest does): tests/scripts/plot_test.sh NORMLAB_BIN
 set -euo pipefail
 
@@ -377,6 +380,12 @@ run_figures.save = sweep_figures.save = capture
 kind, d = sys.argv[2], sys.argv[3]
 if kind == "run":
     run_figures.plot_run(read.Run(d), "/nonexistent")
+elif kind == "join":  # d: TABLE[@RUNG],... as plot.py --join takes them
+    tables = []
+    for spec in d.split(","):
+        path, _, rung = spec.partition("@")
+        tables.append((os.path.basename(path), read.read_tuned_md(path, rung or None)))
+    sweep_figures.fig_joined_ladder(tables, "model.n_layers", "/nonexistent/joined.png")
 else:
     sweep_figures.plot_sweep(read.Sweep(d), None, "/nonexistent", False)
 print(json.dumps(figs))
@@ -393,6 +402,54 @@ capture null sweep "$FX/sweep_cat" >"$TMP/cap_cat_null.json" || { cat "$TMP/capt
 cp -r "$TUNE" "$TMP/tune_fake"
 capture sentinel sweep "$TMP/tune_fake" >"$TMP/cap_tune.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep"; }
 capture null sweep "$TMP/tune_fake" >"$TMP/cap_tune_null.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep (null)"; }
+# --join: rungs from three summary.md tables (a ladder's, one replacing its rung 4, a single rung
+# named @8 whose arm learned nothing), with sentinel values; the arm is named without `type` in two
+# of them, as a sweep without that axis names it.
+TUNED_HEAD='| arm | selected optim.lr | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | p_adj | mde | verdict |
+|---|---:|---|---:|---:|---:|---:|---:|---:|---|'
+TUNED_TEXT="Search: ... Δ = confirm mean - the baseline's; p_adj: Holm's step-down correction over the arms; equivalent when the 90 % interval lies inside ±0.015625 (two one-sided tests at 5 %)."
+cat >"$TMP/join_ladder.md" <<EOF
+# Sweep runs/sweeps/fake_ladder
+
+## Tuned comparison: optim.lr per arm, by best_val
+
+$TUNED_TEXT
+
+### model.n_layers = 2
+
+$TUNED_HEAD
+| layout=pre,type=sp | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
+| layout=post,type=sp | 2.0e-3 |  | 0.2 | 2.6250 ± 0.0100 (8) | +0.125 [+0.0625, +0.1875] | 1e-05 | 2e-05 | 0.015 | worse |
+
+### model.n_layers = 4
+
+$TUNED_HEAD
+| layout=pre,type=sp | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
+| layout=post,type=sp | 1.0e-3 |  | 0.2 | 2.7500 ± 0.0100 (8) | +0.25 [+0.125, +0.375] | 1e-05 | 2e-05 | 0.015 | worse |
+
+## Runs
+| layout=post,type=sp | 9.9 | 9.9 |
+EOF
+cat >"$TMP/join_rung4.md" <<EOF
+## Tuned comparison: optim.lr per arm, by best_val
+
+$TUNED_TEXT
+
+$TUNED_HEAD
+| layout=pre | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
+| layout=post | 1.0e-3 |  | 0.2 | 3.0000 ± 0.0100 (8) | +0.5 [+0.375, +0.625] | 0.25 | 0.5 | 0.75 | inconclusive |
+EOF
+cat >"$TMP/join_rung8.md" <<EOF
+## Tuned comparison: optim.lr per arm, by best_val
+
+$TUNED_TEXT
+
+$TUNED_HEAD
+| layout=pre | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
+| layout=post | 1.0e-3 |  | 0.2 | 5.5000 ± 0.0100 (8) | +3.0 [+2.5, +3.5] | 1e-05 | 2e-05 | 0.015 | worse (learned nothing: at the unigram entropy) |
+EOF
+capture sentinel join "$TMP/join_ladder.md,$TMP/join_rung4.md@4,$TMP/join_rung8.md@8" >"$TMP/cap_join.json" \
+  || { cat "$TMP/capture.err" >&2; fail "capture --join"; }
 /usr/bin/python3 - "$TMP" <<'PY' || fail "a figure shows a number that is not the report's"
 import json, os, re, sys
 t = sys.argv[1]
@@ -475,6 +532,20 @@ tunen = load("cap_tune_null.json")  # no sweep summary: no tune figures at all
 for f in ("tune_basin.png", "tune_forest.png"):
     if f in tunen:
         bad.append("%s drawn without a sweep summary" % f)
+
+join = load("cap_join.json")  # every number is the tables' as printed; a later table's row wins
+has_xy(join, "joined.png", [2.0, 4.0], [0.125, 0.5])  # the arm's line: rung 4 from join_rung4.md
+has_xy(join, "joined.png", [2.0, 2.0], [0.0625, 0.1875])  # its intervals
+has_xy(join, "joined.png", [4.0, 4.0], [0.375, 0.625])
+has_text(join, "joined.png", "layout=post")  # the one arm under both names, `type` (shared) left out
+no_text(join, "joined.png", "type=sp")
+has_text(join, "joined.png", "at the top: learned nothing")  # rung 8 pinned at the top, not on the axis
+has_text(join, "joined.png", "equivalence margin ±0.015625")
+has_text(join, "joined.png", "after Holm")
+has_text(join, "joined.png", "Δ best_val against the baseline")
+for f in join.values():
+    if any(v in (0.25, 3.0, 2.5, 3.5) for y in f["ys"] for v in y):
+        bad.append("joined.png: a replaced row (0.25) or the arm that learned nothing (3.0) drawn on the axis")
 
 catn = load("cap_cat_null.json")  # no sweep summary and no floors: no means, no floor line
 has_text(catn, "best_val_compare.png", "no sweep summary, so no mean")
