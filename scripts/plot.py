@@ -212,18 +212,18 @@ def join_ladder(argv):
         return 2
     key, out, tables = argv[0], argv[1], []
     for spec in argv[2:]:
-        path, _, rung = spec.partition("@")
+        path, _, rung = spec.rpartition("@") if "@" in os.path.basename(spec) else (spec, "", "")
         if not os.path.isfile(path):
             print("plot.py: --join: %s: no such file (expected a sweep's summary.md)" % path, file=sys.stderr)
             return 2
-        rows = read.read_tuned_md(path, rung or None)
-        if not rows:
-            print("plot.py: --join: %s: no tuned table (expected the '| arm | selected ...' rows of a "
-                  "tuned sweep's summary.md)" % path, file=sys.stderr)
+        try:
+            rows = read.read_tuned_md(path, key, rung or None)
+        except read.TableError as e:
+            print("plot.py: --join: %s" % e, file=sys.stderr)
             return 2
-        if any(r["rung"] is None for r in rows):
-            print("plot.py: --join: %s: a table without a '### %s = RUNG' heading; name its rung as "
-                  "%s@RUNG" % (path, key, path), file=sys.stderr)
+        if not rows:
+            print("plot.py: --join: %s: no tuned table%s (expected the '| arm | selected ...' rows of a "
+                  "tuned sweep's summary.md)" % (path, " at %s = %s" % (key, rung) if rung else ""), file=sys.stderr)
             return 2
         tables.append((os.path.basename(path), rows))
     ensure_environment()

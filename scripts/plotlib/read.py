@@ -530,16 +530,23 @@ def _md_delta(text):
     return num(head), num(lo), num(hi)
 
 
-def read_tuned_md(path, rung=None):
+class TableError(ValueError):
+    """A summary.md that is not the tuned tables asked for (read_tuned_md); its text says why."""
+
+
+def read_tuned_md(path, key, rung=None):
     """The tuned tables of a sweep's summary.md (what the sweep writes and `normlab report` prints;
     the copies shipped under configs/sweeps/results/): one dict per arm and rung, the numbers as
-    printed. A ladder's tables sit under '### KEY = RUNG' headings; a sweep without a ladder has one
-    table, whose rung the caller names (`rung`). Keys: arm, rung (text), selected, edge, confirm
-    (the 'mean ± std (n)' text), delta, lo, hi (the Δ column and its 95 % interval; nan for the
-    baseline), p_adj, mde, verdict (its first word: baseline, better, worse, equivalent,
-    inconclusive, none, pending) and at_entropy (the row says the arm learned nothing); and from the
-    section's text, metric (its title's 'by METRIC'), margin (the 'inside ±X' of its equivalence
-    rule; nan without one) and holm (whether p_adj is Holm's)."""
+    printed. A ladder's tables sit under '### KEY = RUNG' headings (a heading naming another key
+    is a TableError); `rung` keeps only that rung of a ladder, or names the rung of a sweep without
+    one (whose table has no heading; without `rung` that is a TableError). Keys: arm, rung (a
+    number where the rung is one, else its text), selected (the value the arm ran at) and
+    from_rung (the searched rung it came from on a ladder, else ''), edge, confirm (the
+    'mean ± std (n)' text), delta, lo, hi (the Δ column and its 95 % interval; nan for the
+    baseline and for '-'), p_adj, mde, verdict (its first word: baseline, better, worse,
+    equivalent, inconclusive, tie, none, pending) and at_entropy (the row says the arm learned
+    nothing); and from the section's text, metric (its title's 'by METRIC'), margin (the
+    'inside ±X' of its equivalence rule; nan without one) and holm (whether p_adj is Holm's)."""
     rows, heading, cols = [], None, None
     metric, margin, holm = "", float("nan"), False
     with open(path, encoding="utf-8") as f:
@@ -554,7 +561,9 @@ def read_tuned_md(path, rung=None):
             if s.startswith("## ") and rows:  # the tuned comparison is the first section with tables
                 break
             if s.startswith("### ") and " = " in s:
-                heading = s[4:].split(" = ", 1)[1].strip()
+                hkey, heading = (x.strip() for x in s[4:].split(" = ", 1))
+                if hkey != key:
+                    raise TableError("%s: a ladder over %s ('%s'), not %s" % (path, hkey, s, key))
                 cols = None
                 continue
             if not s.startswith("|"):
@@ -566,11 +575,19 @@ def read_tuned_md(path, rung=None):
                 continue
             if not cols or set(s) <= set("|-: "):
                 continue
+            at = heading if heading is not None else rung
+            if at is None:
+                raise TableError("%s: a table without a '### %s = RUNG' heading; name its rung as %s@RUNG"
+                                 % (path, key, path))
+            if heading is not None and rung is not None and num(heading) != num(rung) and heading != rung:
+                continue
             r = dict(zip(cols, cells))
             delta, lo, hi = _md_delta(r.get("Δ [95 % interval]", "-"))
             verdict = r.get("verdict", "")
-            rows.append({"arm": r.get("arm", ""), "rung": heading if heading is not None else rung,
-                         "selected": num(r.get(cols[1])), "edge": r.get("edge", "") == "edge",
+            selected, _, from_rung = r.get(cols[1], "").partition(" from ")
+            rows.append({"arm": r.get("arm", ""), "rung": num(at) if finite(num(at)) else at,
+                         "selected": num(selected), "from_rung": from_rung.strip(),
+                         "edge": r.get("edge", "") == "edge",
                          "confirm": r.get("confirm mean ± std (n)", ""), "delta": delta, "lo": lo, "hi": hi,
                          "p_adj": num(r.get("p_adj")), "mde": num(r.get("mde")),
                          "verdict": verdict.split(" ", 1)[0] if verdict else "",

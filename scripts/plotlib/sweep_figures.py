@@ -810,7 +810,14 @@ def draw_verdict_ladder(series, key, metric, margin, correction, rungs, title, p
         # the arms side by side at each rung, a little apart, so that the intervals do not overlap
         shift = 2 ** (0.04 * (i - (n - 1) / 2))
         live = [p for p in pts if not p[5]]
-        ax.plot([p[0] * shift for p in live], [p[1] for p in live], color=c, lw=1.4, label=label)
+        runs, cur = [], []  # the line breaks at a rung where the arm learned nothing
+        for p in pts:
+            if p[5]:
+                runs, cur = runs + ([cur] if cur else []), []
+            else:
+                cur.append(p)
+        for j, run in enumerate(runs + ([cur] if cur else [])):
+            ax.plot([p[0] * shift for p in run], [p[1] for p in run], color=c, lw=1.4, label=label if j == 0 else None)
         for x0, d, lo, hi, verdict, _stuck in live:
             x = x0 * shift
             if finite(lo) and finite(hi):
@@ -851,19 +858,26 @@ def draw_verdict_ladder(series, key, metric, margin, correction, rungs, title, p
 
 def fig_joined_ladder(tables, key, path):
     """The verdict against size joined from several sweeps' summary.md tables (read_tuned_md): each
-    table a list of (file, rows); a later file's row replaces an earlier one's at the same arm and
-    rung. The arms' labels leave out a key=value that most arms share (as tune_arm_label)."""
+    table a (file, rows); a later file's row replaces an earlier one's at the same arm and rung.
+    The arms' labels leave out a key=value that most arms share (as tune_arm_label)."""
     def kv(arm):
-        return [tuple(p.split("=", 1)) for p in arm.split(",") if "=" in p]
+        return dict(p.split("=", 1) for p in arm.split(",") if "=" in p)
+
+    def agree(a, b):  # at least one key in common, and equal values on every common key
+        common = set(kv(a)) & set(kv(b))
+        return bool(common) and all(kv(a)[k] == kv(b)[k] for k in common)
     # One arm, two names: a sweep without an axis leaves its key out of the names ("layout=sandwich"
     # where another sweep says "layout=sandwich,type=sp"), so a name stands for the one longest name
-    # it agrees with on every key both carry; a name that agrees with two such is kept apart.
-    names = {r["arm"] for _n, rows in tables for r in rows if r["verdict"] != "baseline"}
+    # it agrees with; a name that agrees with two such (baselines counted) is kept apart.
+    names = {r["arm"] for _n, rows in tables for r in rows}
     canon = {}
     for arm in names:
-        fits = [o for o in names if all(dict(kv(o)).get(k, v) == v for k, v in kv(arm))]
+        fits = [o for o in names if agree(arm, o)]
         longest = [o for o in fits if len(kv(o)) == max(len(kv(f)) for f in fits)]
         canon[arm] = longest[0] if len(longest) == 1 else arm
+    bases = sorted({r["arm"] for _n, rows in tables for r in rows if r["verdict"] == "baseline"})
+    if any(not agree(a, b) for a in bases for b in bases if a != b):
+        note("--join: the tables' baselines differ (%s): each Δ is against its own table's" % "; ".join(bases))
     cells, order, files = {}, [], []
     for name, rows in tables:
         files.append(name)
@@ -873,25 +887,21 @@ def fig_joined_ladder(tables, key, path):
             arm = canon[r["arm"]]
             if arm not in order:
                 order.append(arm)
-            cells[(arm, str(r["rung"]))] = r
+            cells[(arm, r["rung"])] = r
     common = {}
-    parts = {arm: kv(arm) for arm in order}
     for arm in order:
-        for k, v in parts[arm]:
-            values = [dict(parts[a]).get(k) for a in order]
+        for k, v in kv(arm).items():
+            values = [kv(a).get(k) for a in order]
             common[k] = v if 2 * values.count(v) > len(values) else common.get(k)
     series, rungs = [], set()
     for arm in order:
-        pts = []
-        for (a, rung), r in cells.items():
-            if a != arm:
-                continue
-            rungs.add(num(rung))
-            pts.append((num(rung), r["delta"], r["lo"], r["hi"], r["verdict"], r["at_entropy"]))
-        if pts:
-            shown = [(k, v) for j, (k, v) in enumerate(parts[arm]) if j == 0 or common.get(k) != v]
-            series.append((",".join("%s=%s" % kv for kv in shown) or arm, pts))
+        pts = [(num(rung), r["delta"], r["lo"], r["hi"], r["verdict"], r["at_entropy"])
+               for (a, rung), r in cells.items() if a == arm]
+        rungs.update(p[0] for p in pts)
+        shown = [(k, v) for j, (k, v) in enumerate(kv(arm).items()) if j == 0 or common.get(k) != v]
+        series.append((",".join("%s=%s" % x for x in shown) or arm, pts))
     title = "verdict against %s, from %s (the rows as each summary.md prints them)" % (key, ", ".join(files))
+
     def shared(field):  # a setting every table agrees on, else None
         values = {str(r[field]) for r in cells.values()}
         return next(iter(values)) if len(values) == 1 else None

@@ -358,7 +358,7 @@ import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import matplotlib
 matplotlib.use("Agg")
-import matplotlib.lines, matplotlib.pyplot as plt, matplotlib.text
+import matplotlib.collections, matplotlib.lines, matplotlib.pyplot as plt, matplotlib.text
 from plotlib import read, run_figures, sweep_figures
 figs = {}
 def capture(fig, path):
@@ -373,7 +373,12 @@ def capture(fig, path):
             xs.append([float(v) for v in ln.get_xdata()])
         except (TypeError, ValueError):
             xs.append(None)
-    figs[os.path.basename(path)] = {"texts": texts, "ys": ys, "xs": xs}
+    # one-point lines (markers): x, y and whether hollow; scatter points (pinned markers): x, y
+    marks = [[float(ln.get_xdata()[0]), float(ln.get_ydata()[0]), str(ln.get_markerfacecolor()) == "white"]
+             for ax in fig.axes for ln in ax.get_lines() if len(ln.get_xdata()) == 1]  # not the legend's
+    scatter = [[float(v) for v in xy] for c in fig.findobj(matplotlib.collections.PathCollection)
+               for xy in c.get_offsets()]
+    figs[os.path.basename(path)] = {"texts": texts, "ys": ys, "xs": xs, "marks": marks, "scatter": scatter}
     plt.close(fig)
     return path
 run_figures.save = sweep_figures.save = capture
@@ -383,8 +388,8 @@ if kind == "run":
 elif kind == "join":  # d: TABLE[@RUNG],... as plot.py --join takes them
     tables = []
     for spec in d.split(","):
-        path, _, rung = spec.partition("@")
-        tables.append((os.path.basename(path), read.read_tuned_md(path, rung or None)))
+        path, _, rung = spec.rpartition("@") if "@" in spec else (spec, "", "")
+        tables.append((os.path.basename(path), read.read_tuned_md(path, "model.n_layers", rung or None)))
     sweep_figures.fig_joined_ladder(tables, "model.n_layers", "/nonexistent/joined.png")
 else:
     sweep_figures.plot_sweep(read.Sweep(d), None, "/nonexistent", False)
@@ -402,12 +407,14 @@ capture null sweep "$FX/sweep_cat" >"$TMP/cap_cat_null.json" || { cat "$TMP/capt
 cp -r "$TUNE" "$TMP/tune_fake"
 capture sentinel sweep "$TMP/tune_fake" >"$TMP/cap_tune.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep"; }
 capture null sweep "$TMP/tune_fake" >"$TMP/cap_tune_null.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep (null)"; }
-# --join: rungs from three summary.md tables (a ladder's, one replacing its rung 4, a single rung
-# named @8 whose arm learned nothing), with sentinel values; the arm is named without `type` in two
-# of them, as a sweep without that axis names it.
+# --join: rungs from three summary.md tables with sentinel values: a ladder's (rungs 2 and 4, three
+# arms, then a `## Runs` section with a tuned-looking table that must not be read), one replacing
+# its rung 4 for one arm, and a single rung named @8 where that arm learned nothing; two of them
+# name the arms without `type`, as a sweep without that axis names them.
 TUNED_HEAD='| arm | selected optim.lr | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | p_adj | mde | verdict |
 |---|---:|---|---:|---:|---:|---:|---:|---:|---|'
 TUNED_TEXT="Search: ... Δ = confirm mean - the baseline's; p_adj: Holm's step-down correction over the arms; equivalent when the 90 % interval lies inside ±0.015625 (two one-sided tests at 5 %)."
+BASE_ROW='| layout=pre,type=sp | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |'
 cat >"$TMP/join_ladder.md" <<EOF
 # Sweep runs/sweeps/fake_ladder
 
@@ -418,17 +425,25 @@ $TUNED_TEXT
 ### model.n_layers = 2
 
 $TUNED_HEAD
-| layout=pre,type=sp | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
+$BASE_ROW
 | layout=post,type=sp | 2.0e-3 |  | 0.2 | 2.6250 ± 0.0100 (8) | +0.125 [+0.0625, +0.1875] | 1e-05 | 2e-05 | 0.015 | worse |
+| layout=deepnorm,type=sp | 4.0e-3 |  | 0.2 | 2.5312 ± 0.0100 (8) | +0.03125 [+0.015625, +0.046875] | 1e-05 | 2e-05 | 0.015 | worse |
+| layout=pre,type=completep | 8.0e-3 |  | 0.2 | 2.5000 ± 0.0100 (8) | +0.0000 [+0.0000, +0.0000] | 1 | 1 | 0.0000 | equivalent |
 
 ### model.n_layers = 4
 
 $TUNED_HEAD
-| layout=pre,type=sp | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
-| layout=post,type=sp | 1.0e-3 |  | 0.2 | 2.7500 ± 0.0100 (8) | +0.25 [+0.125, +0.375] | 1e-05 | 2e-05 | 0.015 | worse |
+$BASE_ROW
+| layout=post,type=sp | 1.0e-3 from 2 |  | 0.2 | 2.7500 ± 0.0100 (8) | +0.25 [+0.125, +0.375] | 1e-05 | 2e-05 | 0.015 | worse |
+| layout=deepnorm,type=sp | 2.0e-3 |  | 0.2 | 2.5469 ± 0.0100 (8) | +0.046875 [+0.03125, +0.0625] | 1e-05 | 2e-05 | 0.015 | worse |
+| layout=pre,type=completep | 1.6e-2 |  | 0.2 | 2.5078 ± 0.0100 (8) | +0.0078125 [-0.01, +0.02] | 0.5 | 0.5 | 0.03 | inconclusive |
 
 ## Runs
-| layout=post,type=sp | 9.9 | 9.9 |
+
+### model.n_layers = 2
+
+$TUNED_HEAD
+| layout=post,type=sp | 9.9 |  | 0.2 | 9.9 ± 0.0100 (8) | +9.0 [+8.5, +9.5] | 1e-05 | 2e-05 | 0.015 | worse |
 EOF
 cat >"$TMP/join_rung4.md" <<EOF
 ## Tuned comparison: optim.lr per arm, by best_val
@@ -447,9 +462,22 @@ $TUNED_TEXT
 $TUNED_HEAD
 | layout=pre | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
 | layout=post | 1.0e-3 |  | 0.2 | 5.5000 ± 0.0100 (8) | +3.0 [+2.5, +3.5] | 1e-05 | 2e-05 | 0.015 | worse (learned nothing: at the unigram entropy) |
+| layout=deepnorm | 1.0e-3 |  | 0.2 | 2.8750 ± 0.0100 (8) | +0.375 [+0.3125, +0.4375] | 1e-05 | 2e-05 | 0.015 | worse |
 EOF
-capture sentinel join "$TMP/join_ladder.md,$TMP/join_rung4.md@4,$TMP/join_rung8.md@8" >"$TMP/cap_join.json" \
-  || { cat "$TMP/capture.err" >&2; fail "capture --join"; }
+JOIN_SPEC="$TMP/join_ladder.md,$TMP/join_rung4.md@4,$TMP/join_rung8.md@8"
+capture sentinel join "$JOIN_SPEC" >"$TMP/cap_join.json" || { cat "$TMP/capture.err" >&2; fail "capture --join"; }
+echo "-- plot.py --join: the figure from the command line, and its one-line errors"
+/usr/bin/python3 "$PLOT" --join model.n_layers "$TMP/joined.png" ${JOIN_SPEC//,/ } >/dev/null \
+  && [[ -s "$TMP/joined.png" ]] || fail "plot.py --join on three tables"
+join_err() {  # EXPECTED_TEXT ARGS...: exit 2 and the message
+  local want=$1; shift
+  if /usr/bin/python3 "$PLOT" --join "$@" >/dev/null 2>"$TMP/join.err"; then fail "plot.py --join $* did not fail"; fi
+  grep -qF "$want" "$TMP/join.err" || fail "plot.py --join $*: no '$want' in: $(cat "$TMP/join.err")"
+}
+join_err "a ladder over model.n_layers" model.d_model "$TMP/x.png" "$TMP/join_ladder.md"
+join_err "name its rung as" model.n_layers "$TMP/x.png" "$TMP/join_rung8.md"
+join_err "no tuned table at model.n_layers = 16" model.n_layers "$TMP/x.png" "$TMP/join_ladder.md@16"
+join_err "no such file" model.n_layers "$TMP/x.png" "$TMP/nothing.md"
 /usr/bin/python3 - "$TMP" <<'PY' || fail "a figure shows a number that is not the report's"
 import json, os, re, sys
 t = sys.argv[1]
@@ -534,18 +562,30 @@ for f in ("tune_basin.png", "tune_forest.png"):
         bad.append("%s drawn without a sweep summary" % f)
 
 join = load("cap_join.json")  # every number is the tables' as printed; a later table's row wins
-has_xy(join, "joined.png", [2.0, 4.0], [0.125, 0.5])  # the arm's line: rung 4 from join_rung4.md
-has_xy(join, "joined.png", [2.0, 2.0], [0.0625, 0.1875])  # its intervals
-has_xy(join, "joined.png", [4.0, 4.0], [0.375, 0.625])
-has_text(join, "joined.png", "layout=post")  # the one arm under both names, `type` (shared) left out
+has_line(join, "joined.png", [0.125, 0.5])  # post's line: rung 4 from join_rung4.md, rung 8 off the axis
+has_line(join, "joined.png", [0.03125, 0.046875, 0.375])  # deepnorm's, under two names
+has_line(join, "joined.png", [0.0, 0.0078125])  # completep's
+for ys in ([0.0625, 0.1875], [0.375, 0.625], [0.3125, 0.4375]):  # intervals
+    has_line(join, "joined.png", ys)
+marks = {y: hollow for _x, y, hollow in join["joined.png"]["marks"]}
+for y, hollow in ((0.125, False), (0.5, True), (0.375, False), (0.0, True), (0.0078125, True)):
+    if marks.get(y) is not hollow:  # filled where the verdict is better / worse, else hollow
+        bad.append("joined.png: the marker at Δ = %s is %s, wanted %s" % (y, marks.get(y), "hollow" if hollow else "filled"))
+pinned = [xy for xy in join["joined.png"]["scatter"] if xy[1] == 0.97]
+if len(pinned) != 1 or not 7.5 < pinned[0][0] < 8.5:
+    bad.append("joined.png: wanted one marker pinned at the top at rung 8 (learned nothing), got %s" % pinned)
+for label in ("layout=post", "layout=deepnorm", "layout=pre,type=completep"):  # `type=sp` (shared) left out
+    if label not in join["joined.png"]["texts"]:
+        bad.append("joined.png: no legend label %r" % label)
 no_text(join, "joined.png", "type=sp")
-has_text(join, "joined.png", "at the top: learned nothing")  # rung 8 pinned at the top, not on the axis
+has_text(join, "joined.png", "at the top: learned nothing")
 has_text(join, "joined.png", "equivalence margin ±0.015625")
 has_text(join, "joined.png", "after Holm")
 has_text(join, "joined.png", "Δ best_val against the baseline")
-for f in join.values():
-    if any(v in (0.25, 3.0, 2.5, 3.5) for y in f["ys"] for v in y):
-        bad.append("joined.png: a replaced row (0.25) or the arm that learned nothing (3.0) drawn on the axis")
+for y in join["joined.png"]["ys"]:
+    if any(v in (0.25, 3.0, 9.0) for v in y):
+        bad.append("joined.png: a replaced row (0.25), the arm that learned nothing (3.0) or the Runs section's "
+                   "table (9.0) drawn on the axis: %s" % y)
 
 catn = load("cap_cat_null.json")  # no sweep summary and no floors: no means, no floor line
 has_text(catn, "best_val_compare.png", "no sweep summary, so no mean")
