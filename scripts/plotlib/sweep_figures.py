@@ -12,6 +12,7 @@ drawn. Without a summary (an older sweep directory without sweep.yaml or summary
 drawn without a mean. Axis names are the summary's short names.
 """
 
+import itertools
 import os
 import textwrap
 
@@ -554,14 +555,22 @@ def tune_arm_label(sweep, arm):
     group's companions, such as nGPT's pos and ffn beside its layout, show only where they differ)."""
     axes = arm.get("axes") if isinstance(arm.get("axes"), dict) else {}
     _, arms = tune_arms(sweep)
-    common = {}  # a value more than half of the arms share
-    for k in axes:
-        values = [str(a.get("axes", {}).get(k)) for a in arms if isinstance(a.get("axes"), dict)]
-        top = max(set(values), key=values.count) if values else None
-        common[k] = top if values and 2 * values.count(top) > len(values) else None
+    common = majority_values([a["axes"] for a in arms if isinstance(a.get("axes"), dict)])
     keys = list(axes)
     shown = [k for i, k in enumerate(keys) if i == 0 or str(axes[k]) != common.get(k)]
     return ",".join("%s=%s" % (sweep.short(k), axes[k]) for k in shown) or "(all)"
+
+
+def majority_values(dicts):
+    """{key: the value (as text) more than half of the dicts hold} for every key any of them has;
+    a missing key counts as a value of its own ('None')."""
+    common = {}
+    for k in {k for d in dicts for k in d}:
+        values = [str(d.get(k)) for d in dicts]
+        top = max(set(values), key=values.count)
+        if 2 * values.count(top) > len(values):
+            common[k] = top
+    return common
 
 
 def tune_arms(sweep):
@@ -809,16 +818,14 @@ def draw_verdict_ladder(series, key, metric, margin, correction, rungs, title, p
         c = cmap(i % cmap.N)
         # the arms side by side at each rung, a little apart, so that the intervals do not overlap
         shift = 2 ** (0.04 * (i - (n - 1) / 2))
-        live = [p for p in pts if not p[5]]
-        runs, cur = [], []  # the line breaks at a rung where the arm learned nothing
-        for p in pts:
-            if p[5]:
-                runs, cur = runs + ([cur] if cur else []), []
-            else:
-                cur.append(p)
-        for j, run in enumerate(runs + ([cur] if cur else [])):
-            ax.plot([p[0] * shift for p in run], [p[1] for p in run], color=c, lw=1.4, label=label if j == 0 else None)
-        for x0, d, lo, hi, verdict, _stuck in live:
+        labelled = False  # the line breaks at a rung where the arm learned nothing
+        for stuck_run, run in itertools.groupby(pts, key=lambda p: p[5]):
+            if not stuck_run:
+                run = list(run)
+                ax.plot([p[0] * shift for p in run], [p[1] for p in run], color=c, lw=1.4,
+                        label=None if labelled else label)
+                labelled = True
+        for x0, d, lo, hi, verdict, _stuck in (p for p in pts if not p[5]):
             x = x0 * shift
             if finite(lo) and finite(hi):
                 ax.plot([x, x], [lo, hi], color=c, lw=2)
@@ -888,11 +895,7 @@ def fig_joined_ladder(tables, key, path):
             if arm not in order:
                 order.append(arm)
             cells[(arm, r["rung"])] = r
-    common = {}
-    for arm in order:
-        for k, v in kv(arm).items():
-            values = [kv(a).get(k) for a in order]
-            common[k] = v if 2 * values.count(v) > len(values) else common.get(k)
+    common = majority_values([kv(a) for a in order])
     series, rungs = [], set()
     for arm in order:
         pts = [(num(rung), r["delta"], r["lo"], r["hi"], r["verdict"], r["at_entropy"])
