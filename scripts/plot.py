@@ -63,7 +63,11 @@ Rungs that ran as separate sweeps (a depth ladder's deepest rungs, each its own 
                           of the sweeps' summary.md files (as shipped under configs/sweeps/results/):
                           a ladder's rows under their '### KEY = RUNG' headings, a single-rung
                           sweep's named by @RUNG; a later table's row replaces an earlier one's at
-                          the same arm and rung. The numbers are the tables' as printed.
+                          the same arm and rung. The numbers are the tables' as printed. Beside
+                          it, OUT_rates.png: the value each arm selected against KEY (baseline
+                          included, log-log), the joined transfer audit, marked where a value is
+                          the grid's edge, carried from another rung, or from an arm that learned
+                          nothing.
 Coordinate check (`normlab coordcheck` calls it; src/train/README.md, "Coordinate check"):
     scripts/plot.py --coord DIR/coord.json  draws DIR/coord_check.png (and DIR/coord_rate_split.png where
                           coord.json holds rate splits): a row per check, a column per
@@ -204,7 +208,7 @@ def parse_args(argv):
 
 def join_ladder(argv):
     """--join KEY OUT.png TABLE[@RUNG] ...: the verdict-against-size figure of rungs that ran as
-    separate sweeps, from their summary.md tables (a ladder's under its '### KEY = RUNG' headings;
+    separate sweeps (and OUT_rates.png, the values the arms selected), from their summary.md tables (a ladder's under its '### KEY = RUNG' headings;
     a single-rung sweep's named by @RUNG); a later table's row replaces an earlier one's at the same
     arm and rung."""
     if len(argv) < 3:
@@ -227,8 +231,11 @@ def join_ladder(argv):
             return 2
         tables.append((os.path.basename(path), rows))
     ensure_environment()
-    from plotlib.sweep_figures import fig_joined_ladder
-    return 0 if fig_joined_ladder(tables, key, out) else 1
+    from plotlib.sweep_figures import fig_joined_ladder, fig_joined_rates
+    stem, ext = os.path.splitext(out)
+    ok = fig_joined_ladder(tables, key, out)
+    ok = fig_joined_rates(tables, key, stem + "_rates" + (ext or ".png")) and ok
+    return 0 if ok else 1
 
 
 def main(argv):

@@ -540,8 +540,9 @@ def read_tuned_md(path, key, rung=None):
     printed. A ladder's tables sit under '### KEY = RUNG' headings (a heading naming another key
     is a TableError); `rung` keeps only that rung of a ladder, or names the rung of a sweep without
     one (whose table has no heading; without `rung` that is a TableError). Keys: arm, rung (a
-    number where the rung is one, else its text), selected (the value the arm ran at) and
-    from_rung (the searched rung it came from on a ladder, else ''), edge, confirm (the
+    number where the rung is one, else its text), tuned (the tuned key, from the 'selected KEY'
+    column), selected (the value the arm ran at) and from_rung (the searched rung it came from
+    on a ladder, else ''), edge, confirm (the
     'mean ± std (n)' text), delta, lo, hi (the Δ column and its 95 % interval; nan for the
     baseline and for '-'), p_adj, mde, verdict (its first word: baseline, better, worse,
     equivalent, inconclusive, tie, none, pending) and at_entropy (the row says the arm learned
@@ -586,7 +587,7 @@ def read_tuned_md(path, key, rung=None):
             verdict = r.get("verdict", "")
             selected, _, from_rung = r.get(cols[1], "").partition(" from ")
             rows.append({"arm": r.get("arm", ""), "rung": num(at) if finite(num(at)) else at,
-                         "selected": num(selected), "from_rung": from_rung.strip(),
+                         "tuned": cols[1][len("selected "):].strip(), "selected": num(selected), "from_rung": from_rung.strip(),
                          "edge": r.get("edge", "") == "edge",
                          "confirm": r.get("confirm mean ± std (n)", ""), "delta": delta, "lo": lo, "hi": hi,
                          "p_adj": num(r.get("p_adj")), "mde": num(r.get("mde")),

@@ -863,55 +863,145 @@ def draw_verdict_ladder(series, key, metric, margin, correction, rungs, title, p
     return save(fig, path)
 
 
-def fig_joined_ladder(tables, key, path):
-    """The verdict against size joined from several sweeps' summary.md tables (read_tuned_md): each
-    table a (file, rows); a later file's row replaces an earlier one's at the same arm and rung.
-    The arms' labels leave out a key=value that most arms share (as tune_arm_label)."""
+def join_tables(tables):
+    """Several sweeps' summary.md tables (read_tuned_md) joined: each table a (file, rows); a later
+    file's row replaces an earlier one's at the same arm and rung. Returns (files, arms, cells,
+    label): the arms in first-seen order (baselines included), cells[(arm, rung)] the row, and
+    label(arm) the arm's name less a key=value that most non-baseline arms share (as
+    tune_arm_label). One arm may carry two names: a sweep without an axis leaves its key out of the
+    names ("layout=sandwich" where another sweep says "layout=sandwich,type=sp"), so a name stands
+    for the one longest name it agrees with (a key in common, equal values on every common key); a
+    name that agrees with two such (baselines counted) stands for the one of them in its own role
+    (baseline or compared arm), and is kept apart where that is not one."""
     def kv(arm):
         return dict(p.split("=", 1) for p in arm.split(",") if "=" in p)
 
-    def agree(a, b):  # at least one key in common, and equal values on every common key
+    def agree(a, b):
         common = set(kv(a)) & set(kv(b))
         return bool(common) and all(kv(a)[k] == kv(b)[k] for k in common)
-    # One arm, two names: a sweep without an axis leaves its key out of the names ("layout=sandwich"
-    # where another sweep says "layout=sandwich,type=sp"), so a name stands for the one longest name
-    # it agrees with; a name that agrees with two such (baselines counted) is kept apart.
     names = {r["arm"] for _n, rows in tables for r in rows}
+    bases = sorted({r["arm"] for _n, rows in tables for r in rows if r["verdict"] == "baseline"})
     canon = {}
     for arm in names:
         fits = [o for o in names if agree(arm, o)]
         longest = [o for o in fits if len(kv(o)) == max(len(kv(f)) for f in fits)]
+        if len(longest) > 1:  # a baseline's short name stands for the baseline it agrees with
+            longest = [o for o in longest if (o in bases) == (arm in bases)]
         canon[arm] = longest[0] if len(longest) == 1 else arm
-    bases = sorted({r["arm"] for _n, rows in tables for r in rows if r["verdict"] == "baseline"})
     if any(not agree(a, b) for a in bases for b in bases if a != b):
         note("--join: the tables' baselines differ (%s): each Δ is against its own table's" % "; ".join(bases))
-    cells, order, files = {}, [], []
+    cells, arms, files = {}, [], []
     for name, rows in tables:
         files.append(name)
         for r in rows:
-            if r["verdict"] == "baseline":
-                continue
             arm = canon[r["arm"]]
-            if arm not in order:
-                order.append(arm)
+            if arm not in arms:
+                arms.append(arm)
             cells[(arm, r["rung"])] = r
-    common = majority_values([kv(a) for a in order])
-    series, rungs = [], set()
-    for arm in order:
-        pts = [(num(rung), r["delta"], r["lo"], r["hi"], r["verdict"], r["at_entropy"])
-               for (a, rung), r in cells.items() if a == arm]
-        rungs.update(p[0] for p in pts)
+    baseline = {a for (a, _r), row in cells.items() if row["verdict"] == "baseline"}
+    common = majority_values([kv(a) for a in arms if a not in baseline])
+
+    def label(arm):
         shown = [(k, v) for j, (k, v) in enumerate(kv(arm).items()) if j == 0 or common.get(k) != v]
-        series.append((",".join("%s=%s" % x for x in shown) or arm, pts))
+        return ",".join("%s=%s" % x for x in shown) or arm
+    return files, arms, cells, label
+
+
+def fig_joined_ladder(tables, key, path):
+    """The verdict against size joined from several sweeps' summary.md tables (join_tables)."""
+    files, arms, cells, label = join_tables(tables)
+    series, rungs = [], set()
+    for arm in arms:
+        pts = [(num(rung), r["delta"], r["lo"], r["hi"], r["verdict"], r["at_entropy"])
+               for (a, rung), r in cells.items() if a == arm and r["verdict"] != "baseline"]
+        if not pts:
+            continue
+        rungs.update(p[0] for p in pts)
+        series.append((label(arm), pts))
     title = "verdict against %s, from %s (the rows as each summary.md prints them)" % (key, ", ".join(files))
 
     def shared(field):  # a setting every table agrees on, else None
-        values = {str(r[field]) for r in cells.values()}
+        values = {str(r[field]) for r in cells.values() if r["verdict"] != "baseline"}
         return next(iter(values)) if len(values) == 1 else None
     margin = num(shared("margin"))
     correction = {"True": "holm", "False": "none"}.get(shared("holm"), "mixed")
     return draw_verdict_ladder(series, key, shared("metric") or "metric", margin, correction, sorted(rungs),
                                title, path)
+
+
+def fig_joined_rates(tables, key, path):
+    """The value each arm selected against size, joined from several sweeps' summary.md tables
+    (join_tables), the baseline included: the transfer audit of rungs that ran as separate sweeps,
+    one line per arm (log-log). The marker says where the value came from: filled, searched at that
+    rung; hollow, the grid's first or last value (edge); x, carried from another rung (a ladder's
+    transferred value); a triangle, an arm that learned nothing there (its selection is noise, so
+    no line runs through it). No slope is drawn: each sweep's own report gives its transfer audit."""
+    files, arms, cells, label = join_tables(tables)
+    tuned = sorted({r["tuned"] for r in cells.values() if r.get("tuned")})
+    # the colours of the verdict figure: an arm's by its place among the arms with a verdict, the
+    # baseline's black
+    compared = [a for a in arms if any(r["verdict"] != "baseline" for (b, _r), r in cells.items() if b == a)]
+    plt = mpl()
+    fig, ax = plt.subplots(figsize=(11, 5.2))
+    cmap = plt.get_cmap("tab10")
+    rungs, drawn, n = set(), 0, len(arms)
+    kinds = set()
+    for i, arm in enumerate(arms):
+        pts = sorted((num(rung), r) for (a, rung), r in cells.items()
+                     if a == arm and finite(num(rung)) and finite(r["selected"]) and r["selected"] > 0)
+        if not pts:
+            continue
+        base = any(r["verdict"] == "baseline" for _x, r in pts)
+        c = "black" if base and arm not in compared else cmap(compared.index(arm) % cmap.N if arm in compared else i)
+        shift = 2 ** (0.03 * (i - (n - 1) / 2))  # equal rates of two arms side by side, not on top
+        name = label(arm) + (" (baseline)" if base else "")
+        labelled = False
+        for stuck, run in itertools.groupby(pts, key=lambda p: p[1]["at_entropy"]):
+            run = list(run)
+            if not stuck:
+                ax.plot([x * shift for x, _r in run], [r["selected"] for _x, r in run], color=c,
+                        lw=2.2 if base else 1.4, label=None if labelled else name)
+                labelled = True
+        for x, r in pts:
+            rungs.add(x)
+            if r["at_entropy"]:
+                kind = dict(marker="^", mfc="white")
+            elif r["from_rung"]:
+                kind = dict(marker="x", mfc=c)
+            elif r["edge"]:
+                kind = dict(marker="o", mfc="white")
+            else:
+                kind = dict(marker="o", mfc=c)
+            kinds.add((kind["marker"], kind["mfc"] == "white"))
+            ax.plot([x * shift], [r["selected"]], ms=7, color=c, mec=c, ls="none", **kind)
+        if not labelled:
+            ax.plot([], [], color=c, lw=1.4, label=name)
+        drawn += 1
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    rungs = sorted(rungs)
+    ax.set_xticks(rungs)
+    ax.set_xticklabels([fmt_num(r) for r in rungs])
+    from matplotlib.ticker import NullFormatter
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("%s (log scale)" % key)
+    ax.set_ylabel("selected %s (log scale)" % (" / ".join(tuned) or "value"))
+    for (marker, hollow), text in ((("o", False), "searched at that rung"),
+                                   (("o", True), "hollow: the grid's edge (widen it)"),
+                                   (("x", False), "x: carried from another rung"),
+                                   (("^", True), "triangle: learned nothing there")):
+        if (marker, hollow) in kinds:
+            ax.plot([], [], marker=marker, color="0.3", mfc="white" if hollow else "0.3", ls="none", label=text)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, framealpha=0.85, borderaxespad=0)
+    ax.grid(True, alpha=0.3)
+    fig.suptitle(textwrap.fill("the value each arm selected against %s, from %s (the rows as each summary.md "
+                               "prints them; a flat line: the value carries over %s)"
+                               % (key, ", ".join(files), key), 95))
+    fig.tight_layout()
+    return save(fig, path)
 
 
 def fig_tune_transfer(sweep, axes, outdir):

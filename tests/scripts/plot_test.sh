@@ -374,7 +374,8 @@ def capture(fig, path):
         except (TypeError, ValueError):
             xs.append(None)
     # one-point lines (markers): x, y and whether hollow; scatter points (pinned markers): x, y
-    marks = [[float(ln.get_xdata()[0]), float(ln.get_ydata()[0]), str(ln.get_markerfacecolor()) == "white"]
+    marks = [[float(ln.get_xdata()[0]), float(ln.get_ydata()[0]), str(ln.get_markerfacecolor()) == "white",
+              str(ln.get_marker())]
              for ax in fig.axes for ln in ax.get_lines() if len(ln.get_xdata()) == 1]  # not the legend's
     scatter = [[float(v) for v in xy] for c in fig.findobj(matplotlib.collections.PathCollection)
                for xy in c.get_offsets()]
@@ -391,6 +392,7 @@ elif kind == "join":  # d: TABLE[@RUNG],... as plot.py --join takes them
         path, _, rung = spec.rpartition("@") if "@" in spec else (spec, "", "")
         tables.append((os.path.basename(path), read.read_tuned_md(path, "model.n_layers", rung or None)))
     sweep_figures.fig_joined_ladder(tables, "model.n_layers", "/nonexistent/joined.png")
+    sweep_figures.fig_joined_rates(tables, "model.n_layers", "/nonexistent/joined_rates.png")
 else:
     sweep_figures.plot_sweep(read.Sweep(d), None, "/nonexistent", False)
 print(json.dumps(figs))
@@ -410,7 +412,9 @@ capture null sweep "$TMP/tune_fake" >"$TMP/cap_tune_null.json" || { cat "$TMP/ca
 # --join: rungs from three summary.md tables with sentinel values: a ladder's (rungs 2 and 4, three
 # arms, then a `## Runs` section with a tuned-looking table that must not be read), one replacing
 # its rung 4 for one arm, and a single rung named @8 where that arm learned nothing; two of them
-# name the arms without `type`, as a sweep without that axis names them.
+# name the arms without `type`, as a sweep without that axis names them. Deepnorm's rung-2 value is
+# the grid's edge, post's rung-4 value in the ladder is carried from rung 2 (seen where the ladder
+# is joined alone).
 TUNED_HEAD='| arm | selected optim.lr | edge | sensitivity | confirm mean ± std (n) | Δ [95 % interval] | p | p_adj | mde | verdict |
 |---|---:|---|---:|---:|---:|---:|---:|---:|---|'
 TUNED_TEXT="Search: ... Δ = confirm mean - the baseline's; p_adj: Holm's step-down correction over the arms; equivalent when the 90 % interval lies inside ±0.015625 (two one-sided tests at 5 %)."
@@ -427,7 +431,7 @@ $TUNED_TEXT
 $TUNED_HEAD
 $BASE_ROW
 | layout=post,type=sp | 2.0e-3 |  | 0.2 | 2.6250 ± 0.0100 (8) | +0.125 [+0.0625, +0.1875] | 1e-05 | 2e-05 | 0.015 | worse |
-| layout=deepnorm,type=sp | 4.0e-3 |  | 0.2 | 2.5312 ± 0.0100 (8) | +0.03125 [+0.015625, +0.046875] | 1e-05 | 2e-05 | 0.015 | worse |
+| layout=deepnorm,type=sp | 4.0e-3 | edge | 0.2 | 2.5312 ± 0.0100 (8) | +0.03125 [+0.015625, +0.046875] | 1e-05 | 2e-05 | 0.015 | worse |
 | layout=pre,type=completep | 8.0e-3 |  | 0.2 | 2.5000 ± 0.0100 (8) | +0.0000 [+0.0000, +0.0000] | 1 | 1 | 0.0000 | equivalent |
 
 ### model.n_layers = 4
@@ -466,9 +470,10 @@ $TUNED_HEAD
 EOF
 JOIN_SPEC="$TMP/join_ladder.md,$TMP/join_rung4.md@4,$TMP/join_rung8.md@8"
 capture sentinel join "$JOIN_SPEC" >"$TMP/cap_join.json" || { cat "$TMP/capture.err" >&2; fail "capture --join"; }
+capture sentinel join "$TMP/join_ladder.md" >"$TMP/cap_join_ladder.json" || { cat "$TMP/capture.err" >&2; fail "capture --join (one ladder)"; }
 echo "-- plot.py --join: the figure from the command line, and its one-line errors"
 /usr/bin/python3 "$PLOT" --join model.n_layers "$TMP/joined.png" ${JOIN_SPEC//,/ } >/dev/null \
-  && [[ -s "$TMP/joined.png" ]] || fail "plot.py --join on three tables"
+  && [[ -s "$TMP/joined.png" && -s "$TMP/joined_rates.png" ]] || fail "plot.py --join on three tables (both figures)"
 join_err() {  # EXPECTED_TEXT ARGS...: exit 2 and the message
   local want=$1; shift
   if /usr/bin/python3 "$PLOT" --join "$@" >/dev/null 2>"$TMP/join.err"; then fail "plot.py --join $* did not fail"; fi
@@ -567,7 +572,7 @@ has_line(join, "joined.png", [0.03125, 0.046875, 0.375])  # deepnorm's, under tw
 has_line(join, "joined.png", [0.0, 0.0078125])  # completep's
 for ys in ([0.0625, 0.1875], [0.375, 0.625], [0.3125, 0.4375]):  # intervals
     has_line(join, "joined.png", ys)
-marks = {y: hollow for _x, y, hollow in join["joined.png"]["marks"]}
+marks = {y: hollow for _x, y, hollow, _m in join["joined.png"]["marks"]}
 for y, hollow in ((0.125, False), (0.5, True), (0.375, False), (0.0, True), (0.0078125, True)):
     if marks.get(y) is not hollow:  # filled where the verdict is better / worse, else hollow
         bad.append("joined.png: the marker at Δ = %s is %s, wanted %s" % (y, marks.get(y), "hollow" if hollow else "filled"))
@@ -586,6 +591,44 @@ for y in join["joined.png"]["ys"]:
     if any(v in (0.25, 3.0, 9.0) for v in y):
         bad.append("joined.png: a replaced row (0.25), the arm that learned nothing (3.0) or the Runs section's "
                    "table (9.0) drawn on the axis: %s" % y)
+
+# the selected values against size: the baseline's under its two names one line, a replaced row's
+# value not drawn, no line through an arm that learned nothing, the marker saying where a value came from
+R = "joined_rates.png"
+has_line(join, R, [0.008, 0.008, 0.008])  # the baseline: layout=pre,type=sp and layout=pre, one arm
+has_line(join, R, [0.002, 0.001])  # post: rung 4 from join_rung4.md, rung 8 (learned nothing) off the line
+has_line(join, R, [0.004, 0.002, 0.001])  # deepnorm, under two names
+has_line(join, R, [0.008, 0.016])  # completep
+def mark(figs, f, x, y):  # the one marker near rung x at value y: (hollow, marker)
+    found = [(h, m) for mx, my, h, m in figs[f]["marks"] if my == y and x / 1.2 < mx < x * 1.2]
+    if len(found) != 1:
+        bad.append("%s: %d markers at rung %s, value %s, wanted 1" % (f, len(found), x, y))
+        return None
+    return found[0]
+for x, y, want in ((2, 0.004, (True, "o")),  # deepnorm: the grid's edge
+                   (4, 0.002, (False, "o")), (2, 0.002, (False, "o")),  # searched there
+                   (8, 0.001, None)):  # deepnorm searched (filled o) and post learned nothing (^) at 8
+    if want and mark(join, R, x, y) != want:
+        bad.append("%s: the marker at rung %s, value %s is %s, wanted %s" % (R, x, y, mark(join, R, x, y), want))
+at8 = sorted((h, m) for mx, my, h, m in join[R]["marks"] if my == 0.001 and 6 < mx < 10)
+if at8 != [(False, "o"), (True, "^")]:
+    bad.append("%s: at rung 8, value 0.001, wanted deepnorm's filled circle and post's hollow triangle, got %s" % (R, at8))
+ladder = load("cap_join_ladder.json")
+if mark(ladder, R, 4, 0.001) != (False, "x"):  # post's rung-4 value carried from rung 2
+    bad.append("%s (the ladder alone): post's carried value at rung 4 is not an x" % R)
+has_line(ladder, R, [0.002, 0.001])
+for label in ("layout=pre (baseline)", "layout=post", "layout=deepnorm", "layout=pre,type=completep"):
+    if label not in join[R]["texts"]:
+        bad.append("%s: no legend label %r" % (R, label))
+has_text(join, R, "hollow: the grid's edge (widen it)")
+has_text(join, R, "triangle: learned nothing there")
+has_text(ladder, R, "x: carried from another rung")
+no_text(join, R, "x: carried")  # every carried value in the three tables was replaced
+has_text(join, R, "selected optim.lr (log scale)")
+no_text(join, R, "slope")  # the figure derives no number
+for y in join[R]["ys"]:
+    if any(v == 9.9 for v in y):
+        bad.append("%s: the Runs section's table drawn: %s" % (R, y))
 
 catn = load("cap_cat_null.json")  # no sweep summary and no floors: no means, no floor line
 has_text(catn, "best_val_compare.png", "no sweep summary, so no mean")
