@@ -208,9 +208,9 @@ def parse_args(argv):
 
 def join_ladder(argv):
     """--join KEY OUT.png TABLE[@RUNG] ...: the verdict-against-size figure of rungs that ran as
-    separate sweeps (and OUT_rates.png, the values the arms selected), from their summary.md tables (a ladder's under its '### KEY = RUNG' headings;
-    a single-rung sweep's named by @RUNG); a later table's row replaces an earlier one's at the same
-    arm and rung."""
+    separate sweeps, and beside it OUT_rates.png (the values the arms selected), from their
+    summary.md tables (a ladder's under its '### KEY = RUNG' headings; a single-rung sweep's named
+    by @RUNG); a later table's row replaces an earlier one's at the same arm and rung."""
     if len(argv) < 3:
         print("plot.py: usage: plot.py --join KEY OUT.png TABLE[@RUNG] [TABLE[@RUNG] ...]", file=sys.stderr)
         return 2

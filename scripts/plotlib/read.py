@@ -587,7 +587,8 @@ def read_tuned_md(path, key, rung=None):
             verdict = r.get("verdict", "")
             selected, _, from_rung = r.get(cols[1], "").partition(" from ")
             rows.append({"arm": r.get("arm", ""), "rung": num(at) if finite(num(at)) else at,
-                         "tuned": cols[1][len("selected "):].strip(), "selected": num(selected), "from_rung": from_rung.strip(),
+                         "tuned": cols[1][len("selected "):].strip(), "selected": num(selected),
+                         "from_rung": from_rung.strip(),
                          "edge": r.get("edge", "") == "edge",
                          "confirm": r.get("confirm mean ± std (n)", ""), "delta": delta, "lo": lo, "hi": hi,
                          "p_adj": num(r.get("p_adj")), "mde": num(r.get("mde")),

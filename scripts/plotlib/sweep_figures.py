@@ -947,12 +947,13 @@ def fig_joined_rates(tables, key, path):
     rungs, drawn, n = set(), 0, len(arms)
     kinds = set()
     for i, arm in enumerate(arms):
-        pts = sorted((num(rung), r) for (a, rung), r in cells.items()
-                     if a == arm and finite(num(rung)) and finite(r["selected"]) and r["selected"] > 0)
+        pts = sorted(((num(rung), r) for (a, rung), r in cells.items()
+                      if a == arm and finite(num(rung)) and finite(r["selected"]) and r["selected"] > 0),
+                     key=lambda p: p[0])
         if not pts:
             continue
         base = any(r["verdict"] == "baseline" for _x, r in pts)
-        c = "black" if base and arm not in compared else cmap(compared.index(arm) % cmap.N if arm in compared else i)
+        c = cmap(compared.index(arm) % cmap.N) if arm in compared else "black"  # else: only baseline rows
         shift = 2 ** (0.03 * (i - (n - 1) / 2))  # equal rates of two arms side by side, not on top
         name = label(arm) + (" (baseline)" if base else "")
         labelled = False
