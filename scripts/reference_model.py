@@ -92,6 +92,9 @@ RESIDUAL READINGS (sections "Layouts" ngpt / resi_dual, "Residual streams", "Ten
  R16 resi_dual: both streams start at e (after embed_norm, if on), so the head input is
      x_L + final_norm(e + sum of all y); F is the bare sublayer (no input norm); LayerScale scales
      y before it enters both streams.
+ R17 embed_scale c > 0: a tensor embed_scale [1] multiplies tok_emb[tokens] (+ pos_emb, learned
+     positions) before embed_norm; a tied head reads tok_emb unscaled. 0, false or null = off; a
+     negative value is an error; any other value under ngpt is an error (it normalises e).
 """
 
 import argparse
@@ -157,7 +160,7 @@ MODEL_DEFAULTS = {
     "deepnorm": {"alpha": "auto", "beta": "auto"}, "mix": {"post_layers": "auto"},
     "normformer": {"resid_scale": "none"},
     "qk_norm_axis": "head", "qk_norm_position": "before_rope", "v_norm": False, "attn_gate": "none",
-    "layerscale": 0, "subln": {"gamma": "auto"}, "hybrid": {"first_block_pre": False},
+    "layerscale": 0, "embed_scale": 0, "subln": {"gamma": "auto"}, "hybrid": {"first_block_pre": False},
     "residual": {"type": "add", "streams": 4, "dynamic": True, "sinkhorn_iters": 20, "attnres_block": 1},
     "value_residual": "none", "ngpt": {"alpha_init": 0.05},
 }
@@ -259,6 +262,11 @@ class ModelConfig:
         if not (ls >= 0.0 and math.isfinite(ls)):
             raise ContractError("model.layerscale must be a finite number >= 0, got %r" % m["layerscale"])
         self.layerscale = ls
+        es = m.get("embed_scale", 0)
+        es = 0.0 if es is None or es is False else _num(es, "model.embed_scale")
+        if not (es >= 0.0 and math.isfinite(es)):
+            raise ContractError("model.embed_scale must be a finite number >= 0, got %r" % m.get("embed_scale"))
+        self.embed_scale = es
         g = (m.get("subln") or {}).get("gamma", "auto")
         self.subln_gamma = math.sqrt(math.log(2.0 * self.L)) if _is_auto(g) else _num(g, "model.subln.gamma")
         self.hybrid_first_block_pre = _bool((m.get("hybrid") or {}).get("first_block_pre", False),
@@ -329,8 +337,8 @@ class ModelConfig:
                 bad.append("model.tie_embeddings: false")
             if self.bias:
                 bad.append("model.bias: false")
-            if self.qk_norm or self.v_norm or self.embed_norm or self.layerscale:
-                bad.append("no qk_norm / v_norm / embed_norm / layerscale")
+            if self.qk_norm or self.v_norm or self.embed_norm or self.layerscale or self.embed_scale:
+                bad.append("no qk_norm / v_norm / embed_norm / layerscale / embed_scale")
             if self.residual != "add":
                 bad.append("model.residual.type: add")
             if bad:
@@ -1005,6 +1013,7 @@ class Model:
         self.cfg = c
         self.tok_emb = params.take("tok_emb.weight", (c.V, c.d), "emb")
         self.pos_emb = params.take("pos_emb.weight", (c.ctx, c.d), "emb") if c.pos == "learned" else None
+        self.embed_scale = params.take("embed_scale", (1,), "layerscale") if c.embed_scale > 0 else None
         self.embed_norm = make_norm(c, params, "embed_norm", c.d) if c.embed_norm else None
         self.blocks = [Block(c, params, i) for i in range(c.L)]
         self.vstate = {}                    # value residual: V_0 of the current forward pass
@@ -1021,6 +1030,8 @@ class Model:
         x = self.tok_emb[tokens]
         if self.pos_emb is not None:
             x = x + self.pos_emb[positions]
+        if self.embed_scale is not None:
+            x = self.embed_scale[0] * x
         if self.embed_norm is not None:
             x = self.embed_norm(x)
         return x

@@ -102,6 +102,7 @@ struct ModelConfig {
   bool v_norm = false;
   AttnGate attn_gate = AttnGate::kNone;
   double layerscale = 0;  // 0 = off; c > 0: learnable ls1/ls2 [d] initialised to c
+  double embed_scale = 0;  // 0 = off; c > 0: learnable embed_scale [1] initialised to c times the embedding
   std::string value_residual = "none";  // a value-residual mode (src/model/value_residual/)
   ResidualConfig residual;
   // model.<layout>.<key> of the layouts that own keys (deepnorm.alpha, mix.post_layers, ...):
@@ -245,6 +246,7 @@ template <class V> void describe(ModelConfig& c, V& v) {
   v.field("attn_softcap", c.attn_softcap, "c*tanh(s/c) on attention scores; 0 = off");
   v.field("logit_softcap", c.logit_softcap, "c*tanh(z/c) on output logits; 0 = off");
   v.field("embed_norm", c.embed_norm, "extra norm after the embedding");
+  v.field("embed_scale", c.embed_scale, "learnable scalar [1] initialised to this that multiplies the embedding (DyT's LLM recipe: sqrt(d)); 0 = off");
   v.field("pos", c.pos, "positions: pos_emb added (learned), q and k rotated (rope), or none at all (NoPE)");
   v.field("ffn", c.ffn, "feed-forward, from the FFN registry (normlab keys lists them)");
   v.field("bias", c.bias, "biases in the attention projections (the FFN linears never have one)");

@@ -38,6 +38,8 @@ void validate_config(const Config& c, Problems& p) {
   non_negative("model.logit_softcap", m.logit_softcap);
   if (!(m.layerscale >= 0) || !std::isfinite(m.layerscale))
     p.add("model.layerscale", fmt::format("{} must be a finite number >= 0 (0 = off)", m.layerscale));
+  if (!(m.embed_scale >= 0) || !std::isfinite(m.embed_scale))
+    p.add("model.embed_scale", fmt::format("{} must be a finite number >= 0 (0 = off)", m.embed_scale));
   if (m.qk_norm_position == QkNormPosition::kAfterRope && m.pos != Position::kRope)
     p.add("model.qk_norm_position", "'after_rope' needs model.pos: rope (there is no RoPE to come after)");
 

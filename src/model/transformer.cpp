@@ -207,6 +207,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& config, const ParamConfig& p
     pos_emb = register_module("pos_emb", torch::nn::Embedding(m.ctx, m.d_model));
     with_role(pos_emb->weight, Role::kEmbedding);
   }
+  // A gain: no draw, no decay; Zhu et al.'s LLM recipe for DyT (tok_emb * s, s = sqrt(d) at init).
+  if (m.embed_scale > 0) {
+    embed_scale = register_parameter("embed_scale", with_role(torch::full({1}, m.embed_scale), Role::kGain));
+  }
   if (m.embed_norm) embed_norm = register_module("embed_norm", make_norm(m.norm.type, no));
 
   BlockOptions bo;
@@ -335,6 +339,7 @@ torch::Tensor TransformerImpl::hidden(const torch::Tensor& tokens) {
   TORCH_CHECK(T <= m_.ctx, "sequence of ", T, " tokens is longer than ctx ", m_.ctx);
   auto x = tok_emb(tokens);  // (B, T, d)
   if (pos_emb) x = x + pos_emb->weight.narrow(0, 0, T);
+  if (embed_scale.defined()) x = x * embed_scale;
   if (embed_norm) x = embed_norm->forward(x);
   if (capture_) stats_.clear();
   ResidualStream& S = *stream_;

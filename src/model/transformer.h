@@ -91,6 +91,7 @@ class TransformerImpl : public torch::nn::Module {
   void after_update();
 
   torch::nn::Embedding tok_emb{nullptr}, pos_emb{nullptr};
+  torch::Tensor embed_scale;  // [1], model.embed_scale > 0 only
   NormPtr embed_norm, final_norm;
   torch::nn::Linear lm_head{nullptr};
 

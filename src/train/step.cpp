@@ -104,6 +104,7 @@ std::vector<ParamPlace> param_places(TransformerImpl& model, const std::vector<t
   if (!model.tok_emb.is_empty()) mark(*model.tok_emb, {-1, Part::kEmbed});
   if (!model.pos_emb.is_empty()) mark(*model.pos_emb, {-1, Part::kEmbed});  // learned positions only
   if (model.embed_norm) mark(*model.embed_norm, {-1, Part::kEmbed});
+  if (model.embed_scale.defined()) at[model.embed_scale.unsafeGetTensorImpl()] = {-1, Part::kEmbed};
   std::vector<ParamPlace> out;
   for (const auto& p : params) {
     const auto it = at.find(p.unsafeGetTensorImpl());

@@ -154,7 +154,7 @@ TEST(ConfigTest, NonFiniteNumbersAreRejectedEverywhere) {
   for (const char* key : {"optim.lr", "optim.min_lr", "optim.eps", "optim.weight_decay", "optim.z_loss",
                           "optim.grad_clip", "init.std", "init.embed_std", "model.logit_softcap",
                           "model.attn_softcap", "model.norm.eps", "model.norm.dyt_alpha",
-                          "model.deepnorm.alpha", "diag.spike.zscore"}) {
+                          "model.deepnorm.alpha", "model.embed_scale", "diag.spike.zscore"}) {
     for (const char* v : {".inf", "-.inf", ".nan"}) {
       auto p = testing::config_problems("", {std::string(key) + "=" + v});
       ASSERT_EQ(p.size(), 1u) << key << "=" << v;
@@ -294,6 +294,9 @@ TEST(ConfigTest, ValueRules) {
       {"model: {norm: {eps: 0}}", "model.norm.eps: 0 must be > 0"},
       {"model: {qk_norm_type: foo}", "model.qk_norm_type: 'foo' is not a registered norm"},
       {"model: {attn_softcap: -1}", "model.attn_softcap: -1 must be >= 0"},
+      {"model: {embed_scale: -2}", "model.embed_scale: -2 must be a finite number >= 0 (0 = off)"},
+      {"model: {layout: ngpt, pos: rope, ffn: swiglu, tie_embeddings: false, embed_scale: 8}\noptim: {weight_decay: 0}",
+       "model.embed_scale: has no effect under layout ngpt"},
       {"model: {layout: normformer, normformer: {resid_scale: some}}",
        "model.normformer.resid_scale: expected one of: none, ffn, all, got 'some'"},
       {"model: {layout: mix, mix: {post_layers: 9}}", "model.mix.post_layers: 9 must be in [0, n_layers 4]"},

@@ -69,11 +69,12 @@ TEST(TransformerTest, CheckpointOrderIsTheReadmesOrder) {
   m.keys.set("normformer.resid_scale", std::string("all"));
   m.layerscale = 0.1;
   m.embed_norm = true;
+  m.embed_scale = 3.0;
   m.tie_embeddings = false;
   m.value_residual = "scalar";
   resolve_model_config(m);
   Transformer t(m);
-  expect_in_order(t, {"tok_emb.weight", "pos_emb.weight", "embed_norm.weight",
+  expect_in_order(t, {"embed_scale", "tok_emb.weight", "pos_emb.weight", "embed_norm.weight",
                       "blocks.1.resid_scale1", "blocks.1.resid_scale2", "blocks.1.ls1", "blocks.1.ls2",
                       "blocks.1.norm1.weight", "blocks.1.attn.head_scale", "blocks.1.attn.vres_lambda",
                       "blocks.1.attn.q_proj.weight", "blocks.1.attn.out_proj.weight", "blocks.1.norm1_out.weight",
@@ -221,6 +222,57 @@ TEST(TransformerTest, ZeroQueryZeroesTheQueriesAndDrawsEveryOtherTensorAsWithout
     torch::nn::functional::cross_entropy(logits.reshape({-1, m.vocab_size}), idx.reshape({-1})).backward();
     for (int64_t i = 0; i < m.n_layers; ++i)
       EXPECT_GT(b->block(i)->attention()->q_proj->weight.grad().abs().max().item<double>(), 0.0) << layout << " " << i;
+  }
+}
+
+// model.embed_scale c: a gain [1] initialised to c (drawn by no rule, so every other tensor is
+// drawn as without it) that multiplies the embedding before the first block: with an untied head
+// the logits are those of the model without it whose tok_emb and pos_emb are c times as large, in
+// every layout that reads the embedding (nGPT, which normalises it, refuses the key); its gradient
+// is the finite difference of the loss.
+TEST(TransformerTest, EmbedScaleMultipliesTheEmbeddingAndIsDrawnByNoRule) {
+  for (const std::string layout : {"pre", "post", "sandwich", "deepnorm"}) {
+    ModelConfig plain = small_model(layout);
+    plain.tie_embeddings = false;
+    ModelConfig scaled = plain;
+    scaled.embed_scale = 5.5;
+    torch::manual_seed(11);
+    Transformer a(plain);
+    init_weights(a, InitConfig{});
+    torch::manual_seed(11);
+    Transformer b(scaled);
+    init_weights(b, InitConfig{});
+    auto pa = a->named_parameters(), pb = b->named_parameters();
+    ASSERT_EQ(pb.size(), pa.size() + 1) << layout;
+    ASSERT_TRUE(pb.contains("embed_scale")) << layout;
+    EXPECT_EQ(role_of(pb["embed_scale"]), Role::kGain) << layout;
+    EXPECT_TRUE(torch::equal(pb["embed_scale"], torch::full({1}, 5.5))) << layout;
+    for (const auto& kv : pa) EXPECT_TRUE(torch::equal(kv.value(), pb[kv.key()])) << layout << " " << kv.key();
+    {
+      torch::NoGradGuard ng;
+      a->tok_emb->weight.mul_(5.5);
+      a->pos_emb->weight.mul_(5.5);
+    }
+    const auto idx = torch::randint(0, plain.vocab_size, {2, plain.ctx});
+    const auto la = a->forward(idx), lb = b->forward(idx);
+    EXPECT_TRUE(torch::allclose(la, lb, 1e-5, 1e-5)) << layout << " " << (la - lb).abs().max().item<double>();
+    auto loss = [&] {
+      return torch::nn::functional::cross_entropy(b->forward(idx).reshape({-1, plain.vocab_size}), idx.reshape({-1}));
+    };
+    b->zero_grad();
+    loss().backward();
+    const double g = pb["embed_scale"].grad().item<double>();
+    double up, down;
+    {
+      torch::NoGradGuard ng;
+      const double h = 1e-2;
+      pb["embed_scale"].add_(h);
+      up = loss().item<double>();
+      pb["embed_scale"].sub_(2 * h);
+      down = loss().item<double>();
+      pb["embed_scale"].add_(h);
+      EXPECT_NEAR(g, (up - down) / (2 * h), 2e-3 + 2e-2 * std::abs(g)) << layout;
+    }
   }
 }
 

@@ -47,3 +47,7 @@ cases_2025+=("subln layernorm --set model.attn_gate=elementwise")
 cases_2025+=("post layernorm --set model.attn_gate=head")
 cases_2025+=("normformer rmsnorm --set model.attn_gate=head --set model.ffn=swiglu")
 cases_2025+=("hybrid rmsnorm --set model.attn_gate=elementwise --set model.hybrid.first_block_pre=true")
+# embed_scale (DyT's LLM recipe): with a point-wise norm, with embed_norm and an untied head, without positions
+cases_2025+=("pre dyt --set model.embed_scale=5.66")
+cases_2025+=("sandwich derf --set model.embed_scale=3 --set model.embed_norm=true --set model.tie_embeddings=false")
+cases_2025+=("post layernorm --set model.embed_scale=2 --set model.pos=rope")

@@ -105,6 +105,7 @@ void ngpt_check(const Config& c, const std::function<void(const std::string&, co
   unused("model.v_norm", m.v_norm);
   unused("model.embed_norm", m.embed_norm);
   unused("model.layerscale", m.layerscale != 0);
+  unused("model.embed_scale", m.embed_scale != 0);
   unused("optim.qk_clip", c.optim.qk_clip != 0);
   // model.residual.type other than add: the model check's rule for layouts that are not additive.
 }
@@ -129,6 +130,7 @@ LayoutType ngpt_layout() {
     m.v_norm = false;
     m.embed_norm = false;
     m.layerscale = 0;
+    m.embed_scale = 0;
     c.optim.qk_clip = 0;
   };
   t.own_parametrization = true;
