@@ -550,14 +550,24 @@ def fig_block_cos_profile(sweep, axes, outdir):
 # ---- tuned comparisons (sweep tune:) -------------------------------------------------------------
 
 def tune_arm_label(sweep, arm):
-    """An arm's name with the summary's short names ("layout=pre"), or "(all)" without axes. Keys
-    after the first are left out where they hold the value more than half of the arms share (a zip
-    group's companions, such as nGPT's pos and ffn beside its layout, show only where they differ)."""
-    axes = arm.get("axes") if isinstance(arm.get("axes"), dict) else {}
+    """An arm's name with the summary's short names ("layout=pre"), or "(all)" without axes. A key
+    after the first that is the first key's companion (each value of the first key comes with one
+    value of it, as a zip group's: nGPT's pos and ffn beside its layout) is left out where it holds
+    the value more than half of the arms share; any other key is shown on every arm."""
     _, arms = tune_arms(sweep)
-    common = majority_values([a["axes"] for a in arms if isinstance(a.get("axes"), dict)])
+    all_axes = [a["axes"] for a in arms if isinstance(a.get("axes"), dict)]
+    common = majority_values(all_axes)
+    axes = arm.get("axes") if isinstance(arm.get("axes"), dict) else {}
     keys = list(axes)
-    shown = [k for i, k in enumerate(keys) if i == 0 or str(axes[k]) != common.get(k)]
+
+    def companion(k):
+        seen = {}
+        for a in all_axes:
+            if keys and keys[0] in a and seen.setdefault(str(a[keys[0]]), str(a.get(k))) != str(a.get(k)):
+                return False
+        return True
+
+    shown = [k for i, k in enumerate(keys) if i == 0 or str(axes[k]) != common.get(k) or not companion(k)]
     return ",".join("%s=%s" % (sweep.short(k), axes[k]) for k in shown) or "(all)"
 
 
