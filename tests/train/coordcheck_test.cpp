@@ -446,6 +446,9 @@ TEST(CoordRateSplitTest, ShippedSplitsRecomputeFromTheirChecks) {
       {"b1_mup_hd16_eps1e-20",
        "attn_out +0.01..+0.08 / -0.58..-0.30; ffn_out -0.03..+0.01 / -0.01..+0.03; attn_logits -0.19..-0.14 / "
        "-0.40..-0.21; stream +0.01..+0.05 / -0.03..+0.06; logits +0.09 / -0.04; fit 0.17"},
+      {"b1_mup_hd16_wd0",
+       "attn_out +0.01..+0.08 / -0.58..-0.30; ffn_out -0.03..+0.01 / -0.01..+0.03; attn_logits -0.19..-0.15 / "
+       "-0.41..-0.22; stream +0.01..+0.05 / -0.02..+0.06; logits +0.09 / -0.04; fit 0.17"},
       {"b1_mup_hd16_ctx16",
        "attn_out -0.07..-0.02 / -0.75..-0.46; ffn_out -0.03..-0.01 / -0.15..-0.12; attn_logits -0.20..-0.10 / "
        "-0.35..-0.25; stream +0.01..+0.02 / -0.20..-0.08; logits +0.12 / +0.08; fit 0.19"},
