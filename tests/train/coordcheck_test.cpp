@@ -452,6 +452,9 @@ TEST(CoordRateSplitTest, ShippedSplitsRecomputeFromTheirChecks) {
       {"b1_mup_hd16_frozen_vectors",
        "attn_out +0.01..+0.08 / -0.60..-0.33; ffn_out -0.04..+0.02 / -0.03..+0.01; attn_logits -0.19..-0.14 / "
        "-0.37..-0.22; stream -0.00..+0.06 / -0.05..+0.05; logits +0.00 / nan; fit 0.26"},
+      {"b1_mup_hd16_zero_query",
+       "attn_out +0.01..+0.08 / -0.59..-0.31; ffn_out -0.03..+0.02 / -0.02..+0.02; attn_logits -0.16..-0.04 / "
+       "+0.00..+0.39 (2 of 4); stream +0.01..+0.05 / -0.04..+0.05; logits +0.09 / -0.04; fit 0.16"},
       {"b1_mup_hd16_ctx16",
        "attn_out -0.07..-0.02 / -0.75..-0.46; ffn_out -0.03..-0.01 / -0.15..-0.12; attn_logits -0.20..-0.10 / "
        "-0.35..-0.25; stream +0.01..+0.02 / -0.20..-0.08; logits +0.12 / +0.08; fit 0.19"},
