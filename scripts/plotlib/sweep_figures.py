@@ -877,8 +877,8 @@ def join_tables(tables):
     """Several sweeps' summary.md tables (read_tuned_md) joined: each table a (file, rows); a later
     file's row replaces an earlier one's at the same arm and rung. Returns (files, arms, cells,
     label): the arms in first-seen order (baselines included), cells[(arm, rung)] the row, and
-    label(arm) the arm's name less a key=value that most non-baseline arms share (as
-    tune_arm_label). One arm may carry two names: a sweep without an axis leaves its key out of the
+    label(arm) the arm's name less a key=value that most non-baseline arms share (tune_arm_label's
+    majority rule without its companion test: a joined key such as `type` stays hidden). One arm may carry two names: a sweep without an axis leaves its key out of the
     names ("layout=sandwich" where another sweep says "layout=sandwich,type=sp"), so a name stands
     for the one longest name it agrees with (a key in common, equal values on every common key); a
     name that agrees with two such (baselines counted) stands for the one of them in its own role
