@@ -439,6 +439,40 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
       s.transfer.push_back(tr);
     }
   }
+  // Larger is better on the confirm seeds: every ladder, each arm rung against rung.
+  if (has_ladder && s.rungs.size() >= 2) {
+    std::vector<std::string> stems;
+    for (const TuneArmResult& a : s.arms) {
+      if (std::find(stems.begin(), stems.end(), a.stem) == stems.end()) stems.push_back(a.stem);
+    }
+    for (const std::string& stem : stems) {
+      std::vector<const TuneArmResult*> at(s.rungs.size(), nullptr);
+      for (const TuneArmResult& a : s.arms) {
+        if (a.stem == stem) at[a.rung] = &a;
+      }
+      std::vector<std::pair<size_t, size_t>> pairs;
+      for (size_t r = 1; r < at.size(); ++r) pairs.emplace_back(r - 1, r);
+      if (at.size() >= 3) pairs.emplace_back(0, at.size() - 1);
+      const size_t first = s.size_steps.size();
+      std::vector<bool> complete;
+      for (const auto& [i, j] : pairs) {
+        if (!at[i] || !at[j]) continue;
+        TuneSizeStep st;
+        st.stem = stem;
+        st.smaller = at[i]->rung_value;
+        st.larger = at[j]->rung_value;
+        st.at_entropy = at[i]->at_entropy && at[j]->at_entropy;
+        complete.push_back(at[i]->confirm_complete && at[j]->confirm_complete);
+        if (complete.back()) st.v = tune_tests(at[j]->confirm_values, at[i]->confirm_values);
+        s.size_steps.push_back(st);
+      }
+      std::vector<TuneVerdict*> decided;
+      for (size_t k = first; k < s.size_steps.size(); ++k) {
+        if (complete[k - first]) decided.push_back(&s.size_steps[k].v);
+      }
+      tune_decide(decided, t);
+    }
+  }
   return s;
 }
 
@@ -555,6 +589,30 @@ std::string tune_markdown(const TuneSummary& s) {
                                                      : fmt::format("not below at step {}", o.first_not_below));
       }
       out.back() = '\n';
+    }
+    out += "\n";
+  }
+  if (!s.size_steps.empty()) {
+    out += fmt::format(
+        "Larger is better on the confirm seeds? Each arm's confirm runs at a rung against its runs at the rung "
+        "before it{}, each at the value the arm ran at there: Δ = larger - smaller from {}, its 95 % interval, "
+        "p_adj ({} over the arm's pairs), mde and verdict (better: the larger model's {} is lower)\n\n"
+        "| arm | smaller -> larger | Δ [95 % interval] | p | p_adj | mde | verdict |\n"
+        "|---|---|---:|---:|---:|---:|---|\n",
+        s.rungs.size() >= 3 ? " and the last rung against the first" : "", test,
+        t.correction == Correction::kHolm ? "Holm's correction" : "no correction", metric);
+    for (const TuneSizeStep& st : s.size_steps) {
+      const TTest& d = st.v.deciding(t.test);
+      const int dec = interval_digits(d);
+      std::string delta = "-";
+      if (std::isfinite(d.delta)) {
+        delta = fmt::format("{:+.{}f}", d.delta, dec) +
+                (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
+      }
+      out += fmt::format("| {} | {} -> {} | {} | {} | {} | {} | {} |\n", st.stem.empty() ? "(all)" : st.stem,
+                         st.smaller, st.larger, delta, cell_number(d.p, "{:.2g}"), cell_number(st.v.p_adj, "{:.2g}"),
+                         std::isfinite(st.v.mde) ? fmt::format("{:.{}f}", st.v.mde, dec) : "-",
+                         st.v.verdict + (st.at_entropy ? " (learned nothing at either size)" : ""));
     }
     out += "\n";
   }
@@ -757,6 +815,25 @@ std::string tune_json(const TuneSummary& s) {
     transfer.push_back(tj);
   }
   if (ladder) j.add("transfer", transfer);
+  if (ladder) {
+    std::vector<JsonObject> steps;
+    for (const TuneSizeStep& st : s.size_steps) {
+      JsonObject e;
+      e.add("stem", st.stem);
+      add_rung(e, "smaller", st.smaller);
+      add_rung(e, "larger", st.larger);
+      const TTest& d = st.v.deciding(t.test);
+      e.add("test", test_name(t.test)).add("delta", d.delta).add("p", d.p).add("p_adj", st.v.p_adj);
+      if (d.bounded()) {
+        e.add("ci95", std::vector<double>{d.ci95_low, d.ci95_high});
+      } else {
+        e.add_raw("ci95", "null");
+      }
+      e.add("n", d.n).add("mde", st.v.mde).add("verdict", st.v.verdict).add("at_entropy", st.at_entropy);
+      steps.push_back(e);
+    }
+    j.add("size_steps", steps);
+  }
   return j.add("search_complete", s.search_complete).add("arms", arms).str();
 }
 

@@ -132,6 +132,18 @@ struct TuneTransfer {
   std::vector<TuneOrdered> ordered;
 };
 
+// Larger is better on the confirm seeds (ladders): an arm's confirm runs at one rung against its
+// confirm runs at the rung before it, and at the last rung against the first (three or more
+// rungs), each at the value the arm ran at there. Δ = larger - smaller over the confirm seeds
+// (every rung runs the same ones): both tests, the deciding test's p adjusted over the arm's pairs
+// (tune.correction), the mde and the verdict (better: the larger model's metric is lower);
+// pending until both cells' confirm runs have finished.
+struct TuneSizeStep {
+  std::string stem, smaller, larger;  // the arm; the two rungs' ladder values
+  TuneVerdict v;
+  bool at_entropy = false;  // both cells learned nothing (their Δ says nothing about size)
+};
+
 struct TuneSummary {
   SweepTune tune;
   std::vector<std::string> rungs;  // the ladder's values ({""} without a ladder)
@@ -141,6 +153,7 @@ struct TuneSummary {
   bool search_complete = false;
   std::vector<TuneArmResult> arms;   // every cell, in tune_arms' order
   std::vector<TuneTransfer> transfer;  // per arm, with two or more searched rungs
+  std::vector<TuneSizeStep> size_steps;  // ladders: per arm, rung against rung (TuneSizeStep)
   // per rung: the kinds of machine (CPU model and device) its finished confirm runs ran on
   std::vector<std::vector<std::string>> rung_machines;
   bool mixed_machines = false;  // some rung's confirm runs come from more than one kind

@@ -499,6 +499,39 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   }
   EXPECT_EQ(t.transfer[0].ordered_value, 4e-3);
   EXPECT_EQ(t.transfer[2].ordered_value, 1e-3);
+  // Larger is better on the confirm seeds: each arm 32 -> 64, 64 -> 128 and 32 -> 128 at the values
+  // it ran at there, paired over the seeds (larger - smaller), Holm over the arm's three pairs.
+  ASSERT_EQ(t.size_steps.size(), 9u);
+  const std::vector<std::pair<std::string, std::string>> steps = {{"32", "64"}, {"64", "128"}, {"32", "128"}};
+  for (size_t k = 0; k < 9; ++k) {
+    const TuneSizeStep& st = t.size_steps[k];
+    SCOPED_TRACE(st.stem + " " + st.smaller + " -> " + st.larger);
+    EXPECT_EQ(st.stem, t.arms[3 * (k / 3)].stem);
+    EXPECT_EQ(std::make_pair(st.smaller, st.larger), steps[k % 3]);
+    const std::string arm = st.stem.substr(7);
+    const auto [mean, se, p] = paired(arm + ",d_model=" + st.larger, arm + ",d_model=" + st.smaller);
+    EXPECT_NEAR(st.v.paired.delta, mean, 1e-12);
+    if (se > 0) {
+      EXPECT_NEAR(st.v.paired.p, p, 1e-9);
+    } else {
+      EXPECT_EQ(st.v.paired.p, 0);  // the same difference on every seed: se 0, p 0
+    }
+    EXPECT_FALSE(st.at_entropy);
+  }
+  for (size_t arm = 0; arm < 3; ++arm) {
+    std::vector<double> p;
+    for (size_t k = 0; k < 3; ++k) p.push_back(t.size_steps[3 * arm + k].v.paired.p);
+    std::vector<size_t> order = {0, 1, 2};
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+    double running = 0;
+    for (size_t rank = 0; rank < 3; ++rank) {
+      running = std::min(1.0, std::max(running, static_cast<double>(3 - rank) * p[order[rank]]));
+      EXPECT_NEAR(t.size_steps[3 * arm + order[rank]].v.p_adj, running, 1e-12);
+    }
+  }
+  // pre: 0.1 lower at 64 than at 32 on every seed (se ~ 0): the larger is better.
+  EXPECT_EQ(t.size_steps[0].v.verdict, "better");
+  EXPECT_LT(t.size_steps[0].v.paired.delta, 0);
   // summary.json and summary.md carry them.
   const YAML::Node j = YAML::Load(tune_json(t));
   EXPECT_EQ(j["ladder"].as<std::string>(), "model.d_model");
@@ -521,6 +554,12 @@ TEST(TuneLadderTest, TransferredValuesPairedVerdictsAuditAndMachinesFromTheRuns)
   EXPECT_NE(md.find("Transfer audit"), std::string::npos) << md;
   EXPECT_NE(md.find("- layout=pre at 0.004: 32 -> 128 below at all 1\n"), std::string::npos) << md;
   EXPECT_EQ(j["transfer"][0]["ordered"][0]["first_not_below"].as<int>(), -1);
+  EXPECT_EQ(j["size_steps"][0]["smaller"].as<double>(), 32);
+  EXPECT_EQ(j["size_steps"][2]["larger"].as<double>(), 128);
+  EXPECT_EQ(j["size_steps"][0]["verdict"].as<std::string>(), "better");
+  EXPECT_NEAR(j["size_steps"][4]["p_adj"].as<double>(), t.size_steps[4].v.p_adj, 1e-12);
+  EXPECT_NE(md.find("Larger is better on the confirm seeds?"), std::string::npos) << md;
+  EXPECT_NE(md.find("| layout=pre | 32 -> 64 | -0.1"), std::string::npos) << md;
 }
 
 // The fitted optimum: the parabola's minimum over the bracket, from the seed means.
