@@ -372,11 +372,11 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
   for (size_t r = 0; r < s.rungs.size(); ++r) {
     if (has_ladder && rung_searched(sweep, r)) searched.push_back(r);
   }
+  std::vector<std::string> stems;  // the arms across rungs, in order
+  for (const TuneArmResult& a : s.arms) {
+    if (std::find(stems.begin(), stems.end(), a.stem) == stems.end()) stems.push_back(a.stem);
+  }
   if (searched.size() >= 2) {
-    std::vector<std::string> stems;
-    for (const TuneArmResult& a : s.arms) {
-      if (std::find(stems.begin(), stems.end(), a.stem) == stems.end()) stems.push_back(a.stem);
-    }
     for (const std::string& stem : stems) {
       TuneTransfer tr;
       tr.stem = stem;
@@ -441,10 +441,6 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
   }
   // Larger is better on the confirm seeds: every ladder, each arm rung against rung.
   if (has_ladder && s.rungs.size() >= 2) {
-    std::vector<std::string> stems;
-    for (const TuneArmResult& a : s.arms) {
-      if (std::find(stems.begin(), stems.end(), a.stem) == stems.end()) stems.push_back(a.stem);
-    }
     for (const std::string& stem : stems) {
       std::vector<const TuneArmResult*> at(s.rungs.size(), nullptr);
       for (const TuneArmResult& a : s.arms) {
@@ -474,6 +470,13 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     }
   }
   return s;
+}
+
+// "Δ [95 % interval]" at dec decimals ("-" without a Δ).
+static std::string delta_cell(const TTest& d, int dec) {
+  if (!std::isfinite(d.delta)) return "-";
+  return fmt::format("{:+.{}f}", d.delta, dec) +
+         (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
 }
 
 std::string tune_markdown(const TuneSummary& s) {
@@ -542,11 +545,7 @@ std::string tune_markdown(const TuneSummary& s) {
                               a.confirm_complete ? "" : fmt::format(" of {}", t.confirm_seeds.size()));
       }
       const int dec = interval_digits(d);
-      std::string delta = "-";
-      if (std::isfinite(d.delta)) {
-        delta = fmt::format("{:+.{}f}", d.delta, dec) +
-                (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
-      }
+      const std::string delta = delta_cell(d, dec);
       std::string selected = a.selected >= 0 ? t.values[static_cast<size_t>(a.selected)] : "-";
       if (a.transferred && a.selected >= 0) selected += " from " + a.from_rung;
       const std::string name = (ladder ? a.stem : a.name).empty() ? "(all)" : (ladder ? a.stem : a.name);
@@ -604,11 +603,7 @@ std::string tune_markdown(const TuneSummary& s) {
     for (const TuneSizeStep& st : s.size_steps) {
       const TTest& d = st.v.deciding(t.test);
       const int dec = interval_digits(d);
-      std::string delta = "-";
-      if (std::isfinite(d.delta)) {
-        delta = fmt::format("{:+.{}f}", d.delta, dec) +
-                (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
-      }
+      const std::string delta = delta_cell(d, dec);
       out += fmt::format("| {} | {} -> {} | {} | {} | {} | {} | {} |\n", st.stem.empty() ? "(all)" : st.stem,
                          st.smaller, st.larger, delta, cell_number(d.p, "{:.2g}"), cell_number(st.v.p_adj, "{:.2g}"),
                          std::isfinite(st.v.mde) ? fmt::format("{:.{}f}", st.v.mde, dec) : "-",
@@ -814,8 +809,8 @@ std::string tune_json(const TuneSummary& s) {
     }
     transfer.push_back(tj);
   }
-  if (ladder) j.add("transfer", transfer);
   if (ladder) {
+    j.add("transfer", transfer);
     std::vector<JsonObject> steps;
     for (const TuneSizeStep& st : s.size_steps) {
       JsonObject e;
