@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -124,6 +125,11 @@ std::string list_points(const Sweep& sweep, const SweepShard& shard) {
   const std::vector<SweepPoint> confirm = confirm_points(sweep, tune.selected());
   for (size_t i = 0; i < confirm.size(); ++i) {
     if (shard.has(i)) out += confirm[i].name + "\n";
+  }
+  // tune.fit_extend: the points the fits' walks need next, once the runs before them finished.
+  const std::vector<SweepPoint> more = fit_extension_points(sweep, tune);
+  for (size_t i = 0; i < more.size(); ++i) {
+    if (shard.has(i)) out += more[i].name + "\n";
   }
   return out;
 }
@@ -389,6 +395,26 @@ class SweepScheduler {
   bool forwarded_ = false;  // Ctrl-C was forwarded to the children
 };
 
+// tune.fit_extend, after the confirm phase: where a cell's lowest confirm mean sits at an end of its
+// bracket, the confirm seeds run at the next grid value beyond it, one value per round, until every
+// walk has ended (or waits for runs of another shard or process). A point starts once per process.
+void run_fit_extension(const Sweep& sweep, SweepScheduler& scheduler) {
+  std::set<std::string> tried;
+  while (sweep.tune->fit_extend > 0 && !scheduler.interrupted()) {
+    std::vector<SweepPoint> more = fit_extension_points(sweep, summarise_tune(sweep, sweep.out_dir));
+    more.erase(std::remove_if(more.begin(), more.end(), [&](const SweepPoint& p) { return tried.count(p.name) > 0; }),
+               more.end());
+    if (more.empty()) return;
+    for (const SweepPoint& p : more) tried.insert(p.name);
+    std::vector<Config> configs = validate_points(sweep, more);
+    scheduler.begin_phase(std::move(more), std::move(configs));
+    scheduler.plan();
+    scheduler.start_phase("fit extension: ");
+    while (scheduler.poll()) {
+    }
+  }
+}
+
 }  // namespace
 
 int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
@@ -428,6 +454,7 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
   scheduler.start_phase("confirm phase: ");
   while (scheduler.poll()) {
   }
+  run_fit_extension(sweep, scheduler);
   return scheduler.report();
 }
 

@@ -461,6 +461,7 @@ std::string dump_sweep(const Sweep& sweep) {
     e << YAML::Key << "test" << YAML::Value << test_name(t.test);
     e << YAML::Key << "margin" << YAML::Value << fmt::format("{}", t.margin);
     if (t.fit) e << YAML::Key << "fit" << YAML::Value << "quadratic";
+    if (t.fit_extend > 0) e << YAML::Key << "fit_extend" << YAML::Value << t.fit_extend;
     e << YAML::Key << "correction" << YAML::Value << correction_name(t.correction);
     e << YAML::EndMap;
   } else {

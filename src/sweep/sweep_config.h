@@ -60,6 +60,10 @@ struct SweepTune {
   // and the cell's optimum is the vertex of the parabola fitted to the metric against log2 v
   // there, with a bootstrap interval over the confirm seeds (configs/sweeps/README.md, "Ladders").
   bool fit = false;
+  // fit_extend N (with fit): while the lowest confirm mean of a cell's bracket sits at an end of
+  // it, the confirm seeds also run at the next grid value beyond that end, at most N values past
+  // v* - 1 and N past v* + 1; the fit is then made around the lowest (fit_walk in tune.h). 0: off.
+  int fit_extend = 0;
   std::map<std::string, std::string> where;  // "key", "values", ... and "tune" -> "file:line"
 };
 

@@ -189,6 +189,28 @@ QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vect
   return out;
 }
 
+FitWalk fit_walk(const std::vector<double>& means, int selected, int extend) {
+  const int n = static_cast<int>(means.size());
+  if (selected <= 0 || selected + 1 >= n) return {};
+  int lo = selected - 1, hi = selected + 1;
+  for (;;) {
+    int low = -1;
+    for (int v = lo; v <= hi; ++v) {
+      if (!std::isfinite(means[static_cast<size_t>(v)])) return {};
+      if (low < 0 || means[static_cast<size_t>(v)] < means[static_cast<size_t>(low)]) low = v;
+    }
+    if (low > lo && low < hi) return {low, -1};
+    // The lowest sits at an end: take the value beyond it, where the grid and the budget allow.
+    const bool up = low == hi;
+    const int beyond = up ? hi + 1 : lo - 1;
+    const bool allowed = up ? beyond < n && beyond - (selected + 1) <= extend
+                            : beyond >= 0 && (selected - 1) - beyond <= extend;
+    if (!allowed) return {up ? hi - 1 : lo + 1, -1};
+    if (!std::isfinite(means[static_cast<size_t>(beyond)])) return {-1, beyond};
+    (up ? hi : lo) = beyond;
+  }
+}
+
 void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm) {
   arm.confirm_values.clear();
   arm.confirm_complete = !confirm.empty();
@@ -210,8 +232,8 @@ int interval_digits(const TTest& t) {
 void tune_fit(const std::vector<std::vector<TuneRun>>& bracket, const SweepTune& t, TuneArmResult& arm) {
   arm.fitted = arm.fitted_low = arm.fitted_high = kNaN;
   arm.fitted_at_edge = false;
-  const int s = arm.selected;
-  if (s <= 0 || s + 1 >= static_cast<int>(t.numbers.size())) return;  // v* at the grid's edge: no bracket
+  const int s = arm.fit_centre >= 0 ? arm.fit_centre : arm.selected;
+  if (s <= 0 || s + 1 >= static_cast<int>(t.numbers.size())) return;  // at the grid's edge: no bracket
   const size_t K = t.confirm_seeds.size();
   std::vector<std::vector<double>> y(K, std::vector<double>(3, kNaN));
   for (size_t i = 0; i < 3; ++i) {
@@ -256,6 +278,22 @@ TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<doubl
   alone.correction = Correction::kNone;
   tune_decide({&v}, alone);
   return v;
+}
+
+std::vector<SweepPoint> fit_extension_points(const Sweep& sweep, const TuneSummary& t) {
+  std::vector<SweepPoint> out;
+  for (size_t v = 0; v < t.tune.values.size(); ++v) {
+    std::vector<int> at(t.arms.size(), -1);
+    bool any = false;
+    for (size_t a = 0; a < t.arms.size(); ++a) {
+      if (t.arms[a].fit_next == static_cast<int>(v)) at[a] = static_cast<int>(v), any = true;
+    }
+    if (!any) continue;
+    for (SweepPoint& p : confirm_points(sweep, at)) {
+      if (p.overrides.back().second == t.tune.values[v]) out.push_back(std::move(p));
+    }
+  }
+  return out;
 }
 
 TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
@@ -313,27 +351,59 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     arm.search_finished = from->search_finished;
   }
   // Confirm runs exist only for cells with a selection (their names carry v*); with a fit, also
-  // at the values either side of v*.
-  const auto confirm = confirm_points(sweep, s.selected());
+  // at the values either side of v*; with fit_extend, wherever a walk took them (read at every value).
+  const size_t n_values = t.values.size();
+  std::vector<SweepPoint> confirm;
+  if (t.fit_extend > 0) {
+    for (size_t v = 0; v < n_values; ++v) {
+      for (SweepPoint& p : confirm_points(sweep, std::vector<int>(s.arms.size(), static_cast<int>(v)))) {
+        if (p.overrides.back().second == t.values[v]) confirm.push_back(std::move(p));
+      }
+    }
+  } else {
+    confirm = confirm_points(sweep, s.selected());
+  }
   for (size_t i = 0; i < s.arms.size(); ++i) {
     TuneArmResult& arm = s.arms[i];
-    std::vector<TuneRun> runs;
-    std::vector<std::vector<TuneRun>> bracket(3);  // at v* - 1, v*, v* + 1
+    std::vector<std::vector<TuneRun>> at_value(n_values);  // confirm-seed order at each value
     for (const SweepPoint& p : confirm) {
       if (p.arm != i) continue;
-      const int v = static_cast<int>(
+      const size_t v = static_cast<size_t>(
           std::find(t.values.begin(), t.values.end(), p.overrides.back().second) - t.values.begin());
-      const TuneRun r = read_tune_run(sweep_dir, p, t.metric);
-      if (v == arm.selected) runs.push_back(r);
-      if (std::abs(v - arm.selected) <= 1) bracket[static_cast<size_t>(v - arm.selected + 1)].push_back(r);
+      at_value[v].push_back(read_tune_run(sweep_dir, p, t.metric));
     }
+    const std::vector<TuneRun> runs = arm.selected >= 0 ? at_value[static_cast<size_t>(arm.selected)] : std::vector<TuneRun>{};
     if (arm.transferred) {  // no search runs: l0 from its confirm runs' step-0 evals
       std::vector<double> step0;
       for (const TuneRun& r : runs) step0.push_back(r.step0_val);
       arm.l0 = seed_stats(step0).mean;
     }
     tune_confirm(runs, arm);
-    if (t.fit) tune_fit(bracket, t, arm);
+    if (t.fit && arm.selected >= 0) {
+      arm.fit_centre = arm.selected;
+      if (t.fit_extend > 0) {
+        std::vector<double> means(n_values, kNaN);
+        for (size_t v = 0; v < n_values; ++v) {
+          const auto& at = at_value[v];
+          if (at.size() != t.confirm_seeds.size() ||
+              !std::all_of(at.begin(), at.end(), [](const TuneRun& r) { return r.finished; })) {
+            continue;
+          }
+          double sum = 0;
+          for (const TuneRun& r : at) sum += counted(r, arm.l0);
+          means[v] = sum / static_cast<double>(at.size());
+        }
+        const FitWalk walk = fit_walk(means, arm.selected, t.fit_extend);
+        arm.fit_centre = walk.centre;
+        arm.fit_next = walk.next;
+      }
+      const int c = arm.fit_centre;
+      if (c > 0 && c + 1 < static_cast<int>(n_values)) {
+        tune_fit({at_value[static_cast<size_t>(c - 1)], at_value[static_cast<size_t>(c)],
+                  at_value[static_cast<size_t>(c + 1)]},
+                 t, arm);
+      }
+    }
     std::vector<double> floors;
     for (const TuneRun& r : runs) {
       if (!r.finished) continue;
@@ -616,9 +686,19 @@ std::string tune_markdown(const TuneSummary& s) {
         "Fitted optimum (tune.fit quadratic): per cell, the minimum over [v*-, v*+] (the grid values either side "
         "of the selected one) of the parabola through the confirm runs' seed means of {} against log2 {}, with "
         "its 95 % bootstrap interval over the confirm seeds; edge: the minimum is at an end of that bracket (the "
-        "metric still falls beyond it); - where the selected value is at the grid's edge or runs are not finished\n\n"
-        "| cell | selected | fitted [95 % interval] |\n|---|---:|---:|\n",
+        "metric still falls beyond it); - where the selected value is at the grid's edge or runs are not finished\n\n",
         metric, t.key);
+    if (t.fit_extend > 0) {
+      out += fmt::format(
+          "With tune.fit_extend {0}: while the lowest confirm mean of a cell's bracket sat at an end of it, the "
+          "confirm seeds also ran at the next grid value beyond that end (at most {0} past v*- and past v*+); the "
+          "bracket is then the lowest value and the two either side (at the grid's or the budget's end: the "
+          "three values ending there); walking: the runs at that value are not all finished\n\n"
+          "| cell | selected | bracket | fitted [95 % interval] |\n|---|---:|---|---:|\n",
+          t.fit_extend);
+    } else {
+      out += "| cell | selected | fitted [95 % interval] |\n|---|---:|---:|\n";
+    }
     for (const TuneArmResult& a : s.arms) {
       const std::string sel = a.selected >= 0 ? t.values[static_cast<size_t>(a.selected)] : "-";
       std::string fit = "-";
@@ -629,7 +709,16 @@ std::string tune_markdown(const TuneSummary& s) {
                    : "") +
               (a.fitted_at_edge ? " (edge)" : "");
       }
-      out += fmt::format("| {} | {} | {} |\n", a.name.empty() ? "(all)" : a.name, sel, fit);
+      if (t.fit_extend > 0) {
+        const int c = a.fit_centre;
+        const std::string bracket =
+            c > 0 && c + 1 < static_cast<int>(t.values.size())
+                ? t.values[static_cast<size_t>(c - 1)] + " .. " + t.values[static_cast<size_t>(c + 1)]
+                : a.fit_next >= 0 ? "walking: " + t.values[static_cast<size_t>(a.fit_next)] : "-";
+        out += fmt::format("| {} | {} | {} | {} |\n", a.name.empty() ? "(all)" : a.name, sel, bracket, fit);
+      } else {
+        out += fmt::format("| {} | {} | {} |\n", a.name.empty() ? "(all)" : a.name, sel, fit);
+      }
     }
     out += "\n";
     if (!s.transfer.empty()) {
@@ -745,6 +834,12 @@ std::string tune_json(const TuneSummary& s) {
                          .add("low", a.fitted_low)
                          .add("high", a.fitted_high)
                          .add("at_edge", a.fitted_at_edge));
+      if (t.fit_extend > 0) {
+        const int c = a.fit_centre;
+        const bool inside = c > 0 && c + 1 < static_cast<int>(t.numbers.size());
+        arm.add("fit_centre", inside ? t.numbers[static_cast<size_t>(c)] : std::nan(""))
+            .add("fit_next", a.fit_next >= 0 ? t.numbers[static_cast<size_t>(a.fit_next)] : std::nan(""));
+      }
     }
     arm.add("vs_baseline", vs);
     arms.push_back(arm);
@@ -760,6 +855,7 @@ std::string tune_json(const TuneSummary& s) {
       .add("margin", t.margin)
       .add("correction", correction_name(t.correction))
       .add("fit", t.fit ? "quadratic" : "none");
+  if (t.fit_extend > 0) j.add("fit_extend", static_cast<int64_t>(t.fit_extend));
   if (ladder) {
     j.add("ladder", t.ladder).add("rungs", s.rungs);
     std::vector<std::string> searched;

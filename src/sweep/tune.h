@@ -82,6 +82,10 @@ struct TuneArmResult {
   // at the grid's edge or those runs have not all finished.
   double fitted = std::nan(""), fitted_low = std::nan(""), fitted_high = std::nan("");
   bool fitted_at_edge = false;
+  // The middle of the fit's bracket (a grid index): v* itself, or with tune.fit_extend where the
+  // walk ended (-1: not decided yet), and the grid index whose confirm runs the walk needs next
+  // (-1: none; fit_walk).
+  int fit_centre = -1, fit_next = -1;
   // A searched cell's validation curve at each value: per value, (step, val loss averaged over the
   // search seeds) at the eval steps every seed logged (the transfer audit's "larger is better").
   std::vector<std::vector<std::pair<int64_t, double>>> search_curves;
@@ -107,6 +111,20 @@ struct QuadraticOptimum {
 };
 QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vector<std::vector<double>>& y,
                                    int resamples = 2000);
+
+// tune.fit_extend: where a cell's fit bracket ends up. means[v]: the cell's confirm mean at grid
+// value v (NaN where its runs have not all finished, or were never asked for). From [s - 1, s + 1]
+// (s = v*), while the lowest mean of the bracket (the first of equal ones) sits at one of its ends
+// and the grid and the budget allow (at most `extend` values past s - 1 downwards and past s + 1
+// upwards), the bracket takes the next value beyond that end. centre: the middle of the final
+// three-value bracket around the lowest mean (at the grid's or the budget's end: the value next to
+// that end); -1 while undecided. next: the value whose confirm runs the walk needs before it can go
+// on (-1: none; while a value inside the bracket is unfinished both are -1). No bracket (s at the
+// grid's edge or s < 0): both -1.
+struct FitWalk {
+  int centre = -1, next = -1;
+};
+FitWalk fit_walk(const std::vector<double>& means, int selected, int extend);
 
 // Decimals a difference needs beside its interval: two significant digits of the interval's
 // half-width, at least 2 and at most 6 (4 without a bounded interval). summary.md and the figures
@@ -165,9 +183,9 @@ struct TuneSummary {
 void tune_search(const std::vector<std::vector<TuneRun>>& search, TuneArmResult& arm);
 // The confirm half from the arm's confirm runs (in confirm-seed order) and its l0.
 void tune_confirm(const std::vector<TuneRun>& confirm, TuneArmResult& arm);
-// tune.fit quadratic: the cell's fitted optimum from its confirm runs at v* - 1, v*, v* + 1
-// (bracket[i][k]: confirm seed k; a failed or non-finite run counted as l0). Left NaN where v* is
-// at the grid's edge or some run has not finished.
+// tune.fit quadratic: the cell's fitted optimum from its confirm runs at c - 1, c, c + 1, c its
+// fit_centre (v* when unset) (bracket[i][k]: confirm seed k; a failed or non-finite run counted as
+// l0). Left NaN where c is at the grid's edge or some run has not finished.
 void tune_fit(const std::vector<std::vector<TuneRun>>& bracket, const SweepTune& t, TuneArmResult& arm);
 // Both tests of a cell's confirm values against the baseline cell's (in confirm-seed order;
 // metrics/stats.h): Welch's and the paired one; verdict left pending.
@@ -183,6 +201,9 @@ TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<doubl
 
 // Reads the search and confirm runs of a tuned sweep from its directory.
 TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir);
+// tune.fit_extend: the confirm points (every confirm seed) at each cell's fit_next; empty when no
+// walk needs more runs.
+std::vector<SweepPoint> fit_extension_points(const Sweep& sweep, const TuneSummary& t);
 
 // summary.md's section and `normlab compare`'s table: the verdict table and the search grid.
 std::string tune_markdown(const TuneSummary& t);

@@ -148,6 +148,23 @@ void parse_ladder_and_tests(const YAML::Node& n, const std::string& file, SweepT
       problems.add_at(at(file, v), "tune.fit", "expected quadratic or none, got " + describe_node(v));
     }
   }
+  if (const YAML::Node v = n["fit_extend"]) {
+    t.where["fit_extend"] = at(file, v);
+    int x = -1;
+    try {
+      if (v.IsScalar()) x = v.as<int>();
+    } catch (const YAML::Exception&) {
+    }
+    if (x < 0) {
+      problems.add_at(at(file, v), "tune.fit_extend",
+                      "expected a whole number >= 0 (how many grid values past v*'s neighbours the fit's "
+                      "bracket may move), got " + describe_node(v));
+    } else if (x > 0 && !t.fit) {
+      problems.add_at(at(file, v), "tune.fit_extend", "needs tune.fit: quadratic (it moves the fit's bracket)");
+    } else {
+      t.fit_extend = x;
+    }
+  }
   if (const YAML::Node v = n["margin"]) {
     t.where["margin"] = at(file, v);
     double x = std::nan("");
@@ -207,14 +224,14 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
   if (!n.IsMap()) {
     problems.add_at(at(file, n), "tune",
                     "expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, "
-                    "search_at, test, margin, correction, fit}, got " +
+                    "search_at, test, margin, correction, fit, fit_extend}, got " +
                         describe_node(n));
     return std::nullopt;
   }
   const size_t before = problems.lines().size();
   reject_unknown(n, file, "tune.",
                  {"key", "values", "seeds", "confirm_seeds", "metric", "baseline", "ladder", "search_at", "test",
-                  "margin", "correction", "fit"},
+                  "margin", "correction", "fit", "fit_extend"},
                  problems);
   SweepTune t;
   t.where["tune"] = at(file, n);
@@ -222,7 +239,7 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
     if (!n[k]) {
       problems.add_at(at(file, n), fmt::format("tune.{}", k), "missing; tune: needs key, values, seeds, "
                                                             "confirm_seeds and baseline (metric, ladder, search_at, "
-                                                            "test, margin, correction and fit are optional)");
+                                                            "test, margin, correction, fit and fit_extend are optional)");
     }
   }
   if (const YAML::Node k = n["key"]) {

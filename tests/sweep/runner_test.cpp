@@ -255,6 +255,58 @@ TEST_F(SweepEndToEndTest, TunedSweepSearchesThenConfirmsAndARerunStartsNothing) 
   EXPECT_EQ(YAML::Load(compare_json.out)["arms"].size(), 2u);
 }
 
+// tune.fit_extend through the binary: search and confirm records written beforehand (skipped as
+// finished) put post's lowest confirm mean at the top of its bracket; the sweep then runs post's
+// confirm seeds at the next grid value for real (the grid's last: the walk ends there), and a
+// re-run starts nothing.
+TEST_F(SweepEndToEndTest, TunedSweepWithFitExtendRunsTheWalksPointsAfterTheConfirmPhase) {
+  std::ofstream(dir_ / "sweep.yaml") << "base: base.yaml\nout_dir: " << sweep_dir() << "\n"
+                                     << "axes: {model.layout: [pre, post]}\n"
+                                     << "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3], seeds: [1],\n"
+                                     << "       confirm_seeds: [2, 3], baseline: {model.layout: pre}, fit: quadratic,\n"
+                                     << "       fit_extend: 3}\n";
+  auto fake = [&](const std::string& name, double best) {
+    fs::create_directories(run(name));
+    std::ofstream(run(name) + "/metrics.jsonl") << "{\"kind\":\"eval\",\"step\":0,\"val_loss\":9.9}\n"
+                                                << "{\"kind\":\"eval\",\"step\":5,\"val_loss\":" << best << "}\n";
+    std::ofstream(run(name) + "/point.json") << "{\"status\":\"done\",\"exit_code\":0,\"wall_s\":1}\n";
+  };
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"};
+  for (const std::string arm : {"pre", "post"}) {
+    for (size_t v = 0; v < 4; ++v) fake("layout=" + arm + ",lr=" + values[v] + ",seed=1", v == 1 ? 9.0 : 9.5);
+    for (const std::string seed : {"2", "3"}) {  // pre: lowest at v* (2e-3); post: at 3e-3, the top
+      for (size_t v = 0; v < 3; ++v) {
+        fake("layout=" + arm + ",lr=" + values[v] + ",confirm,seed=" + seed,
+             arm == "pre" ? (v == 1 ? 9.0 : 9.4) : 9.6 - 0.2 * static_cast<double>(v));
+      }
+    }
+  }
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_NE(err().find("search phase: 8 points (8 finished earlier, 0 to resume, 0 new)"), std::string::npos) << err();
+  EXPECT_NE(err().find("confirm phase: 12 points (12 finished earlier, 0 to resume, 0 new)"), std::string::npos) << err();
+  EXPECT_NE(err().find("fit extension: 2 points (0 finished earlier, 0 to resume, 2 new)"), std::string::npos) << err();
+  for (const std::string seed : {"2", "3"}) {
+    const std::string name = "layout=post,lr=4.0e-3,confirm,seed=" + seed;
+    EXPECT_EQ(status(name), "done") << name;
+    EXPECT_EQ(testing::records(run(name), "train").size(), 5u) << name;
+  }
+  EXPECT_FALSE(fs::exists(run("layout=pre,lr=4.0e-3,confirm,seed=2")));
+  // The real runs (well below 9) are post's lowest: the walk ends at the grid's end, bracket
+  // 2e-3 .. 4e-3 (centre 3e-3), and the fit is there.
+  const YAML::Node arms = YAML::LoadFile(sweep_dir() + "/summary.json")["tune"]["arms"];
+  EXPECT_NEAR(arms[0]["fit_centre"].as<double>(), 2e-3, 1e-15);
+  EXPECT_NEAR(arms[1]["fit_centre"].as<double>(), 3e-3, 1e-15);
+  EXPECT_TRUE(arms[1]["fit_next"].IsNull());
+  EXPECT_FALSE(arms[1]["fit"]["value"].IsNull());
+  EXPECT_NE(read_file(sweep_dir() + "/summary.md").find("| layout=post | 2.0e-3 | 2.0e-3 .. 4.0e-3 |"), std::string::npos);
+  // --list names the search, confirm and (none left) extension points; a re-run starts nothing.
+  auto list = testing::run_command(testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml --list");
+  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 8 + 12) << list.out;
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_EQ(err().find("start"), std::string::npos) << err();
+  EXPECT_EQ(err().find("fit extension"), std::string::npos) << err();
+}
+
 // Shards over machines: each runs its share of the search; the confirm phase starts on a shard
 // only once every search point (of every shard) has finished in the shared directory, else it
 // says so and exits 3; a re-run then runs its share of the confirm points.

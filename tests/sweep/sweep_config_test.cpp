@@ -480,14 +480,22 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
        "model.n_heads, model.n_layers)"},
       {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3]"),
        ":4: tune.baseline: missing; tune: needs key, values, seeds, confirm_seeds and baseline (metric, ladder, "
-       "search_at, test, margin, correction and fit are optional)"},
+       "search_at, test, margin, correction, fit and fit_extend are optional)"},
       {tune("optim.lr", values, good_rest + ", sweeps: 3"),
        ":4: tune.sweeps: unknown key; expected one of: key, values, seeds, confirm_seeds, metric, baseline, ladder, "
-       "search_at, test, margin, correction, fit"},
+       "search_at, test, margin, correction, fit, fit_extend"},
       {tune("optim.lr", values, good_rest + ", fit: cubic"), ":4: tune.fit: expected quadratic or none, got 'cubic'"},
+      {tune("optim.lr", values, good_rest + ", fit_extend: 2"),
+       ":4: tune.fit_extend: needs tune.fit: quadratic (it moves the fit's bracket)"},
+      {tune("optim.lr", values, good_rest + ", fit: quadratic, fit_extend: -1"),
+       ":4: tune.fit_extend: expected a whole number >= 0 (how many grid values past v*'s neighbours the fit's "
+       "bracket may move), got '-1'"},
+      {tune("optim.lr", values, good_rest + ", fit: quadratic, fit_extend: 1.5"),
+       ":4: tune.fit_extend: expected a whole number >= 0 (how many grid values past v*'s neighbours the fit's "
+       "bracket may move), got '1.5'"},
       {"tune: [optim.lr]\n",
        ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, search_at, test, "
-       "margin, correction, fit}, got a list"},
+       "margin, correction, fit, fit_extend}, got a list"},
       {tune("optim.lr", values, good_rest + ", ladder: model.d_model"),
        ":4: tune.ladder: 'model.d_model' is not an axis; expected one of the sweep's axis keys (model.layout, "
        "model.n_heads, model.n_layers)"},

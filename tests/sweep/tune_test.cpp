@@ -674,5 +674,128 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   EXPECT_NE(md.find("- layout=post at 0.004: 32 -> 64 not below at step 10\n"), std::string::npos) << md;
 }
 
+// The fit's bracket walk (tune.fit_extend): from v*'s neighbours towards the lowest confirm mean.
+TEST(TuneFitTest, FitWalkMovesTheBracketTowardsTheLowestMeanWithinTheGridAndTheBudget) {
+  const double nan = kNaN;
+  // The lowest inside the bracket: centred on it, nothing more to run.
+  FitWalk w = fit_walk({nan, 2.0, 1.9, 2.1, nan}, 2, 2);
+  EXPECT_EQ(w.centre, 2);
+  EXPECT_EQ(w.next, -1);
+  // Falling at the upper end: the next value up is needed first.
+  w = fit_walk({nan, 2.0, 1.9, 1.8, nan, nan}, 2, 2);
+  EXPECT_EQ(w.centre, -1);
+  EXPECT_EQ(w.next, 4);
+  // With it run and higher: the bracket centres on the value that was v*'s upper neighbour.
+  w = fit_walk({nan, 2.0, 1.9, 1.8, 1.85, nan}, 2, 2);
+  EXPECT_EQ(w.centre, 3);
+  EXPECT_EQ(w.next, -1);
+  // Still falling: one more, then the budget (2 past v* + 1 = index 5) ends the walk at its end.
+  w = fit_walk({nan, 2.0, 1.9, 1.8, 1.7, nan, nan}, 2, 2);
+  EXPECT_EQ(w.next, 5);
+  w = fit_walk({nan, 2.0, 1.9, 1.8, 1.7, 1.6, nan}, 2, 2);
+  EXPECT_EQ(w.centre, 4);  // the three values ending at the budget's end
+  EXPECT_EQ(w.next, -1);
+  // The grid's end stops it too.
+  w = fit_walk({nan, 2.0, 1.9, 1.8, 1.7}, 2, 5);
+  EXPECT_EQ(w.centre, 3);
+  EXPECT_EQ(w.next, -1);
+  // Downwards, the same; budget 0 keeps v* (today's fit).
+  w = fit_walk({nan, nan, 1.7, 1.8, 1.9, nan}, 3, 1);
+  EXPECT_EQ(w.next, 1);
+  w = fit_walk({nan, 1.75, 1.7, 1.8, 1.9, nan}, 3, 1);
+  EXPECT_EQ(w.centre, 2);
+  w = fit_walk({nan, 2.0, 1.7, 1.8, 1.9, nan}, 3, 0);
+  EXPECT_EQ(w.centre, 3);
+  EXPECT_EQ(w.next, -1);
+  w = fit_walk({nan, 1.6, 1.7, 1.8, 1.9, nan}, 3, 1);  // still falling at the budget's end
+  EXPECT_EQ(w.centre, 2);
+  // A bracket value not finished: undecided, nothing to start. No bracket at the grid's edge.
+  w = fit_walk({nan, 2.0, nan, 1.8, nan}, 2, 2);
+  EXPECT_EQ(w.centre, -1);
+  EXPECT_EQ(w.next, -1);
+  EXPECT_EQ(fit_walk({1.5, 2.0, 2.1}, 0, 3).centre, -1);
+  EXPECT_EQ(fit_walk({2.0, 2.1, 1.5}, 2, 3).centre, -1);
+  // Equal means: the first (smaller value) counts as the lowest, so an interior tie stays.
+  EXPECT_EQ(fit_walk({nan, 1.9, 1.9, 2.0, nan}, 2, 2).next, 0);
+  EXPECT_EQ(fit_walk({nan, 2.0, 1.9, 1.9, nan}, 2, 2).centre, 2);
+}
+
+// A sweep with fit_extend: the walk's points, then the fit around the lowest confirm mean.
+TEST(TuneFitTest, FitExtendRunsBeyondTheBracketUntilTheMinimumIsInsideAndFitsThere) {
+  testing::TempDir dir;
+  testing::write_text(dir / "s.yaml",
+             std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
+                 "\naxes: {model.layout: [pre, post]}\n"
+                 "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3, 8.0e-3, 1.6e-2, 3.2e-2], seeds: [1],\n"
+                 "       confirm_seeds: [11, 12], baseline: {model.layout: pre}, fit: quadratic, fit_extend: 2}\n");
+  SweepOptions o;
+  o.check_base = false;
+  const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
+  ASSERT_EQ(sweep.tune->fit_extend, 2);
+  testing::write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
+  EXPECT_EQ(parse_sweep_file(dir / "out/sweep.yaml", o).tune->fit_extend, 2);
+  auto run = [&](const std::string& name) { return std::string(dir / "out/runs/") + name; };
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "4.0e-3", "8.0e-3", "1.6e-2", "3.2e-2"};
+  // Search (one seed): both arms select 2e-3 (index 1).
+  for (size_t v = 0; v < values.size(); ++v) {
+    for (const std::string arm : {"pre", "post"}) {
+      write_run(run("layout=" + arm + ",lr=" + values[v] + ",seed=1"), "done", 5.5, v == 1 ? 1.5 : 2.0 + 0.01 * v);
+    }
+  }
+  // Confirm seeds on parabolas in log2 lr: pre's minimum at 2.5e-3 (inside its first bracket),
+  // post's at 1.2e-2 (two grid values up), plus a per-seed offset.
+  auto loss = [](const std::string& arm, double lr, int64_t seed) {
+    const double star = arm == "pre" ? 2.5e-3 : 1.2e-2;
+    const double dx = std::log2(lr) - std::log2(star);
+    return 1.5 + 0.1 * dx * dx + (seed == 11 ? 0.0 : 0.05);
+  };
+  auto write_confirm = [&](const std::vector<SweepPoint>& points) {
+    for (const auto& p : points) {
+      const std::string arm = p.name.find("layout=pre") == 0 ? "pre" : "post";
+      write_run(run(p.name), "done", 5.25, loss(arm, std::stod(p.overrides.back().second), p.seed));
+    }
+  };
+  TuneSummary t = summarise_tune(sweep, dir / "out");
+  ASSERT_EQ(t.selected(), (std::vector<int>{1, 1}));
+  EXPECT_TRUE(fit_extension_points(sweep, t).empty());  // the confirm runs have not run yet
+  write_confirm(confirm_points(sweep, t.selected()));
+  t = summarise_tune(sweep, dir / "out");
+  EXPECT_EQ(t.arms[0].fit_centre, 1);
+  EXPECT_NEAR(t.arms[0].fitted, 2.5e-3, 1e-12);
+  // post: the lowest of 1e-3 .. 4e-3 is at 4e-3: it needs 8e-3 first, and has no fit meanwhile.
+  EXPECT_EQ(t.arms[1].fit_centre, -1);
+  EXPECT_EQ(t.arms[1].fit_next, 3);
+  EXPECT_TRUE(std::isnan(t.arms[1].fitted));
+  std::vector<std::string> names;
+  for (const auto& p : fit_extension_points(sweep, t)) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"layout=post,lr=8.0e-3,confirm,seed=11", "layout=post,lr=8.0e-3,confirm,seed=12"}));
+  const std::string walking = tune_markdown(t);
+  EXPECT_NE(walking.find("| layout=post | 2.0e-3 | walking: 8.0e-3 | - |"), std::string::npos) << walking;
+  // One of the two finished: still waiting for the other, nothing new to name but the pair.
+  write_confirm({fit_extension_points(sweep, t)[0]});
+  EXPECT_EQ(fit_extension_points(sweep, summarise_tune(sweep, dir / "out")).size(), 2u);
+  write_confirm(fit_extension_points(sweep, t));
+  t = summarise_tune(sweep, dir / "out");
+  EXPECT_EQ(t.arms[1].fit_next, 4);  // 8e-3 is lower still
+  write_confirm(fit_extension_points(sweep, t));
+  t = summarise_tune(sweep, dir / "out");
+  EXPECT_TRUE(fit_extension_points(sweep, t).empty());
+  EXPECT_EQ(t.arms[1].fit_centre, 3);  // 8e-3: 1.6e-2 is higher
+  EXPECT_NEAR(t.arms[1].fitted, 1.2e-2, 1e-12);
+  EXPECT_FALSE(t.arms[1].fitted_at_edge);
+  // The verdict still reads the runs at v* alone.
+  EXPECT_EQ(t.arms[1].confirm_n, 2);
+  EXPECT_NEAR(t.arms[1].confirm_mean, loss("post", 2e-3, 11) + 0.025, 1e-12);
+  const YAML::Node j = YAML::Load(tune_json(t));
+  EXPECT_EQ(j["fit_extend"].as<int>(), 2);
+  EXPECT_NEAR(j["arms"][1]["fit_centre"].as<double>(), 8e-3, 1e-15);
+  EXPECT_TRUE(j["arms"][1]["fit_next"].IsNull());
+  EXPECT_NEAR(j["arms"][1]["fit"]["value"].as<double>(), 1.2e-2, 1e-12);
+  const std::string md = tune_markdown(t);
+  EXPECT_NE(md.find("With tune.fit_extend 2:"), std::string::npos) << md;
+  EXPECT_NE(md.find("| layout=post | 2.0e-3 | 4.0e-3 .. 1.6e-2 | 0.012 [0.012, 0.012] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| layout=pre | 2.0e-3 | 1.0e-3 .. 4.0e-3 | 0.0025 [0.0025, 0.0025] |"), std::string::npos) << md;
+}
+
 }  // namespace
 }  // namespace normlab
