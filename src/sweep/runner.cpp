@@ -166,8 +166,9 @@ class SweepScheduler {
   }
 
   // The next phase's points (a tuned sweep's confirm points); the shard's share is by index
-  // within the phase. Call plan() and start_phase() next.
-  void begin_phase(std::vector<SweepPoint> points, std::vector<Config> configs) {
+  // within the phase, or every point with every_shard (the claims keep two processes off one
+  // point). Call plan() and start_phase() next.
+  void begin_phase(std::vector<SweepPoint> points, std::vector<Config> configs, bool every_shard = false) {
     points_ = std::move(points);
     configs_ = std::move(configs);
     plans_.assign(points_.size(), Plan::kFresh);
@@ -175,7 +176,7 @@ class SweepScheduler {
     todo_.clear();
     next_ = finished_ = 0;
     for (size_t i = 0; i < points_.size(); ++i) {
-      if (options_.shard.has(i)) mine_.push_back(i);
+      if (every_shard || options_.shard.has(i)) mine_.push_back(i);
     }
     for (size_t i : mine_) all_mine_.push_back(point_run_dir(dir_, points_[i]));
   }
@@ -397,22 +398,37 @@ class SweepScheduler {
 
 // tune.fit_extend, after the confirm phase: where a cell's lowest confirm mean sits at an end of its
 // bracket, the confirm seeds run at the next grid value beyond it, one value per round, until every
-// walk has ended (or waits for runs of another shard or process). A point starts once per process.
-void run_fit_extension(const Sweep& sweep, SweepScheduler& scheduler) {
+// walk has ended. Every shard takes every point of a round (rounds are small and sequential; the
+// claims keep two processes off one point). A point starts once per process. True when some walk
+// still waits for runs another process or shard has not finished (said in the log).
+bool run_fit_extension(const Sweep& sweep, SweepScheduler& scheduler) {
+  if (sweep.tune->fit_extend == 0) return false;
   std::set<std::string> tried;
-  while (sweep.tune->fit_extend > 0 && !scheduler.interrupted()) {
+  while (!scheduler.interrupted()) {
     std::vector<SweepPoint> more = fit_extension_points(sweep, summarise_tune(sweep, sweep.out_dir));
     more.erase(std::remove_if(more.begin(), more.end(), [&](const SweepPoint& p) { return tried.count(p.name) > 0; }),
                more.end());
-    if (more.empty()) return;
+    if (more.empty()) break;
     for (const SweepPoint& p : more) tried.insert(p.name);
     std::vector<Config> configs = validate_points(sweep, more);
-    scheduler.begin_phase(std::move(more), std::move(configs));
+    scheduler.begin_phase(std::move(more), std::move(configs), /*every_shard=*/true);
     scheduler.plan();
     scheduler.start_phase("fit extension: ");
     while (scheduler.poll()) {
     }
   }
+  if (scheduler.interrupted()) return false;
+  const TuneSummary t = summarise_tune(sweep, sweep.out_dir);
+  std::vector<std::string> waiting;
+  const int n = static_cast<int>(t.tune.values.size());
+  for (const TuneArmResult& a : t.arms) {
+    if (a.selected > 0 && a.selected + 1 < n && a.fit_centre < 0) waiting.push_back(a.name.empty() ? "(all)" : a.name);
+  }
+  if (waiting.empty()) return false;
+  spdlog::info("tune: fit extension: {} cell{} wait for confirm runs not finished (first: {}), run by another sweep "
+               "process or shard; run this command again once they have finished",
+               waiting.size(), waiting.size() == 1 ? "" : "s", waiting[0]);
+  return true;
 }
 
 }  // namespace
@@ -454,8 +470,9 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options) {
   scheduler.start_phase("confirm phase: ");
   while (scheduler.poll()) {
   }
-  run_fit_extension(sweep, scheduler);
-  return scheduler.report();
+  const bool waiting = run_fit_extension(sweep, scheduler);
+  const int code = scheduler.report();
+  return code == 0 && waiting ? kSearchIncomplete : code;
 }
 
 }  // namespace normlab

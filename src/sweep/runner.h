@@ -39,7 +39,8 @@ struct SweepRunOptions {
 };
 
 // A tuned sweep's exit status when this process's points are finished but search points of other
-// shards or processes are not: the confirm phase cannot start yet (run the command again later).
+// shards or processes are not: the confirm phase cannot start yet (run the command again later);
+// likewise when a tune.fit_extend walk waits for confirm runs another process has not finished.
 constexpr int kSearchIncomplete = 3;
 
 // Validates every point first (ConfigError, nothing written), refuses a sweep directory whose

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "core/errors.h"
 #include "core/fs.h"
@@ -213,6 +214,20 @@ SweepSummary summarise_sweep_dir(const Sweep& sweep, const std::string& sweep_di
   if (tune.search_complete) {
     const auto confirm = confirm_points(sweep, tune.selected());
     points.insert(points.end(), confirm.begin(), confirm.end());
+    // tune.fit_extend: the confirm runs a walk took beyond the brackets, wherever they exist.
+    if (sweep.tune->fit_extend > 0) {
+      std::set<std::string> listed;
+      for (const SweepPoint& p : confirm) listed.insert(p.name);
+      for (size_t v = 0; v < sweep.tune->values.size(); ++v) {
+        for (const SweepPoint& p : confirm_points(sweep, std::vector<int>(tune.arms.size(), static_cast<int>(v)))) {
+          if (p.overrides.back().second == sweep.tune->values[v] && !listed.count(p.name) &&
+              fs::exists(point_run_dir(sweep_dir, p))) {
+            listed.insert(p.name);
+            points.push_back(p);
+          }
+        }
+      }
+    }
   }
   SweepSummary s = summarise_sweep(sweep, points, sweep_dir);
   s.tune = std::move(tune);

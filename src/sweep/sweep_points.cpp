@@ -181,7 +181,7 @@ std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
   const SweepTune* tune = sweep.tune ? &*sweep.tune : nullptr;
   // Runs per combination of the axes: seeds, or a tuned sweep's search and confirm runs.
-  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() * (tune->fit ? 3 : 1)
+  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() * (tune->fit ? 3 + static_cast<size_t>(tune->fit_extend) : 1)
                       : sweep.seeds.size();
   std::vector<std::string> sizes;
   for (const auto& a : sweep.axes) {

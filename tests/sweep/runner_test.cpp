@@ -256,15 +256,79 @@ TEST_F(SweepEndToEndTest, TunedSweepSearchesThenConfirmsAndARerunStartsNothing) 
 }
 
 // tune.fit_extend through the binary: search and confirm records written beforehand (skipped as
-// finished) put post's lowest confirm mean at the top of its bracket; the sweep then runs post's
-// confirm seeds at the next grid value for real (the grid's last: the walk ends there), and a
-// re-run starts nothing.
-TEST_F(SweepEndToEndTest, TunedSweepWithFitExtendRunsTheWalksPointsAfterTheConfirmPhase) {
+// finished) put post's lowest confirm mean at the top of its bracket (3e-3); the sweep then runs
+// post's confirm seeds at 4e-3 for real (their losses, well below the written 9s, are the lowest),
+// then at 5e-3 (the grid's end: the walk ends there, centred on 4e-3 whichever of the two real
+// values is lower); pre's lowest is inside its bracket and it runs nothing more. A re-run starts
+// nothing.
+TEST_F(SweepEndToEndTest, TunedSweepWithFitExtendRunsTheWalksPointsRoundAfterRound) {
   std::ofstream(dir_ / "sweep.yaml") << "base: base.yaml\nout_dir: " << sweep_dir() << "\n"
                                      << "axes: {model.layout: [pre, post]}\n"
-                                     << "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3], seeds: [1],\n"
-                                     << "       confirm_seeds: [2, 3], baseline: {model.layout: pre}, fit: quadratic,\n"
-                                     << "       fit_extend: 3}\n";
+                                     << "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3, 5.0e-3],\n"
+                                     << "       seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre},\n"
+                                     << "       fit: quadratic, fit_extend: 3}\n";
+  auto fake = [&](const std::string& name, double best) {
+    fs::create_directories(run(name));
+    std::ofstream(run(name) + "/metrics.jsonl") << "{\"kind\":\"eval\",\"step\":0,\"val_loss\":9.9}\n"
+                                                << "{\"kind\":\"eval\",\"step\":5,\"val_loss\":" << best << "}\n";
+    std::ofstream(run(name) + "/point.json") << "{\"status\":\"done\",\"exit_code\":0,\"wall_s\":1}\n";
+  };
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3", "5.0e-3"};
+  for (const std::string arm : {"pre", "post"}) {
+    for (size_t v = 0; v < values.size(); ++v) fake("layout=" + arm + ",lr=" + values[v] + ",seed=1", v == 1 ? 9.0 : 9.5);
+    for (const std::string seed : {"2", "3"}) {  // pre: lowest at v* (2e-3); post: at 3e-3, the top
+      for (size_t v = 0; v < 3; ++v) {
+        fake("layout=" + arm + ",lr=" + values[v] + ",confirm,seed=" + seed,
+             arm == "pre" ? (v == 1 ? 9.0 : 9.4) : 9.6 - 0.2 * static_cast<double>(v));
+      }
+    }
+  }
+  // --list before: the search, the confirm points and the two the walk needs next.
+  auto list = testing::run_command(testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml --list");
+  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 10 + 12 + 2) << list.out;
+  EXPECT_NE(list.out.find("layout=post,lr=4.0e-3,confirm,seed=3\n"), std::string::npos) << list.out;
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_NE(err().find("search phase: 10 points (10 finished earlier, 0 to resume, 0 new)"), std::string::npos) << err();
+  EXPECT_NE(err().find("confirm phase: 12 points (12 finished earlier, 0 to resume, 0 new)"), std::string::npos) << err();
+  const std::string log = err();
+  const size_t first = log.find("fit extension: 2 points (0 finished earlier, 0 to resume, 2 new)");
+  ASSERT_NE(first, std::string::npos) << log;
+  EXPECT_NE(log.find("fit extension: 2 points (0 finished earlier, 0 to resume, 2 new)", first + 1), std::string::npos)
+      << log;
+  for (const std::string v : {"4.0e-3", "5.0e-3"}) {
+    for (const std::string seed : {"2", "3"}) {
+      const std::string name = "layout=post,lr=" + v + ",confirm,seed=" + seed;
+      EXPECT_EQ(status(name), "done") << name;
+      EXPECT_EQ(testing::records(run(name), "train").size(), 5u) << name;
+    }
+  }
+  EXPECT_FALSE(fs::exists(run("layout=pre,lr=4.0e-3,confirm,seed=2")));
+  const YAML::Node summary = YAML::LoadFile(sweep_dir() + "/summary.json");
+  const YAML::Node arms = summary["tune"]["arms"];
+  EXPECT_NEAR(arms[0]["fit_centre"].as<double>(), 2e-3, 1e-15);
+  EXPECT_NEAR(arms[1]["fit_centre"].as<double>(), 4e-3, 1e-15);
+  EXPECT_TRUE(arms[1]["fit_next"].IsNull());
+  EXPECT_FALSE(arms[1]["fit"]["value"].IsNull());
+  EXPECT_NE(read_file(sweep_dir() + "/summary.md").find("| layout=post | 2.0e-3 | 3.0e-3 .. 5.0e-3 |"), std::string::npos);
+  size_t rows = 0;  // the run rows: search, confirm and the walk's four
+  for (const auto& r : summary["rows"]) rows += r["row"].as<std::string>() == "run";
+  EXPECT_EQ(rows, 10u + 12u + 4u);
+  EXPECT_NE(read_file(sweep_dir() + "/summary.csv").find("layout=post,lr=5.0e-3,confirm,seed=3"), std::string::npos);
+  // Nothing left: --list names search and confirm points only, and a re-run starts nothing.
+  list = testing::run_command(testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml --list");
+  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 10 + 12) << list.out;
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_EQ(err().find("start"), std::string::npos) << err();
+  EXPECT_EQ(err().find("fit extension"), std::string::npos) << err();
+}
+
+// A walk that waits for confirm runs another process is running: the sweep says so and exits 3.
+TEST_F(SweepEndToEndTest, TunedSweepWithFitExtendExitsThreeWhileAWalkWaitsForAnotherProcess) {
+  std::ofstream(dir_ / "sweep.yaml") << "base: base.yaml\nout_dir: " << sweep_dir() << "\n"
+                                     << "axes: {model.layout: [pre, post]}\n"
+                                     << "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 3.0e-3, 4.0e-3],\n"
+                                     << "       seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre},\n"
+                                     << "       fit: quadratic, fit_extend: 1}\n";
   auto fake = [&](const std::string& name, double best) {
     fs::create_directories(run(name));
     std::ofstream(run(name) + "/metrics.jsonl") << "{\"kind\":\"eval\",\"step\":0,\"val_loss\":9.9}\n"
@@ -273,38 +337,28 @@ TEST_F(SweepEndToEndTest, TunedSweepWithFitExtendRunsTheWalksPointsAfterTheConfi
   };
   const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "3.0e-3", "4.0e-3"};
   for (const std::string arm : {"pre", "post"}) {
-    for (size_t v = 0; v < 4; ++v) fake("layout=" + arm + ",lr=" + values[v] + ",seed=1", v == 1 ? 9.0 : 9.5);
-    for (const std::string seed : {"2", "3"}) {  // pre: lowest at v* (2e-3); post: at 3e-3, the top
+    for (size_t v = 0; v < values.size(); ++v) fake("layout=" + arm + ",lr=" + values[v] + ",seed=1", v == 1 ? 9.0 : 9.5);
+    for (const std::string seed : {"2", "3"}) {
       for (size_t v = 0; v < 3; ++v) {
         fake("layout=" + arm + ",lr=" + values[v] + ",confirm,seed=" + seed,
              arm == "pre" ? (v == 1 ? 9.0 : 9.4) : 9.6 - 0.2 * static_cast<double>(v));
       }
     }
   }
+  // Another process holds the claim of one of the walk's points: this one skips it and waits.
+  fs::create_directories(sweep_dir() + "/claims");
+  auto r = testing::run_command(
+      "bash -c 'exec 9>" + sweep_dir() + "/claims/layout=post,lr=4.0e-3,confirm,seed=3.lock; flock -n 9 && " +
+          testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml --jobs 2 9>&- 2>" + dir_ / "err" + "; echo $?'");
+  EXPECT_EQ(r.out, "3\n") << err();
+  EXPECT_NE(err().find("skip     layout=post,lr=4.0e-3,confirm,seed=3: another normlab sweep process is running it"),
+            std::string::npos) << err();
+  EXPECT_NE(err().find("tune: fit extension: 1 cell wait for confirm runs not finished (first: layout=post)"),
+            std::string::npos) << err();
+  EXPECT_EQ(status("layout=post,lr=4.0e-3,confirm,seed=2"), "done");
+  // Once that process is gone, a re-run runs it and the walk ends.
   ASSERT_EQ(sweep().status, 0) << err();
-  EXPECT_NE(err().find("search phase: 8 points (8 finished earlier, 0 to resume, 0 new)"), std::string::npos) << err();
-  EXPECT_NE(err().find("confirm phase: 12 points (12 finished earlier, 0 to resume, 0 new)"), std::string::npos) << err();
-  EXPECT_NE(err().find("fit extension: 2 points (0 finished earlier, 0 to resume, 2 new)"), std::string::npos) << err();
-  for (const std::string seed : {"2", "3"}) {
-    const std::string name = "layout=post,lr=4.0e-3,confirm,seed=" + seed;
-    EXPECT_EQ(status(name), "done") << name;
-    EXPECT_EQ(testing::records(run(name), "train").size(), 5u) << name;
-  }
-  EXPECT_FALSE(fs::exists(run("layout=pre,lr=4.0e-3,confirm,seed=2")));
-  // The real runs (well below 9) are post's lowest: the walk ends at the grid's end, bracket
-  // 2e-3 .. 4e-3 (centre 3e-3), and the fit is there.
-  const YAML::Node arms = YAML::LoadFile(sweep_dir() + "/summary.json")["tune"]["arms"];
-  EXPECT_NEAR(arms[0]["fit_centre"].as<double>(), 2e-3, 1e-15);
-  EXPECT_NEAR(arms[1]["fit_centre"].as<double>(), 3e-3, 1e-15);
-  EXPECT_TRUE(arms[1]["fit_next"].IsNull());
-  EXPECT_FALSE(arms[1]["fit"]["value"].IsNull());
-  EXPECT_NE(read_file(sweep_dir() + "/summary.md").find("| layout=post | 2.0e-3 | 2.0e-3 .. 4.0e-3 |"), std::string::npos);
-  // --list names the search, confirm and (none left) extension points; a re-run starts nothing.
-  auto list = testing::run_command(testing::normlab_binary() + " sweep -c " + dir_ / "sweep.yaml --list");
-  EXPECT_EQ(std::count(list.out.begin(), list.out.end(), '\n'), 8 + 12) << list.out;
-  ASSERT_EQ(sweep().status, 0) << err();
-  EXPECT_EQ(err().find("start"), std::string::npos) << err();
-  EXPECT_EQ(err().find("fit extension"), std::string::npos) << err();
+  EXPECT_EQ(status("layout=post,lr=4.0e-3,confirm,seed=3"), "done");
 }
 
 // Shards over machines: each runs its share of the search; the confirm phase starts on a shard
