@@ -219,9 +219,8 @@ SweepSummary summarise_sweep_dir(const Sweep& sweep, const std::string& sweep_di
       std::set<std::string> listed;
       for (const SweepPoint& p : confirm) listed.insert(p.name);
       for (size_t v = 0; v < sweep.tune->values.size(); ++v) {
-        for (const SweepPoint& p : confirm_points(sweep, std::vector<int>(tune.arms.size(), static_cast<int>(v)))) {
-          if (p.overrides.back().second == sweep.tune->values[v] && !listed.count(p.name) &&
-              fs::exists(point_run_dir(sweep_dir, p))) {
+        for (const SweepPoint& p : confirm_points_at(sweep, std::vector<int>(tune.arms.size(), static_cast<int>(v)))) {
+          if (!listed.count(p.name) && fs::exists(point_run_dir(sweep_dir, p))) {
             listed.insert(p.name);
             points.push_back(p);
           }

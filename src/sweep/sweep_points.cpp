@@ -178,10 +178,25 @@ std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int
   return out;
 }
 
+std::vector<SweepPoint> confirm_points_at(const Sweep& sweep, const std::vector<int>& at) {
+  std::vector<SweepPoint> out;
+  if (!sweep.tune) return out;
+  const auto arms = tune_arms(sweep);
+  for (size_t a = 0; a < arms.size() && a < at.size(); ++a) {
+    if (at[a] < 0) continue;
+    for (int64_t seed : sweep.tune->confirm_seeds) {
+      out.push_back(tuned_point(sweep, arms[a], a, static_cast<size_t>(at[a]), seed, PointPhase::kConfirm));
+    }
+  }
+  return out;
+}
+
 std::vector<SweepPoint> expand_sweep(const Sweep& sweep) {
   const SweepTune* tune = sweep.tune ? &*sweep.tune : nullptr;
   // Runs per combination of the axes: seeds, or a tuned sweep's search and confirm runs.
-  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() * (tune->fit ? 3 + static_cast<size_t>(tune->fit_extend) : 1)
+  // (a fit's bracket: 3 values, and a fit_extend walk at most fit_extend more: it goes one way)
+  const size_t confirm_values = tune && tune->fit ? 3 + static_cast<size_t>(tune->fit_extend) : 1;
+  size_t count = tune ? tune->values.size() * tune->seeds.size() + tune->confirm_seeds.size() * confirm_values
                       : sweep.seeds.size();
   std::vector<std::string> sizes;
   for (const auto& a : sweep.axes) {

@@ -48,6 +48,9 @@ std::vector<SweepPoint> tune_arms(const Sweep& sweep);
 // (no selection) get none.
 // With tune.fit quadratic, also at the values either side of v* (those in the grid), after v*'s.
 std::vector<SweepPoint> confirm_points(const Sweep& sweep, const std::vector<int>& selected);
+// The confirm points of arm i at values[at[i]] only (every confirm seed; none where at[i] < 0),
+// whatever tune.fit says: the runs a tune.fit_extend walk reads or asks for.
+std::vector<SweepPoint> confirm_points_at(const Sweep& sweep, const std::vector<int>& at);
 
 // Every key a point name carries: the axis keys, then a tuned sweep's key.
 std::vector<std::string> name_keys(const Sweep& sweep);

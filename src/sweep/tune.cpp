@@ -281,19 +281,9 @@ TuneVerdict tune_verdict(const std::vector<double>& arm, const std::vector<doubl
 }
 
 std::vector<SweepPoint> fit_extension_points(const Sweep& sweep, const TuneSummary& t) {
-  std::vector<SweepPoint> out;
-  for (size_t v = 0; v < t.tune.values.size(); ++v) {
-    std::vector<int> at(t.arms.size(), -1);
-    bool any = false;
-    for (size_t a = 0; a < t.arms.size(); ++a) {
-      if (t.arms[a].fit_next == static_cast<int>(v)) at[a] = static_cast<int>(v), any = true;
-    }
-    if (!any) continue;
-    for (SweepPoint& p : confirm_points(sweep, at)) {
-      if (p.overrides.back().second == t.tune.values[v]) out.push_back(std::move(p));
-    }
-  }
-  return out;
+  std::vector<int> next;
+  for (const TuneArmResult& a : t.arms) next.push_back(a.fit_next);
+  return confirm_points_at(sweep, next);
 }
 
 TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
@@ -356,9 +346,8 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
   std::vector<SweepPoint> confirm;
   if (t.fit_extend > 0) {
     for (size_t v = 0; v < n_values; ++v) {
-      for (SweepPoint& p : confirm_points(sweep, std::vector<int>(s.arms.size(), static_cast<int>(v)))) {
-        if (p.overrides.back().second == t.values[v]) confirm.push_back(std::move(p));
-      }
+      const auto at_v = confirm_points_at(sweep, std::vector<int>(s.arms.size(), static_cast<int>(v)));
+      confirm.insert(confirm.end(), at_v.begin(), at_v.end());
     }
   } else {
     confirm = confirm_points(sweep, s.selected());
