@@ -1072,7 +1072,9 @@ def fig_tune_transfer(sweep, axes, outdir):
         if fitted:
             xs = [num(f.get("rung")) for f in fitted]
             ys = [num(f.get("value")) for f in fitted]
-            ax.plot(xs, ys, color=c, marker="o", lw=1.6, label="%s: fitted, slope %s" % (label, fmt_slope(tr.get("fitted_slope"))))
+            ax.plot(xs, ys, color=c, marker="o", lw=1.6,
+                    label="%s: fitted, slope %s" % (label, fmt_slope(tr.get("fitted_slope"), tr.get("fitted_slope_low"),
+                                                                        tr.get("fitted_slope_high"))))
             for x, f in zip(xs, fitted):
                 if finite(num(f.get("low"))) and finite(num(f.get("high"))):
                     ax.plot([x, x], [num(f.get("low")), num(f.get("high"))], color=c, lw=2.5, alpha=0.6)
@@ -1099,8 +1101,13 @@ def fig_tune_transfer(sweep, axes, outdir):
     return save(fig, os.path.join(outdir, "tune_transfer.png"))
 
 
-def fmt_slope(v):
-    return "%+.2f" % num(v) if finite(num(v)) else "-"
+def fmt_slope(v, low=None, high=None):
+    """A slope at 2 decimals, with its interval where the summary has one (paired resamples)."""
+    if not finite(num(v)):
+        return "-"
+    if finite(num(low)) and finite(num(high)):
+        return "%+.2f [%+.2f, %+.2f]" % (num(v), num(low), num(high))
+    return "%+.2f" % num(v)
 
 
 def fig_tune_profiles(sweep, axes, outdir):

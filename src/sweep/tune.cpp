@@ -153,39 +153,99 @@ std::pair<double, bool> parabola_minimum(const std::vector<double>& x, const std
   return {m[0] <= m[2] ? x0 : x2, true};
 }
 
+// Three increasing values and, per seed, three finite runs: what a fit needs.
+bool fit_runs_usable(const std::vector<double>& x, const std::vector<std::vector<double>>& y) {
+  if (x.size() != 3 || y.empty() || !(x[0] < x[1] && x[1] < x[2])) return false;
+  return std::all_of(y.begin(), y.end(), [](const std::vector<double>& row) {
+    return row.size() == 3 && std::all_of(row.begin(), row.end(), [](double v) { return std::isfinite(v); });
+  });
+}
+
+// The mean over `seeds` (indices into y, repeats counted) of y[k][i], per i.
+std::vector<double> seed_means(const std::vector<std::vector<double>>& y, const std::vector<size_t>& seeds) {
+  std::vector<double> m(3, 0.0);
+  for (const size_t k : seeds) {
+    for (size_t i = 0; i < 3; ++i) m[i] += y[k][i] / static_cast<double>(seeds.size());
+  }
+  return m;
+}
+
+std::vector<size_t> all_seeds(size_t K) {
+  std::vector<size_t> all(K);
+  for (size_t k = 0; k < K; ++k) all[k] = k;
+  return all;
+}
+
+// `resamples` draws of K seeds with replacement from a fixed generator: the same runs give the same
+// intervals.
+std::vector<std::vector<size_t>> seed_resamples(size_t K, int resamples) {
+  std::mt19937_64 rng(0x5eed2026);
+  std::uniform_int_distribution<size_t> pick(0, K - 1);
+  std::vector<std::vector<size_t>> out(static_cast<size_t>(resamples), std::vector<size_t>(K));
+  for (auto& seeds : out) {
+    for (auto& k : seeds) k = pick(rng);
+  }
+  return out;
+}
+
+// The 2.5 % and 97.5 % points of a bootstrap distribution (lower order statistics).
+std::pair<double, double> percentile_95(std::vector<double> boot) {
+  std::sort(boot.begin(), boot.end());
+  auto at = [&](double q) { return boot[static_cast<size_t>(std::floor(q * static_cast<double>(boot.size() - 1)))]; };
+  return {at(0.025), at(0.975)};
+}
+
 }  // namespace
 
 QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vector<std::vector<double>>& y,
                                    int resamples) {
   QuadraticOptimum out;
+  if (!fit_runs_usable(x, y)) return out;
   const size_t K = y.size();
-  if (x.size() != 3 || K == 0 || !(x[0] < x[1] && x[1] < x[2])) return out;
-  for (const auto& row : y) {
-    if (row.size() != 3 || !std::all_of(row.begin(), row.end(), [](double v) { return std::isfinite(v); })) return out;
-  }
-  auto means = [&](const std::vector<size_t>& seeds) {
-    std::vector<double> m(3, 0.0);
-    for (const size_t k : seeds) {
-      for (size_t i = 0; i < 3; ++i) m[i] += y[k][i] / static_cast<double>(seeds.size());
-    }
-    return m;
-  };
-  std::vector<size_t> all(K);
-  for (size_t k = 0; k < K; ++k) all[k] = k;
-  std::tie(out.x, out.at_edge) = parabola_minimum(x, means(all));
+  std::tie(out.x, out.at_edge) = parabola_minimum(x, seed_means(y, all_seeds(K)));
   if (K < 2 || resamples < 1) return out;
-  std::mt19937_64 rng(0x5eed2026);
-  std::uniform_int_distribution<size_t> pick(0, K - 1);
   std::vector<double> boot;
-  std::vector<size_t> seeds(K);
-  for (int b = 0; b < resamples; ++b) {
-    for (auto& k : seeds) k = pick(rng);
-    boot.push_back(parabola_minimum(x, means(seeds)).first);
+  for (const auto& seeds : seed_resamples(K, resamples)) boot.push_back(parabola_minimum(x, seed_means(y, seeds)).first);
+  std::tie(out.low, out.high) = percentile_95(boot);
+  return out;
+}
+
+FittedSlope fitted_slope(const std::vector<double>& rungs, const std::vector<std::vector<double>>& x,
+                         const std::vector<std::vector<std::vector<double>>>& y, int resamples) {
+  FittedSlope out;
+  const size_t R = rungs.size();
+  if (R < 2 || x.size() != R || y.size() != R) return out;
+  const size_t K = y[0].size();
+  for (size_t r = 0; r < R; ++r) {
+    if (y[r].size() != K || !fit_runs_usable(x[r], y[r])) return out;
   }
-  std::sort(boot.begin(), boot.end());
-  auto at = [&](double q) { return boot[static_cast<size_t>(std::floor(q * static_cast<double>(boot.size() - 1)))]; };
-  out.low = at(0.025);
-  out.high = at(0.975);
+  // The optima (log2) of every rung for one draw of the seeds; whether any sits at its bracket's end.
+  auto optima = [&](const std::vector<size_t>& seeds, bool& any_edge) {
+    std::vector<double> opt;
+    for (size_t r = 0; r < R; ++r) {
+      const auto [v, edge] = parabola_minimum(x[r], seed_means(y[r], seeds));
+      opt.push_back(v);
+      any_edge = any_edge || edge;
+    }
+    return opt;
+  };
+  bool edge = false;
+  const std::vector<double> point = optima(all_seeds(K), edge);
+  out.slope = least_squares_slope(rungs, point);
+  out.log2_ratio = point.back() - point.front();
+  if (K < 2 || resamples < 1) return out;
+  std::vector<double> slopes, ratios;
+  int edges = 0;
+  for (const auto& seeds : seed_resamples(K, resamples)) {
+    bool e = false;
+    const std::vector<double> opt = optima(seeds, e);
+    slopes.push_back(least_squares_slope(rungs, opt));
+    ratios.push_back(opt.back() - opt.front());
+    edges += e ? 1 : 0;
+  }
+  std::tie(out.low, out.high) = percentile_95(slopes);
+  std::tie(out.ratio_low, out.ratio_high) = percentile_95(ratios);
+  out.edge_share = static_cast<double>(edges) / static_cast<double>(resamples);
   return out;
 }
 
@@ -232,6 +292,8 @@ int interval_digits(const TTest& t) {
 void tune_fit(const std::vector<std::vector<TuneRun>>& bracket, const SweepTune& t, TuneArmResult& arm) {
   arm.fitted = arm.fitted_low = arm.fitted_high = kNaN;
   arm.fitted_at_edge = false;
+  arm.fit_x.clear();
+  arm.fit_y.clear();
   const int s = arm.fit_centre >= 0 ? arm.fit_centre : arm.selected;
   if (s <= 0 || s + 1 >= static_cast<int>(t.numbers.size())) return;  // at the grid's edge: no bracket
   const size_t K = t.confirm_seeds.size();
@@ -246,6 +308,8 @@ void tune_fit(const std::vector<std::vector<TuneRun>>& bracket, const SweepTune&
   std::vector<double> x;
   for (int v = s - 1; v <= s + 1; ++v) x.push_back(std::log2(t.numbers[static_cast<size_t>(v)]));
   const QuadraticOptimum q = quadratic_optimum(x, y);
+  arm.fit_x = x;
+  arm.fit_y = y;
   arm.fitted = std::exp2(q.x);
   arm.fitted_low = std::exp2(q.low);
   arm.fitted_high = std::exp2(q.high);
@@ -455,6 +519,8 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
       }
       tr.slope = least_squares_slope(x, y);
       std::vector<double> fx, fy;
+      std::vector<std::vector<double>> brackets;
+      std::vector<std::vector<std::vector<double>>> runs;
       for (const TuneArmResult& a : s.arms) {
         if (a.stem != stem || !std::isfinite(a.fitted)) continue;
         tr.fit_rungs.push_back(a.rung_value);
@@ -465,9 +531,12 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
         if (rung > 0) {
           fx.push_back(std::log2(rung));
           fy.push_back(std::log2(a.fitted));
+          brackets.push_back(a.fit_x);
+          runs.push_back(a.fit_y);
         }
       }
       tr.fitted_slope = least_squares_slope(fx, fy);
+      tr.fitted_paired = fitted_slope(fx, brackets, runs);
       // Larger is better at the first searched rung's selection, rung against rung.
       const TuneArmResult* prev = nullptr;
       int v0 = -1;
@@ -536,6 +605,35 @@ static std::string delta_cell(const TTest& d, int dec) {
   if (!std::isfinite(d.delta)) return "-";
   return fmt::format("{:+.{}f}", d.delta, dec) +
          (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
+}
+
+// The fitted optimum against the ladder (tune.fit with two or more fitted rungs): per arm, the slope
+// and log2(last / first) with their paired-resample intervals (fitted_slope()).
+static std::string fitted_slope_lines(const std::vector<TuneTransfer>& transfer, const std::string& ladder) {
+  std::string out = fmt::format(
+      "Fitted optimum against {0}: the least-squares slope of log2 (fitted optimum) against log2 {0} over the "
+      "rungs with a fit, and log2 of the last such rung's optimum over the first's, each with its 95 % interval "
+      "over bootstrap resamples of the confirm seeds drawn alike at every rung (paired: every rung ran the same "
+      "seeds); edge: the share of resamples in which some rung's minimum sat at an end of its bracket (that end "
+      "of the interval is then the bracket's, not the seeds')\n\n"
+      "| arm | rungs | slope [95 % interval] | log2 last / first [95 % interval] | edge |\n"
+      "|---|---|---:|---:|---:|\n",
+      ladder);
+  auto with_interval = [](double v, double low, double high) {
+    if (!std::isfinite(v)) return std::string("-");
+    return fmt::format("{:+.2f}", v) +
+           (std::isfinite(low) ? fmt::format(" [{:+.2f}, {:+.2f}]", low, high) : std::string());
+  };
+  for (const TuneTransfer& tr : transfer) {
+    const FittedSlope& f = tr.fitted_paired;
+    std::string rungs;
+    for (const std::string& r : tr.fit_rungs) rungs += (rungs.empty() ? "" : ", ") + r;
+    out += fmt::format("| {} | {} | {} | {} | {} |\n", tr.stem.empty() ? "(all)" : tr.stem,
+                       rungs.empty() ? "-" : rungs, with_interval(f.slope, f.low, f.high),
+                       with_interval(f.log2_ratio, f.ratio_low, f.ratio_high),
+                       std::isfinite(f.edge_share) ? fmt::format("{:.0f} %", 100 * f.edge_share) : "-");
+  }
+  return out + "\n";
 }
 
 std::string tune_markdown(const TuneSummary& s) {
@@ -710,15 +808,7 @@ std::string tune_markdown(const TuneSummary& s) {
       }
     }
     out += "\n";
-    if (!s.transfer.empty()) {
-      out += fmt::format("Slope of log2 (fitted optimum) against log2 {}, over the rungs with a fit:", t.ladder);
-      for (const TuneTransfer& tr : s.transfer) {
-        out += fmt::format(" {} {} ({} rungs);", tr.stem.empty() ? "(all)" : tr.stem,
-                           cell_number(tr.fitted_slope, "{:+.2f}"), tr.fit_rungs.size());
-      }
-      out.back() = '\n';
-      out += "\n";
-    }
+    if (!s.transfer.empty()) out += fitted_slope_lines(s.transfer, t.ladder);
   }
   out += fmt::format(
       "Search grid: m(v), mean {} over the search seeds (* the selected value; - runs not finished)\n\n| arm | l0 |",
@@ -890,7 +980,11 @@ std::string tune_json(const TuneSummary& s) {
         e.add("value", tr.fitted[i]).add("low", tr.fitted_low[i]).add("high", tr.fitted_high[i]);
         fit.push_back(e);
       }
+      const FittedSlope& fp = tr.fitted_paired;
       tj.add("fitted", fit).add("fitted_slope", tr.fitted_slope);
+      tj.add("fitted_slope_low", fp.low).add("fitted_slope_high", fp.high);
+      tj.add("fitted_log2_ratio", fp.log2_ratio).add("fitted_log2_ratio_low", fp.ratio_low);
+      tj.add("fitted_log2_ratio_high", fp.ratio_high).add("fitted_edge_share", fp.edge_share);
     }
     transfer.push_back(tj);
   }

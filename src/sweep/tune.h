@@ -82,6 +82,10 @@ struct TuneArmResult {
   // at the grid's edge or those runs have not all finished.
   double fitted = std::nan(""), fitted_low = std::nan(""), fitted_high = std::nan("");
   bool fitted_at_edge = false;
+  // The runs behind the fit: its bracket (log2 of the three values) and the metric of each confirm
+  // seed's run there (fit_y[k][i]); empty without a fit. The transfer audit resamples them.
+  std::vector<double> fit_x;
+  std::vector<std::vector<double>> fit_y;
   // The middle of the fit's bracket (a grid index): v* itself, or with tune.fit_extend where the
   // walk ended (-1: not decided yet), and the grid index whose confirm runs the walk needs next
   // (-1: none; fit_walk).
@@ -111,6 +115,24 @@ struct QuadraticOptimum {
 };
 QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vector<std::vector<double>>& y,
                                    int resamples = 2000);
+
+// One arm's fitted optima over a ladder's rungs, resampled together. rungs[r]: log2 of rung r's
+// ladder value; x[r]: its fit bracket (three log2 values, as quadratic_optimum); y[r][k][i]: confirm
+// seed k's run at x[r][i] (every rung runs the same seeds, in the same order). slope: the
+// least-squares slope of the optima (log2) against rungs; log2_ratio: log2 of the last rung's optimum
+// over the first's; each with its 95 % percentile interval over bootstrap resamples that draw the
+// same seeds at every rung (a paired resample: a seed that favours higher values at every rung moves
+// every rung's optimum together, and its effect on the slope cancels). edge_share: the share of
+// resamples in which some rung's minimum sat at an end of its bracket (that end of the interval is
+// the bracket's, not the seeds'). Intervals and edge_share NaN with one seed; all NaN with fewer
+// than two rungs or a rung whose runs are not all finite.
+struct FittedSlope {
+  double slope = std::nan(""), low = std::nan(""), high = std::nan("");
+  double log2_ratio = std::nan(""), ratio_low = std::nan(""), ratio_high = std::nan("");
+  double edge_share = std::nan("");
+};
+FittedSlope fitted_slope(const std::vector<double>& rungs, const std::vector<std::vector<double>>& x,
+                         const std::vector<std::vector<std::vector<double>>>& y, int resamples = 2000);
 
 // tune.fit_extend: where a cell's fit bracket ends up. means[v]: the cell's confirm mean at grid
 // value v (NaN where its runs have not all finished, or were never asked for). From [s - 1, s + 1]
@@ -144,6 +166,9 @@ struct TuneTransfer {
   std::vector<std::string> fit_rungs;
   std::vector<double> fitted, fitted_low, fitted_high;
   double fitted_slope = std::nan("");
+  // fitted_slope over the rungs with a fit and a numeric ladder value, with its paired-resample
+  // interval and log2(last / first) (fitted_slope()); `fitted_slope` above is its point estimate.
+  FittedSlope fitted_paired;
   // At the value the arm selected at its first searched rung (the rate a transfer would carry):
   // each searched rung against the searched rung before it (TuneOrdered). NaN / empty without one.
   double ordered_value = std::nan("");
