@@ -219,33 +219,36 @@ FittedSlope fitted_slope(const std::vector<double>& rungs, const std::vector<std
   for (size_t r = 0; r < R; ++r) {
     if (y[r].size() != K || !fit_runs_usable(x[r], y[r])) return out;
   }
-  // The optima (log2) of every rung for one draw of the seeds; whether any sits at its bracket's end.
-  auto optima = [&](const std::vector<size_t>& seeds, bool& any_edge) {
+  // The optima (log2) of every rung for one draw of the seeds, counting in `edges` the rungs whose
+  // minimum sits at its bracket's end.
+  auto optima = [&](const std::vector<size_t>& seeds, std::vector<int>& edges) {
     std::vector<double> opt;
     for (size_t r = 0; r < R; ++r) {
       const auto [v, edge] = parabola_minimum(x[r], seed_means(y[r], seeds));
       opt.push_back(v);
-      any_edge = any_edge || edge;
+      edges[r] += edge ? 1 : 0;
     }
     return opt;
   };
-  bool edge = false;
-  const std::vector<double> point = optima(all_seeds(K), edge);
+  std::vector<int> point_edges(R, 0);
+  const std::vector<double> point = optima(all_seeds(K), point_edges);
   out.slope = least_squares_slope(rungs, point);
   out.log2_ratio = point.back() - point.front();
   if (K < 2 || resamples < 1) return out;
   std::vector<double> slopes, ratios;
-  int edges = 0;
+  std::vector<int> edges(R, 0);
+  int any = 0;
   for (const auto& seeds : seed_resamples(K, resamples)) {
-    bool e = false;
-    const std::vector<double> opt = optima(seeds, e);
+    const std::vector<int> before = edges;
+    const std::vector<double> opt = optima(seeds, edges);
     slopes.push_back(least_squares_slope(rungs, opt));
     ratios.push_back(opt.back() - opt.front());
-    edges += e ? 1 : 0;
+    any += edges != before ? 1 : 0;
   }
   std::tie(out.low, out.high) = percentile_95(slopes);
   std::tie(out.ratio_low, out.ratio_high) = percentile_95(ratios);
-  out.edge_share = static_cast<double>(edges) / static_cast<double>(resamples);
+  out.edge_share = static_cast<double>(any) / static_cast<double>(resamples);
+  for (const int e : edges) out.rung_edge_share.push_back(static_cast<double>(e) / static_cast<double>(resamples));
   return out;
 }
 
@@ -518,22 +521,28 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
         }
       }
       tr.slope = least_squares_slope(x, y);
-      std::vector<double> fx, fy;
-      std::vector<std::vector<double>> brackets;
-      std::vector<std::vector<std::vector<double>>> runs;
+      std::vector<const TuneArmResult*> numeric;  // fitted, at a numeric rung: the slope's cells
       for (const TuneArmResult& a : s.arms) {
         if (a.stem != stem || !std::isfinite(a.fitted)) continue;
         tr.fit_rungs.push_back(a.rung_value);
         tr.fitted.push_back(a.fitted);
         tr.fitted_low.push_back(a.fitted_low);
         tr.fitted_high.push_back(a.fitted_high);
-        const double rung = ladder_number(a.rung_value);
-        if (rung > 0) {
-          fx.push_back(std::log2(rung));
-          fy.push_back(std::log2(a.fitted));
-          brackets.push_back(a.fit_x);
-          runs.push_back(a.fit_y);
-        }
+        if (ladder_number(a.rung_value) > 0) numeric.push_back(&a);
+      }
+      // Smallest rung first, whatever the file's order: log2_ratio is largest over smallest.
+      std::stable_sort(numeric.begin(), numeric.end(), [](const TuneArmResult* p, const TuneArmResult* q) {
+        return ladder_number(p->rung_value) < ladder_number(q->rung_value);
+      });
+      std::vector<double> fx, fy;
+      std::vector<std::vector<double>> brackets;
+      std::vector<std::vector<std::vector<double>>> runs;
+      for (const TuneArmResult* a : numeric) {
+        fx.push_back(std::log2(ladder_number(a->rung_value)));
+        fy.push_back(std::log2(a->fitted));
+        brackets.push_back(a->fit_x);
+        runs.push_back(a->fit_y);
+        tr.paired_rungs.push_back(a->rung_value);
       }
       tr.fitted_slope = least_squares_slope(fx, fy);
       tr.fitted_paired = fitted_slope(fx, brackets, runs);
@@ -607,16 +616,30 @@ static std::string delta_cell(const TTest& d, int dec) {
          (d.bounded() ? fmt::format(" [{:+.{}f}, {:+.{}f}]", d.ci95_low, dec, d.ci95_high, dec) : " [unbounded]");
 }
 
+// "54 % (128: 30 %, 256: 30 %)": the share of resamples with some rung at its bracket's end, and
+// each rung's own share where it is above 0.
+static std::string edge_cell(const FittedSlope& f, const std::vector<std::string>& rungs) {
+  if (!std::isfinite(f.edge_share)) return "-";
+  std::string by_rung;
+  for (size_t r = 0; r < f.rung_edge_share.size() && r < rungs.size(); ++r) {
+    if (f.rung_edge_share[r] > 0) {
+      by_rung += fmt::format("{}{}: {:.0f} %", by_rung.empty() ? "" : ", ", rungs[r], 100 * f.rung_edge_share[r]);
+    }
+  }
+  return fmt::format("{:.0f} %", 100 * f.edge_share) + (by_rung.empty() ? "" : " (" + by_rung + ")");
+}
+
 // The fitted optimum against the ladder (tune.fit with two or more fitted rungs): per arm, the slope
-// and log2(last / first) with their paired-resample intervals (fitted_slope()).
+// and log2(largest / smallest rung's) with their paired-resample intervals (fitted_slope()).
 static std::string fitted_slope_lines(const std::vector<TuneTransfer>& transfer, const std::string& ladder) {
   std::string out = fmt::format(
       "Fitted optimum against {0}: the least-squares slope of log2 (fitted optimum) against log2 {0} over the "
-      "rungs with a fit, and log2 of the last such rung's optimum over the first's, each with its 95 % interval "
-      "over bootstrap resamples of the confirm seeds drawn alike at every rung (paired: every rung ran the same "
-      "seeds); edge: the share of resamples in which some rung's minimum sat at an end of its bracket (that end "
-      "of the interval is then the bracket's, not the seeds')\n\n"
-      "| arm | rungs | slope [95 % interval] | log2 last / first [95 % interval] | edge |\n"
+      "rungs with a fit, and log2 of the largest such rung's optimum over the smallest's, each with its 95 % "
+      "interval over bootstrap resamples of the confirm seeds drawn alike at every rung (paired: every rung ran "
+      "the same seeds; each bracket taken as fixed); edge: the share of resamples in which some rung's minimum "
+      "sat at an end of its bracket, and in brackets each such rung's own share (there the interval is partly "
+      "the bracket's, not the seeds')\n\n"
+      "| arm | rungs | slope [95 % interval] | log2 largest / smallest [95 % interval] | edge |\n"
       "|---|---|---:|---:|---:|\n",
       ladder);
   auto with_interval = [](double v, double low, double high) {
@@ -627,11 +650,11 @@ static std::string fitted_slope_lines(const std::vector<TuneTransfer>& transfer,
   for (const TuneTransfer& tr : transfer) {
     const FittedSlope& f = tr.fitted_paired;
     std::string rungs;
-    for (const std::string& r : tr.fit_rungs) rungs += (rungs.empty() ? "" : ", ") + r;
+    for (const std::string& r : tr.paired_rungs) rungs += (rungs.empty() ? "" : ", ") + r;
     out += fmt::format("| {} | {} | {} | {} | {} |\n", tr.stem.empty() ? "(all)" : tr.stem,
                        rungs.empty() ? "-" : rungs, with_interval(f.slope, f.low, f.high),
                        with_interval(f.log2_ratio, f.ratio_low, f.ratio_high),
-                       std::isfinite(f.edge_share) ? fmt::format("{:.0f} %", 100 * f.edge_share) : "-");
+                       edge_cell(f, tr.paired_rungs));
   }
   return out + "\n";
 }
@@ -985,6 +1008,14 @@ std::string tune_json(const TuneSummary& s) {
       tj.add("fitted_slope_low", fp.low).add("fitted_slope_high", fp.high);
       tj.add("fitted_log2_ratio", fp.log2_ratio).add("fitted_log2_ratio_low", fp.ratio_low);
       tj.add("fitted_log2_ratio_high", fp.ratio_high).add("fitted_edge_share", fp.edge_share);
+      std::vector<JsonObject> by_rung;
+      for (size_t r = 0; r < fp.rung_edge_share.size() && r < tr.paired_rungs.size(); ++r) {
+        JsonObject e;
+        add_rung(e, "rung", tr.paired_rungs[r]);
+        e.add("share", fp.rung_edge_share[r]);
+        by_rung.push_back(e);
+      }
+      tj.add("fitted_edge_share_by_rung", by_rung);
     }
     transfer.push_back(tj);
   }

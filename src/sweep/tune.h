@@ -124,12 +124,14 @@ QuadraticOptimum quadratic_optimum(const std::vector<double>& x, const std::vect
 // same seeds at every rung (a paired resample: a seed that favours higher values at every rung moves
 // every rung's optimum together, and its effect on the slope cancels). edge_share: the share of
 // resamples in which some rung's minimum sat at an end of its bracket (that end of the interval is
-// the bracket's, not the seeds'). Intervals and edge_share NaN with one seed; all NaN with fewer
+// the bracket's, not the seeds'), and rung_edge_share each rung's own share. Intervals and
+// edge_share NaN (rung_edge_share empty) with one seed; all NaN with fewer
 // than two rungs or a rung whose runs are not all finite.
 struct FittedSlope {
   double slope = std::nan(""), low = std::nan(""), high = std::nan("");
   double log2_ratio = std::nan(""), ratio_low = std::nan(""), ratio_high = std::nan("");
   double edge_share = std::nan("");
+  std::vector<double> rung_edge_share;  // per rung, the share of resamples at its bracket's end
 };
 FittedSlope fitted_slope(const std::vector<double>& rungs, const std::vector<std::vector<double>>& x,
                          const std::vector<std::vector<std::vector<double>>>& y, int resamples = 2000);
@@ -169,6 +171,7 @@ struct TuneTransfer {
   // fitted_slope over the rungs with a fit and a numeric ladder value, with its paired-resample
   // interval and log2(last / first) (fitted_slope()); `fitted_slope` above is its point estimate.
   FittedSlope fitted_paired;
+  std::vector<std::string> paired_rungs;  // the rungs behind fitted_paired (numeric), smallest first
   // At the value the arm selected at its first searched rung (the rate a transfer would carry):
   // each searched rung against the searched rung before it (TuneOrdered). NaN / empty without one.
   double ordered_value = std::nan("");

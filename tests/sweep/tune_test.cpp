@@ -620,47 +620,57 @@ TEST(TuneFitTest, FittedSlopeResamplesTheSameSeedsAtEveryRung) {
   };
   // Every seed shifts every rung's optimum alike: the slope and the ratio are the same in every
   // resample (an unpaired resample would spread them by the seeds' 0.7 range). Rungs d = 64, 128,
-  // 512, unevenly spaced in log2 so that the middle one counts in the slope.
-  FittedSlope f = fitted_slope({6.0, 7.0, 9.0}, {x, x, x}, {rung(-7.2, d), rung(-7.0, d), rung(-6.6, d)});
-  EXPECT_NEAR(f.slope, 0.2, 1e-12);
-  EXPECT_NEAR(f.low, 0.2, 1e-12);
-  EXPECT_NEAR(f.high, 0.2, 1e-12);
+  // 512, unevenly spaced in log2, and optima -7.2, -6.9, -6.6 off a line: the middle rung counts,
+  // the least-squares slope is 0.9 / (42 / 9) = 27 / 140, not the ends' 0.2.
+  FittedSlope f = fitted_slope({6.0, 7.0, 9.0}, {x, x, x}, {rung(-7.2, d), rung(-6.9, d), rung(-6.6, d)});
+  EXPECT_NEAR(f.slope, 27.0 / 140.0, 1e-12);
+  EXPECT_NEAR(f.low, 27.0 / 140.0, 1e-12);
+  EXPECT_NEAR(f.high, 27.0 / 140.0, 1e-12);
   EXPECT_NEAR(f.log2_ratio, 0.6, 1e-12);
   EXPECT_NEAR(f.ratio_low, 0.6, 1e-12);
   EXPECT_NEAR(f.ratio_high, 0.6, 1e-12);
   EXPECT_EQ(f.edge_share, 0.0);
+  EXPECT_EQ(f.rung_edge_share, std::vector<double>(3, 0.0));
   f = fitted_slope({6.0, 8.0}, {x, x}, {rung(-7.2, d), rung(-6.8, d)});
   EXPECT_NEAR(f.low, 0.2, 1e-12);
   EXPECT_NEAR(f.high, 0.2, 1e-12);
+  // The point estimate is the least-squares slope through each rung's quadratic_optimum; the
+  // interval the 2.5 % and 97.5 % points. Four seeds, the last rung's fourth one 0.6 octaves up:
+  // a resample that draws it j times puts that rung at -6.8 + 0.15 j. P(j = 0) = (3/4)^4 = 32 %,
+  // P(j = 4) = 1/256 (under 2.5 %), P(j >= 3) = 13/256 (above): the ratio's interval is
+  // [0.4, 0.85] (not its range, [0.4, 1.0]) and the slope's, over rungs 6, 7, 8, half of it.
   const std::vector<double> rungs = {6.0, 7.0, 8.0};  // log2 d = 64, 128, 256
-  // The point estimate is the least-squares slope through each rung's quadratic_optimum.
-  const std::vector<double> flat = {0.0, 0.0, 0.0};
-  const std::vector<double> spread = {0.0, 0.0, 0.6};  // only the last rung's third seed moves
+  const std::vector<double> flat = {0.0, 0.0, 0.0, 0.0};
+  const std::vector<double> spread = {0.0, 0.0, 0.0, 0.6};
   f = fitted_slope(rungs, {x, x, x}, {rung(-7.2, flat), rung(-7.0, flat), rung(-6.8, spread)});
   const double last = quadratic_optimum(x, rung(-6.8, spread)).x;
-  EXPECT_NEAR(last, -6.6, 1e-12);
+  EXPECT_NEAR(last, -6.65, 1e-12);
   EXPECT_NEAR(f.slope, least_squares_slope(rungs, {-7.2, -7.0, last}), 1e-12);
   EXPECT_NEAR(f.log2_ratio, last + 7.2, 1e-12);
-  // Resamples draw that seed 0 to 3 times: the last rung's optimum -6.8 + 0.2 j, j in {0..3}, all
-  // inside its bracket; the ratio's interval runs from 0.4 to 1.0 and the slope's is half of it.
   EXPECT_NEAR(f.ratio_low, 0.4, 1e-12);
-  EXPECT_NEAR(f.ratio_high, 1.0, 1e-12);
+  EXPECT_NEAR(f.ratio_high, 0.85, 1e-12);
   EXPECT_NEAR(f.low, 0.2, 1e-12);
-  EXPECT_NEAR(f.high, 0.5, 1e-12);
+  EXPECT_NEAR(f.high, 0.425, 1e-12);
   EXPECT_EQ(f.edge_share, 0.0);
-  // A seed whose own optimum lies 3 octaves up: drawn j >= 1 times of 3, the last rung's vertex
-  // -6.8 + j sits at or past its bracket's end (-6): the share of such resamples is 1 - (2/3)^3, and
-  // the ratio's top is the bracket's end.
-  f = fitted_slope(rungs, {x, x, x}, {rung(-7.2, flat), rung(-7.0, flat), rung(-6.8, {0.0, 0.0, 3.0})});
-  // P(seed 2 drawn at least once in 3 draws) = 1 - (2/3)^3 = 19/27.
-  EXPECT_NEAR(f.edge_share, 19.0 / 27.0, 0.03);
-  EXPECT_NEAR(f.ratio_high, 1.2, 1e-12);  // the bracket's end, -6 - (-7.2)
+  // Seeds whose own optimum lies 3 octaves off: seed 0 pushes the first rung below its bracket,
+  // seed 2 the last rung above its own. Each rung sits at its end in the resamples that draw its
+  // seed at least once, 1 - (2/3)^3 = 19/27; some rung does in those that draw either, 26/27 (not
+  // the sum, 38/27). The ratio's top is the two brackets' ends, -6 - (-8) = 2 (both drawn: 12/27).
+  const std::vector<double> none = {0.0, 0.0, 0.0};
+  f = fitted_slope(rungs, {x, x, x}, {rung(-7.2, {-3.0, 0.0, 0.0}), rung(-7.0, none), rung(-6.8, {0.0, 0.0, 3.0})});
+  EXPECT_NEAR(f.edge_share, 26.0 / 27.0, 0.02);
+  ASSERT_EQ(f.rung_edge_share.size(), 3u);
+  EXPECT_NEAR(f.rung_edge_share[0], 19.0 / 27.0, 0.03);
+  EXPECT_EQ(f.rung_edge_share[1], 0.0);
+  EXPECT_NEAR(f.rung_edge_share[2], 19.0 / 27.0, 0.03);
+  EXPECT_NEAR(f.ratio_high, 2.0, 1e-12);
   // Fewer than two rungs, one seed, or an unfinished run.
   EXPECT_TRUE(std::isnan(fitted_slope({6.0}, {x}, {rung(-7.0, d)}).slope));
   f = fitted_slope({6.0, 8.0}, {x, x}, {rung(-7.2, {0.0}), rung(-6.8, {0.0})});
   EXPECT_NEAR(f.slope, 0.2, 1e-12);
   EXPECT_TRUE(std::isnan(f.low));
   EXPECT_TRUE(std::isnan(f.edge_share));
+  EXPECT_TRUE(f.rung_edge_share.empty());
   auto unfinished = rung(-6.8, d);
   unfinished[1][2] = std::nan("");
   EXPECT_TRUE(std::isnan(fitted_slope({6.0, 8.0}, {x, x}, {rung(-7.2, d), unfinished}).slope));
@@ -736,6 +746,9 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   EXPECT_NEAR(j["transfer"][0]["fitted_log2_ratio"].as<double>(), std::log2(1.2), 1e-12);
   EXPECT_NEAR(j["transfer"][0]["fitted_slope_low"].as<double>(), std::log2(1.2), 1e-12);
   EXPECT_NEAR(j["transfer"][0]["fitted_edge_share"].as<double>(), 0.0, 0.0);
+  ASSERT_EQ(j["transfer"][0]["fitted_edge_share_by_rung"].size(), 2u);
+  EXPECT_EQ(j["transfer"][0]["fitted_edge_share_by_rung"][1]["rung"].as<int>(), 64);
+  EXPECT_EQ(j["transfer"][0]["fitted_edge_share_by_rung"][1]["share"].as<double>(), 0.0);
   // Larger is not better at the selections: d = 64 at 2e-3 (pre) and 4e-3 (post) ties d = 32 at step 10.
   EXPECT_EQ(t.transfer[0].ordered[0].first_not_below, 10);
   EXPECT_EQ(t.transfer[1].ordered[0].first_not_below, 10);
