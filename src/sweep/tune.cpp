@@ -219,19 +219,19 @@ FittedSlope fitted_slope(const std::vector<double>& rungs, const std::vector<std
   for (size_t r = 0; r < R; ++r) {
     if (y[r].size() != K || !fit_runs_usable(x[r], y[r])) return out;
   }
-  // The optima (log2) of every rung for one draw of the seeds, counting in `edges` the rungs whose
-  // minimum sits at its bracket's end.
-  auto optima = [&](const std::vector<size_t>& seeds, std::vector<int>& edges) {
+  // The optima (log2) of every rung for one draw of the seeds; at_end[r]: rung r's minimum sits at
+  // its bracket's end.
+  std::vector<bool> at_end(R);
+  auto optima = [&](const std::vector<size_t>& seeds) {
     std::vector<double> opt;
     for (size_t r = 0; r < R; ++r) {
       const auto [v, edge] = parabola_minimum(x[r], seed_means(y[r], seeds));
       opt.push_back(v);
-      edges[r] += edge ? 1 : 0;
+      at_end[r] = edge;
     }
     return opt;
   };
-  std::vector<int> point_edges(R, 0);
-  const std::vector<double> point = optima(all_seeds(K), point_edges);
+  const std::vector<double> point = optima(all_seeds(K));
   out.slope = least_squares_slope(rungs, point);
   out.log2_ratio = point.back() - point.front();
   if (K < 2 || resamples < 1) return out;
@@ -239,11 +239,11 @@ FittedSlope fitted_slope(const std::vector<double>& rungs, const std::vector<std
   std::vector<int> edges(R, 0);
   int any = 0;
   for (const auto& seeds : seed_resamples(K, resamples)) {
-    const std::vector<int> before = edges;
-    const std::vector<double> opt = optima(seeds, edges);
+    const std::vector<double> opt = optima(seeds);
     slopes.push_back(least_squares_slope(rungs, opt));
     ratios.push_back(opt.back() - opt.front());
-    any += edges != before ? 1 : 0;
+    for (size_t r = 0; r < R; ++r) edges[r] += at_end[r] ? 1 : 0;
+    any += std::find(at_end.begin(), at_end.end(), true) != at_end.end() ? 1 : 0;
   }
   std::tie(out.low, out.high) = percentile_95(slopes);
   std::tie(out.ratio_low, out.ratio_high) = percentile_95(ratios);
@@ -534,18 +534,17 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
       std::stable_sort(numeric.begin(), numeric.end(), [](const TuneArmResult* p, const TuneArmResult* q) {
         return ladder_number(p->rung_value) < ladder_number(q->rung_value);
       });
-      std::vector<double> fx, fy;
+      std::vector<double> fx;
       std::vector<std::vector<double>> brackets;
       std::vector<std::vector<std::vector<double>>> runs;
       for (const TuneArmResult* a : numeric) {
         fx.push_back(std::log2(ladder_number(a->rung_value)));
-        fy.push_back(std::log2(a->fitted));
         brackets.push_back(a->fit_x);
         runs.push_back(a->fit_y);
         tr.paired_rungs.push_back(a->rung_value);
       }
-      tr.fitted_slope = least_squares_slope(fx, fy);
       tr.fitted_paired = fitted_slope(fx, brackets, runs);
+      tr.fitted_slope = tr.fitted_paired.slope;  // through each rung's fitted optimum (all seeds)
       // Larger is better at the first searched rung's selection, rung against rung.
       const TuneArmResult* prev = nullptr;
       int v0 = -1;
