@@ -753,6 +753,19 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   EXPECT_EQ(t.transfer[0].ordered[0].first_not_below, 10);
   EXPECT_EQ(t.transfer[1].ordered[0].first_not_below, 10);
   EXPECT_NE(md.find("- layout=post at 0.004: 32 -> 64 not below at step 10\n"), std::string::npos) << md;
+  // The same runs with the ladder written largest first: the fit still reads the rungs smallest
+  // first, so the ratio is the larger width's optimum over the smaller's (+log2 1.2, not -).
+  testing::write_text(dir / "r.yaml",
+             std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
+                 "\naxes: {model.layout: [pre, post], model.d_model: [64, 32]}\n"
+                 "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12],\n"
+                 "       baseline: {model.layout: pre}, ladder: model.d_model, fit: quadratic}\n");
+  const TuneSummary r = summarise_tune(parse_sweep_file(dir / "r.yaml", o), dir / "out");
+  ASSERT_EQ(r.transfer.size(), 2u);
+  EXPECT_EQ(r.transfer[0].paired_rungs, (std::vector<std::string>{"32", "64"}));
+  EXPECT_NEAR(r.transfer[0].fitted_paired.log2_ratio, std::log2(1.2), 1e-12);
+  EXPECT_NEAR(r.transfer[0].fitted_paired.ratio_low, std::log2(1.2), 1e-12);
+  EXPECT_NEAR(r.transfer[0].fitted_slope, std::log2(1.2), 1e-12);
 }
 
 // The fit's bracket walk (tune.fit_extend): from v*'s neighbours towards the lowest confirm mean.
