@@ -103,8 +103,9 @@ Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
                         per rung
     tune_ladder.png     ladders only: the verdict against size, each arm's Delta with its interval
                         against the ladder's value (log x), filled where better / worse
-    tune_transfer.png   ladders searched at two or more rungs: per arm m(v) against v, a line per
-                        rung, v* starred and the fitted optimum (tune.fit) dashed with its interval;
+    tune_transfer.png   ladders searched or fitted at two or more rungs: per arm m(v) against v, a
+                        line per searched rung (a fitted rung that ran no search: its confirm
+                        seeds' means over the fit's bracket, dashed), v* starred and the fitted optimum (tune.fit) dashed with its interval;
                         and each arm's optimum against the ladder's value (log-log) with the
                         summary's slopes
     tune_profiles.png   per-block diagnostics of the confirm runs at the last rung (the deepest on a

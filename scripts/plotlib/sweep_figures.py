@@ -1016,10 +1016,12 @@ def fig_joined_rates(tables, key, path):
 
 
 def fig_tune_transfer(sweep, axes, outdir):
-    """Does the optimum move with size? A ladder with a transfer audit (tune.transfer[]): one panel
-    per arm with m(v) against v, one line per searched rung, each rung's optimum marked (the fitted
-    one with its bootstrap interval where tune.fit is quadratic, else v*); and a last panel with
-    each arm's optimum against the ladder's value (log-log), its slope from the summary."""
+    """Does the optimum move with size? A ladder with a transfer audit or fits at two or more rungs
+    (tune.transfer[]): one panel per arm with m(v) against v, one line per searched rung (a rung
+    that ran no search: its confirm seeds' means over the fit's bracket, dashed), each rung's
+    optimum marked (the fitted one with its bootstrap interval where tune.fit is quadratic, else
+    v*); and a last panel with each arm's optimum against the ladder's value (log-log), its slope
+    from the summary."""
     t, arms = tune_arms(sweep)
     transfer = t.get("transfer") if t else None
     if not arms or not t.get("ladder") or not isinstance(transfer, list) or not transfer:
@@ -1042,13 +1044,28 @@ def fig_tune_transfer(sweep, axes, outdir):
         ax = flat[k]
         stem = tr.get("stem")
         fits = {str(f.get("rung")): f for f in tr.get("fitted") or [] if isinstance(f, dict)}
+        confirm_only = False
         for a in arms:
-            if a.get("stem") != stem or not a.get("search"):
+            if a.get("stem") != stem:
                 continue
-            xs = [num(v) for v in a.get("values") or []]
-            ys = [num(v) for v in a.get("search") or []]
             c = colour.get(str(a.get("rung")), "0.3")
-            ax.plot(xs, ys, color=c, marker="o", ms=3.5, lw=1.4, label="%s = %s" % (sweep.short(ladder), a.get("rung")))
+            fit = a.get("fit") if isinstance(a.get("fit"), dict) else {}
+            if a.get("search"):
+                xs = [num(v) for v in a.get("values") or []]
+                ys = [num(v) for v in a.get("search") or []]
+                ax.plot(xs, ys, color=c, marker="o", ms=3.5, lw=1.4,
+                        label="%s = %s" % (sweep.short(ladder), a.get("rung")))
+            elif fit.get("points") and fit.get("means"):
+                # A rung that ran no search (its rate carried): the confirm seeds' means over the
+                # fit's bracket, the only curve it has.
+                confirm_only = True
+                xs = [num(v) for v in fit["points"]]
+                ys = [num(v) for v in fit["means"]]
+                ax.plot(xs, ys, color=c, marker="o", mfc="white", ms=4.5, lw=1.4, ls="--",
+                        label="%s = %s: confirm means (carried from %s)"
+                        % (sweep.short(ladder), a.get("rung"), a.get("from_rung", "?")))
+            else:
+                continue
             sel = num(a.get("selected"))
             if finite(sel) and sel in xs:
                 ax.plot([sel], [ys[xs.index(sel)]], color=c, marker="*", ms=13, mec="black", ls="none")
@@ -1060,7 +1077,8 @@ def fig_tune_transfer(sweep, axes, outdir):
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(key + " (log)")
-        ax.set_ylabel("m(v): mean %s over the search seeds" % t.get("metric", "metric"))
+        ax.set_ylabel(("%s: search seeds' mean (solid), confirm seeds' (dashed)" if confirm_only
+                       else "m(v): mean %s over the search seeds") % t.get("metric", "metric"))
         ax.set_title(arm_label(sweep, t, {"stem": stem}), fontsize=10)
         ax.legend(fontsize=7.5, title="star: v*; dashed: fitted optimum" if fits else "star: v*", title_fontsize=7.5)
     ax = flat[n - 1]
@@ -1082,7 +1100,8 @@ def fig_tune_transfer(sweep, axes, outdir):
         if sel:
             ax.plot([num(e.get("rung")) for e in sel], [num(e.get("selected")) for e in sel], color=c,
                     marker="*", ms=10, ls=":" if fitted else "-", lw=1.2,
-                    label="%s: grid v*, slope %s" % (label, fmt_slope(tr.get("slope"))))
+                    label=("%s: grid v*, slope %s" % (label, fmt_slope(tr.get("slope"))) if len(sel) >= 2
+                           else "%s: grid v* (searched here only)" % label))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     xr = [num(r) for r in rungs if finite(num(r))]

@@ -493,7 +493,9 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
     tune_decide(decided, t);
     s.mixed_machines = s.mixed_machines || s.rung_machines[r].size() > 1;
   }
-  // The transfer audit: two or more searched rungs.
+  // The transfer audit (two or more searched rungs) and the fitted optimum against the ladder
+  // (tune.fit with two or more rungs, searched or not: µP's protocol searches the base rung only
+  // and carries v* up, and the fits at the rungs it carries to are what say where their optima sit).
   std::vector<size_t> searched;
   for (size_t r = 0; r < s.rungs.size(); ++r) {
     if (has_ladder && rung_searched(sweep, r)) searched.push_back(r);
@@ -502,7 +504,7 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
   for (const TuneArmResult& a : s.arms) {
     if (std::find(stems.begin(), stems.end(), a.stem) == stems.end()) stems.push_back(a.stem);
   }
-  if (searched.size() >= 2) {
+  if (searched.size() >= 2 || (has_ladder && t.fit && s.rungs.size() >= 2)) {
     for (const std::string& stem : stems) {
       TuneTransfer tr;
       tr.stem = stem;
@@ -735,7 +737,7 @@ std::string tune_markdown(const TuneSummary& s) {
     }
     out += "\n";
   }
-  if (!s.transfer.empty()) {
+  if (!s.transfer.empty() && s.transfer[0].rungs.size() >= 2) {
     out += fmt::format("Transfer audit: the value each arm selected at each searched rung, and the least-squares "
                        "slope of log2 {} against log2 {} (about -1 where the optimum falls in proportion; about 0 "
                        "where it transfers)\n\n| arm |",
@@ -930,11 +932,22 @@ std::string tune_json(const TuneSummary& s) {
     vs.add("digits", static_cast<int64_t>(interval_digits(d))).add("verdict", v.verdict);
     arm.add("unigram_entropy", a.unigram_entropy).add("at_entropy", a.at_entropy);
     if (t.fit) {
+      // The points behind the fit: its bracket's three values and the confirm seeds' mean at each
+      // (the figures draw them where a rung ran no search).
+      std::vector<double> points, means;
+      for (size_t i = 0; i < a.fit_x.size(); ++i) {
+        points.push_back(std::exp2(a.fit_x[i]));
+        double sum = 0;
+        for (const auto& seed : a.fit_y) sum += seed[i];
+        means.push_back(sum / static_cast<double>(a.fit_y.size()));
+      }
       arm.add("fit", JsonObject()
                          .add("value", a.fitted)
                          .add("low", a.fitted_low)
                          .add("high", a.fitted_high)
-                         .add("at_edge", a.fitted_at_edge));
+                         .add("at_edge", a.fitted_at_edge)
+                         .add("points", points)
+                         .add("means", means));
       if (t.fit_extend > 0) {
         const int c = a.fit_centre;
         const bool inside = c > 0 && c + 1 < static_cast<int>(t.numbers.size());

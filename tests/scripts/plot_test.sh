@@ -393,6 +393,12 @@ elif kind == "join":  # d: TABLE[@RUNG],... as plot.py --join takes them
         tables.append((os.path.basename(path), read.read_tuned_md(path, "model.n_layers", rung or None)))
     sweep_figures.fig_joined_ladder(tables, "model.n_layers", "/nonexistent/joined.png")
     sweep_figures.fig_joined_rates(tables, "model.n_layers", "/nonexistent/joined_rates.png")
+elif kind == "transfer":  # d: a file with a summary's "tune" object (a ladder)
+    class Stub:
+        label, tune = "stub", json.load(open(d))
+        def short(self, axis):
+            return axis.split(".")[-1].upper() + "_S"
+    sweep_figures.fig_tune_transfer(Stub(), None, "/nonexistent")
 else:
     sweep_figures.plot_sweep(read.Sweep(d), None, "/nonexistent", False)
 print(json.dumps(figs))
@@ -407,6 +413,22 @@ capture sentinel sweep "$FX/sweep_cat" >"$TMP/cap_cat.json" || { cat "$TMP/captu
 capture sentinel sweep "$TMP/sweep_fake" >"$TMP/cap_lr.json" || { cat "$TMP/capture.err" >&2; fail "capture lr x depth"; }
 capture null sweep "$FX/sweep_cat" >"$TMP/cap_cat_null.json" || { cat "$TMP/capture.err" >&2; fail "capture sweep_cat (null)"; }
 cp -r "$TUNE" "$TMP/tune_fake"
+# µP's protocol: a ladder searched at its first rung only, its rate carried to the second, a fit at
+# both. The carried rung's curve is its confirm means over the fit's bracket (sentinels).
+cat >"$TMP/transfer_one_search.json" <<'JSON'
+{"key": "optim.lr", "metric": "best_val", "ladder": "model.d_model", "rungs": [64, 512],
+ "arms": [{"stem": "", "rung": 64, "values": [0.004, 0.008, 0.016], "search": [2.75, 2.5, 2.625],
+           "selected": 0.008, "fit": {"value": 0.0109375, "low": 0.0101, "high": 0.0121,
+           "points": [0.004, 0.008, 0.016], "means": [2.8125, 2.5625, 2.6875]}},
+          {"stem": "", "rung": 512, "transferred": true, "from_rung": 64, "values": [0.004, 0.008, 0.016],
+           "search": [], "selected": 0.008, "fit": {"value": 0.0134375, "low": 0.0105, "high": 0.0255,
+           "points": [0.004, 0.008, 0.016], "means": [2.4375, 2.40625, 2.34375]}}],
+ "transfer": [{"stem": "", "searched": [{"rung": 64, "selected": 0.008, "at_edge": false}], "slope": null,
+               "fitted": [{"rung": 64, "value": 0.0109375, "low": 0.0101, "high": 0.0121},
+                          {"rung": 512, "value": 0.0134375, "low": 0.0105, "high": 0.0255}],
+               "fitted_slope": 0.09375, "fitted_slope_low": 0.015625, "fitted_slope_high": 0.4375}]}
+JSON
+capture sentinel transfer "$TMP/transfer_one_search.json" >"$TMP/cap_transfer.json" || { cat "$TMP/capture.err" >&2; fail "capture transfer (one searched rung)"; }
 capture sentinel sweep "$TMP/tune_fake" >"$TMP/cap_tune.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep"; }
 capture null sweep "$TMP/tune_fake" >"$TMP/cap_tune_null.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep (null)"; }
 # --join: rungs from three summary.md tables with sentinel values: a ladder's (rungs 2 and 4, three
@@ -550,6 +572,15 @@ def has_xy(figs, f, xs, ys, count=1):
     if n < count:
         bad.append("%s: %d line(s) at x = %s, y = %s, wanted %d" % (f, n, xs, ys, count))
 
+tr, T = load("cap_transfer.json"), "tune_transfer.png"  # searched at 64 only, carried to 512
+has_xy(tr, T, [0.004, 0.008, 0.016], [2.75, 2.5, 2.625])  # the searched rung: its search m(v)
+has_xy(tr, T, [0.004, 0.008, 0.016], [2.4375, 2.40625, 2.34375])  # the carried rung: its confirm means
+has_xy(tr, T, [0.008], [2.40625])  # v* starred on the carried rung's curve
+has_xy(tr, T, [64.0, 512.0], [0.0109375, 0.0134375])  # the fitted optimum against the rung
+has_text(tr, T, "D_MODEL_S = 512: confirm means (carried from 64)")
+has_text(tr, T, "fitted, slope +0.09 [+0.02, +0.44]")
+has_text(tr, T, "grid v* (searched here only)")
+no_line(tr, T, [2.8125, 2.5625, 2.6875])  # a searched rung draws its search, not its confirm means
 tune = load("cap_tune.json")  # every number of the basin and the forest is the summary's tune.arms[]
 has_xy(tune, "tune_basin.png", [0.001, 0.003, 0.01], [3.25, 2.5, 2.75])  # m(v) of each arm at its values
 has_xy(tune, "tune_basin.png", [0.001, 0.003, 0.01], [4.25, 3.5, 3.75])

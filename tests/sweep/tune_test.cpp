@@ -768,6 +768,69 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   EXPECT_NEAR(r.transfer[0].fitted_slope, std::log2(1.2), 1e-12);
 }
 
+// µP's protocol: the rate searched at the base width only and carried up (search_at one rung); the
+// fit at every rung still gives the fitted optimum against the ladder, with no search-side audit.
+TEST(TuneFitTest, ALadderSearchedAtOneRungStillFitsTheOptimumAgainstTheLadder) {
+  testing::TempDir dir;
+  const std::string head = std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
+                           "\naxes: {model.d_model: [32, 64]}\n"
+                           "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12],\n"
+                           "       baseline: {}, ladder: model.d_model, search_at: [32]";
+  testing::write_text(dir / "s.yaml", head + ", fit: quadratic}\n");
+  testing::write_text(dir / "n.yaml", head + "}\n");
+  SweepOptions o;
+  o.check_base = false;
+  const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
+  auto run = [&](const std::string& name) { return std::string(dir / "out/runs/") + name; };
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "4.0e-3"};
+  const std::vector<double> search = {1.9, 1.7, 1.8};
+  for (size_t v = 0; v < 3; ++v) write_run(run("d_model=32,lr=" + values[v] + ",seed=1"), "done", 5.5, search[v]);
+  const TuneSummary half = summarise_tune(sweep, dir / "out");
+  ASSERT_TRUE(half.search_complete);
+  // Parabolas in log2 lr with their minima at 2.5e-3 (d = 32) and 3e-3 (d = 64), seed 12 higher.
+  std::map<std::string, double> mean;  // the test's own means per (rung, value)
+  for (const auto& p : confirm_points(sweep, half.selected())) {
+    const double lr = std::stod(p.overrides.back().second);
+    const bool narrow = p.name.find("d_model=32") != std::string::npos;
+    const double dx = std::log2(lr) - std::log2(narrow ? 2.5e-3 : 3e-3);
+    const double y = 1.5 + 0.1 * dx * dx + (p.seed == 11 ? 0.0 : 0.05);
+    write_run(run(p.name), "done", 5.25, y);
+    mean[(narrow ? "32@" : "64@") + p.overrides.back().second] += y / 2;
+  }
+  ASSERT_EQ(mean.size(), 6u);  // both rungs ran their confirm seeds at v* = 2e-3 and either side
+  const TuneSummary t = summarise_tune(sweep, dir / "out");
+  ASSERT_EQ(t.arms.size(), 2u);
+  EXPECT_TRUE(t.arms[1].transferred);
+  EXPECT_NEAR(t.arms[1].fitted, 3e-3, 1e-12);
+  ASSERT_EQ(t.transfer.size(), 1u);
+  EXPECT_EQ(t.transfer[0].rungs, (std::vector<std::string>{"32"}));  // searched at one rung: no slope of v*
+  EXPECT_TRUE(std::isnan(t.transfer[0].slope));
+  EXPECT_TRUE(t.transfer[0].ordered.empty());
+  EXPECT_EQ(t.transfer[0].paired_rungs, (std::vector<std::string>{"32", "64"}));
+  EXPECT_NEAR(t.transfer[0].fitted_paired.log2_ratio, std::log2(1.2), 1e-12);
+  EXPECT_NEAR(t.transfer[0].fitted_slope, std::log2(1.2), 1e-12);
+  const std::string md = tune_markdown(t);
+  EXPECT_NE(md.find("| (all) | 32, 64 | +0.26 [+0.26, +0.26] | +0.26 [+0.26, +0.26] | 0 % |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Transfer audit"), std::string::npos) << md;  // it needs two searched rungs
+  const YAML::Node j = YAML::Load(tune_json(t));
+  EXPECT_TRUE(j["transfer"][0]["slope"].IsNull());
+  EXPECT_NEAR(j["transfer"][0]["fitted_log2_ratio"].as<double>(), std::log2(1.2), 1e-12);
+  // Each arm's fit points: the bracket's values and the confirm seeds' mean at each.
+  for (size_t a = 0; a < 2; ++a) {
+    const YAML::Node f = j["arms"][a]["fit"];
+    ASSERT_EQ(f["points"].size(), 3u);
+    ASSERT_EQ(f["means"].size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_NEAR(f["points"][i].as<double>(), std::stod(values[i]), 1e-15);
+      EXPECT_NEAR(f["means"][i].as<double>(), mean[(a == 0 ? "32@" : "64@") + values[i]], 1e-12);
+    }
+  }
+  // Without a fit, one searched rung gives nothing against the ladder (no transfer[] at all).
+  const TuneSummary n = summarise_tune(parse_sweep_file(dir / "n.yaml", o), dir / "out");
+  EXPECT_TRUE(n.transfer.empty());
+  EXPECT_EQ(tune_markdown(n).find("Fitted optimum against"), std::string::npos);
+}
+
 // The fit's bracket walk (tune.fit_extend): from v*'s neighbours towards the lowest confirm mean.
 TEST(TuneFitTest, FitWalkMovesTheBracketTowardsTheLowestMeanWithinTheGridAndTheBudget) {
   const double nan = kNaN;
