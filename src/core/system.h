@@ -16,6 +16,10 @@ bool reference_blas_loaded();
 // How the loaded OpenBLAS runs its GEMMs: "openmp" (on libgomp's workers, the pool LibTorch uses),
 // "pthreads" (a pool of its own), "sequential", or "" when no OpenBLAS is loaded.
 std::string blas_threading();
+// Whether this CPU computes bf16 dot products natively (AVX-512 with AVX512-BF16; AMX CPUs have it
+// too): where it does not, LibTorch's CPU bf16 GEMMs (oneDNN) convert and multiply in float32 and
+// run slower than its float32 GEMMs. False off x86-64.
+bool cpu_has_avx512_bf16();
 // Physical memory of this machine in bytes.
 double physical_memory_bytes();
 // Peak resident set size in MiB.

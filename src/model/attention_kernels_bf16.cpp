@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/system.h"
 #include "model/attention_kernels_internal.h"
 
 namespace normlab::attention_kernels {
@@ -231,12 +232,7 @@ void weighted_tile_bf16(const uint16_t* w, int64_t w_row, int64_t w_idx, const u
 
 }  // namespace
 
-bool bf16_kernel_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("avx512bf16");
-  return ok;
-}
+bool bf16_kernel_available() { return cpu_has_avx512_bf16(); }
 
 void causal_attention_forward_bf16(const Shape& sh, const uint16_t* q, Strides qs, const uint16_t* k, Strides ks,
                                    const uint16_t* v, Strides vs, uint16_t* o, float* lse, double* stats) {

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/system.h"
 #include "optim/registry.h"
 
 namespace normlab {
@@ -26,7 +27,7 @@ constexpr std::array<std::array<double, 3>, 5> kPolarExpress{{
     {2.3465413258596377, -1.7097828382687081, 0.42323551169305323},
 }};
 
-std::atomic<bool> g_bf16_gemm_allowed{true};
+std::atomic<NsBf16Gemm> g_bf16_gemm{NsBf16Gemm::kWhereFast};
 
 // Does LibTorch's bf16 GEMM of this shape and layout on this device compute what NS's bf16 products
 // mean: exact products summed in float32, alpha and beta applied, the result rounded to bf16 once?
@@ -73,11 +74,14 @@ const std::array<double, 3>& coefficients(NsKind kind, int64_t k) {
 
 }  // namespace
 
-void set_ns_bf16_gemm_allowed(bool allowed) { g_bf16_gemm_allowed = allowed; }
+void set_ns_bf16_gemm(NsBf16Gemm policy) { g_bf16_gemm = policy; }
 
 bool ns_uses_bf16_gemm(int64_t A, int64_t B, const torch::Device& device) {
+  const NsBf16Gemm policy = g_bf16_gemm.load();
+  if (policy == NsBf16Gemm::kNever) return false;
+  if (policy == NsBf16Gemm::kWhereFast && device.is_cpu() && !cpu_has_avx512_bf16()) return false;
   const int64_t m = std::min(A, B), n = std::max(A, B);
-  return g_bf16_gemm_allowed.load() && bf16_gemm_rounds_once(GemmForm::kMmTransposed, m, n, m, device) &&
+  return bf16_gemm_rounds_once(GemmForm::kMmTransposed, m, n, m, device) &&
          bf16_gemm_rounds_once(GemmForm::kAddmm, m, m, m, device) &&
          bf16_gemm_rounds_once(GemmForm::kAddmm, m, m, n, device);
 }

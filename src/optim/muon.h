@@ -63,8 +63,13 @@ torch::Tensor newton_schulz(const torch::Tensor& U, NsKind kind, int64_t steps, 
 
 // Whether newton_schulz's bf16 products for an [A, B] matrix on `device` take LibTorch's bf16 GEMMs.
 bool ns_uses_bf16_gemm(int64_t A, int64_t B, const torch::Device& device);
-// set_ns_bf16_gemm_allowed(false) keeps every bf16 product on the reference path (tests hold both).
-void set_ns_bf16_gemm_allowed(bool allowed);
+// Where the bf16 products take LibTorch's bf16 GEMMs. kWhereFast (the default): where the probe says
+// they round as the contract says and the device multiplies bf16 natively (CUDA; a CPU with
+// AVX512-BF16); on other CPUs LibTorch's bf16 GEMMs convert to float32 and run about 2x slower than
+// the reference path's float32 GEMMs. kWhereExact: wherever the probe says so, fast or not (tests
+// hold that path to the reference on every CPU). kNever: the reference path everywhere.
+enum class NsBf16Gemm { kNever, kWhereFast, kWhereExact };
+void set_ns_bf16_gemm(NsBf16Gemm policy);
 
 // adjust(A, B): original sqrt(max(1, A/B)); match_rms_adamw 0.2 sqrt(max(A, B)).
 double muon_lr_adjust(AdjustLr rule, int64_t A, int64_t B);

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "model/attention_kernels.h"
+#include "core/system.h"
 #include "model/roles.h"
 #include "model/transformer.h"
 #include "test_util.h"
@@ -198,14 +198,17 @@ TEST(MuonReferenceTest, NormuonBf16Products) {
   run_case({"normuon_bf16", "normuon", NsKind::kKeller, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2});
 }
 // Wide enough that the bf16 products take LibTorch's bf16 GEMMs where it computes them as the
-// contract says (src/optim/muon.cpp, bf16_gemm_rounds_once): d_model 64, fc1 [160, 64].
+// contract says (src/optim/muon.cpp, bf16_gemm_rounds_once): d_model 64, fc1 [160, 64]. Run with
+// that path wherever the probe allows it (NsBf16Gemm::kWhereExact), fast on this CPU or not.
 TEST(MuonReferenceTest, MuonBf16ProductsOnBf16Gemms) {
-  if (attention_kernels::bf16_kernel_available()) {
+  set_ns_bf16_gemm(NsBf16Gemm::kWhereExact);
+  if (cpu_has_avx512_bf16()) {
     EXPECT_TRUE(ns_uses_bf16_gemm(160, 64, torch::Device(torch::kCPU)));
   }
   MuonCase c{"muon_bf16_gemm", "muon", NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
   c.width = 64;
   run_case(c);
+  set_ns_bf16_gemm(NsBf16Gemm::kWhereFast);
 }
 
 }  // namespace

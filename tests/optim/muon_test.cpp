@@ -10,7 +10,7 @@
 #include "config/load.h"
 #include "core/errors.h"
 #include "core/torch_compat.h"
-#include "model/attention_kernels.h"
+#include "core/system.h"
 #include "model/roles.h"
 #include "optim/muon.h"
 #include "optim/optimizer.h"
@@ -76,13 +76,38 @@ TEST(MuonTest, NewtonSchulzBf16IsTorchMuonsRoundingOfTheSameIteration) {
   }
 }
 
+// Sets the NS bf16 GEMM policy for one scope, then back to the default.
+struct NsPolicy {
+  explicit NsPolicy(NsBf16Gemm p) { set_ns_bf16_gemm(p); }
+  ~NsPolicy() { set_ns_bf16_gemm(NsBf16Gemm::kWhereFast); }
+};
+
+// By default the bf16 products take LibTorch's bf16 GEMMs on a CPU only where it multiplies bf16
+// natively: elsewhere they convert to float32 and run slower than the reference path.
+TEST(MuonTest, NewtonSchulzTakesBf16GemmsOnlyWhereTheyAreFast) {
+  const torch::Device cpu(torch::kCPU);
+  bool exact = false;
+  {
+    NsPolicy p(NsBf16Gemm::kWhereExact);
+    exact = ns_uses_bf16_gemm(128, 128, cpu);
+  }
+  EXPECT_EQ(ns_uses_bf16_gemm(128, 128, cpu), exact && cpu_has_avx512_bf16());
+  if (cpu_has_avx512_bf16()) {
+    EXPECT_TRUE(exact) << "a CPU with bf16 units";
+  }
+  NsPolicy never(NsBf16Gemm::kNever);
+  EXPECT_FALSE(ns_uses_bf16_gemm(128, 128, cpu));
+}
+
 // The bf16 products on LibTorch's bf16 GEMMs (where its probe says they round each result once from
 // float32 sums) against the reference path (float32 GEMMs on bf16 values, each result rounded): the
 // same rounding, the float32 sums in another order; both must be as close to the iteration in double.
+// Held on every CPU where the probe says so (kWhereExact), fast there or not.
 TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   torch::manual_seed(11);
   const torch::Device cpu(torch::kCPU);
-  const bool bf16_units = attention_kernels::bf16_kernel_available();
+  NsPolicy exact(NsBf16Gemm::kWhereExact);
+  const bool bf16_units = cpu_has_avx512_bf16();
   if (bf16_units) {
     EXPECT_TRUE(ns_uses_bf16_gemm(128, 128, cpu)) << "a CPU with bf16 units";
   }
@@ -91,9 +116,9 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   EXPECT_FALSE(ns_uses_bf16_gemm(8, 16, cpu));
 #endif
   auto reference = [](const torch::Tensor& U, NsKind kind, int64_t steps) {
-    set_ns_bf16_gemm_allowed(false);
+    set_ns_bf16_gemm(NsBf16Gemm::kNever);
     auto O = newton_schulz(U, kind, steps, NsDtype::kBf16);
-    set_ns_bf16_gemm_allowed(true);
+    set_ns_bf16_gemm(NsBf16Gemm::kWhereExact);
     return O;
   };
   int checked = 0;
