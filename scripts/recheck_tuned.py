@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Recompute a tuned study's confirm statistics from its shipped results file.
+
+A tuned sweep's results file (configs/sweeps/results/*.md, written by `normlab report`) holds the
+comparison table (each arm's selected value, confirm mean, Δ against the baseline, its interval, p,
+verdict) and the Runs table (every run's best val to 4 decimals). This script recomputes, from the
+Runs table alone and with its own t distribution (not NormLab's C++), each arm's Δ, 95 % interval
+and p, and what reports written before those columns existed do not print: Holm's adjusted p over
+the arms (`p_adj`) and the smallest effect the test detects with 80 % power (`mde` =
+(t_{0.975,df} + t_{0.80,df}) se, src/metrics/README.md). Welch's test (Welch-Satterthwaite df) or
+the paired test over shared seeds, as the file's description says (or --test).
+
+    scripts/recheck_tuned.py configs/sweeps/results/tuned_norms.md          # the table
+    scripts/recheck_tuned.py --check configs/sweeps/results/tuned_norms.md  # and hold the file to it
+
+--check exits 1 when a printed Δ, interval end, p, p_adj or mde is not what the runs give, within
+what rounding the runs' values to 4 decimals allows (0.0005 nats on Δ, 0.001 + 3 % on interval
+ends and mde; p within 15 % or 0.005; each plus half a unit of the last digit printed). Ladder
+sweeps: one table per rung, Holm over each rung's arms, as `normlab report` computes them.
+"""
+import argparse
+import math
+import re
+import sys
+
+
+# ---- Student's t, independently of src/metrics/stats.cpp ------------------------------------------
+
+def _betacf(a, b, x):
+    """Continued fraction of the regularised incomplete beta (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c
+        c = c if abs(c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def betainc(a, b, x):
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    lbt = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(lbt) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(lbt) * _betacf(b, a, 1 - x) / b
+
+
+def t_cdf(t, df):
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def t_quantile(p, df):
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def mean_sd(v):
+    m = sum(v) / len(v)
+    return m, math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+
+
+def welch(a, b):
+    (ma, sa), (mb, sb) = mean_sd(a), mean_sd(b)
+    va, vb = sa * sa / len(a), sb * sb / len(b)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1)) if se > 0 else float("nan")
+    return ma - mb, se, df
+
+
+def paired(a, b):
+    d = [x - y for x, y in zip(a, b)]
+    m, s = mean_sd(d)
+    return m, s / math.sqrt(len(d)), len(d) - 1.0
+
+
+def holm(ps):
+    order = sorted((p, i) for i, p in enumerate(ps) if p is not None)
+    out, run = [None] * len(ps), 0.0
+    for j, (p, i) in enumerate(order):
+        run = max(run, min(1.0, p * (len(order) - j)))
+        out[i] = run
+    return out
+
+
+# ---- the results file -------------------------------------------------------------------------------
+
+def table(lines, start):
+    """The Markdown table whose header is lines[start]: (header cells, rows of cells)."""
+    cells = lambda line: [c.strip() for c in line.strip().strip("|").split("|")]
+    header, rows = cells(lines[start]), []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(cells(line))
+    return header, rows
+
+
+def number(cell):
+    m = re.match(r"^([+-]?[0-9.]+(?:e[+-]?[0-9]+)?)", cell)
+    return float(m.group(1)) if m else None
+
+
+def interval(cell):
+    m = re.match(r"^([+-]?[0-9.]+) \[([+-]?[0-9.]+), ([+-]?[0-9.]+)\]", cell)
+    return tuple(m.groups()) if m else None
+
+
+def unit(text):
+    """Half a unit in the last printed decimal of a number written as text (0 for none)."""
+    m = re.match(r"^[+-]?[0-9]*\.([0-9]+)$", text)
+    return 0.5 * 10.0 ** -len(m.group(1)) if m else 0.0
+
+
+def recompute(path, test):
+    """Per comparison table (one, or one per ladder rung): (rung label, the table's columns, rows)."""
+    lines = open(path).read().splitlines()
+    tuned_at = next(i for i, l in enumerate(lines) if l.startswith("| arm | selected "))
+    text = "\n".join(lines[:tuned_at])
+    seeds = re.search(r"with the fresh seeds \[([0-9, ]+)\]", text)
+    if not seeds:
+        sys.exit(f"{path}: no 'with the fresh seeds [...]' in the comparison's description")
+    confirm = [s.strip() for s in seeds.group(1).split(",")]
+    if test is None:
+        test = "paired" if re.search(r"\bpaired\b", text) else "welch"
+    runs_at = next(i for i, l in enumerate(lines) if l.startswith("|") and "| seed |" in l and "| best val |" in l)
+    rhead, runs = table(lines, runs_at)
+    si, bi, sti = rhead.index("seed"), rhead.index("best val"), rhead.index("status")
+    key_cols = rhead[:si - 1]  # the sweep's keys (last name component), then the tuned key, then seed
+
+    # The comparison tables: the first one alone, or a ladder's, each under "### KEY = VALUE".
+    groups, rung = [], None
+    for i in range(tuned_at - 4, runs_at):
+        m = re.match(r"^### (\S+) = (\S+)$", lines[i])
+        if m:
+            rung = (m.group(1).split(".")[-1], m.group(2))
+        elif lines[i].startswith("| arm | selected ") and i >= tuned_at:
+            groups.append((rung, table(lines, i)))
+            if rung is None:
+                break
+    if not groups:
+        sys.exit(f"{path}: no comparison table")
+
+    def values(arm, selected, rung):
+        labels = {} if arm == "(all)" else dict(kv.split("=", 1) for kv in arm.split(","))
+        cols = {k: j for j, k in enumerate(key_cols)}
+        if any(k not in cols for k in labels) or (rung and rung[0] not in cols):
+            sys.exit(f"{path}: arm {arm}: a key missing from the Runs table's columns {key_cols}")
+        by_seed = {}
+        for r in runs:
+            if r[si - 1] != selected or r[si] not in confirm or r[sti] != "done":
+                continue
+            if rung and r[cols[rung[0]]] != rung[1]:
+                continue
+            if all(r[cols[k]] == v for k, v in labels.items()):
+                v = number(r[bi])
+                if v is not None and math.isfinite(v):
+                    by_seed[r[si]] = v
+        return by_seed
+
+    out = []
+    for rung, (head, arms) in groups:
+        col = {name: head.index(name) for name in head}
+        base = next(a for a in arms if a[-1] == "baseline")
+        b = values(base[0], base[1].split()[0], rung)
+        if len(b) < 2:
+            sys.exit(f"{path}: the baseline {base[0]} has {len(b)} confirm runs in the Runs table")
+        rows = []
+        for a in arms:
+            if a is base:
+                continue
+            v = values(a[0], a[1].split()[0], rung)
+            if len(v) < 2:
+                rows.append({"arm": a[0], "n": len(v), "printed": a})
+                continue
+            if test == "paired":
+                shared = sorted(set(v) & set(b))
+                delta, se, df = paired([v[s] for s in shared], [b[s] for s in shared])
+            else:
+                delta, se, df = welch(list(v.values()), list(b.values()))
+            if se > 0:
+                half = t_quantile(0.975, df) * se
+                p = 2 * (1 - t_cdf(abs(delta) / se, df))
+                mde = (t_quantile(0.975, df) + t_quantile(0.80, df)) * se
+            else:
+                half, p, mde = 0.0, (0.0 if delta != 0 else 1.0), 0.0
+            rows.append({"arm": a[0], "n": len(v), "delta": delta, "lo": delta - half, "hi": delta + half, "p": p,
+                         "mde": mde, "se": se, "df": df, "printed": a})
+        for r, pa in zip(rows, holm([r.get("p") for r in rows])):
+            r["p_adj"] = pa
+        out.append(("" if rung is None else f"{rung[0]} = {rung[1]}", col, rows))
+    return test, confirm, out
+
+
+def close(got, printed, abs_tol, rel_tol=0.0):
+    return abs(got - printed) <= abs_tol + rel_tol * abs(printed)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
+    ap.add_argument("results", help="a tuned sweep's results file (configs/sweeps/results/NAME.md)")
+    ap.add_argument("--test", choices=["welch", "paired"], help="default: as the file's description says")
+    ap.add_argument("--check", action="store_true", help="exit 1 where a printed number differs from the runs'")
+    args = ap.parse_args()
+    test, confirm, groups = recompute(args.results, args.test)
+    print(f"{args.results}: {test} test over confirm seeds {', '.join(confirm)}; Holm over each table's arms")
+    bad, checked = [], 0
+    for rung, col, out in groups:
+        print(f"\n{rung}\n" if rung else "")
+        print("| arm | n | Δ [95 % interval] | p | p_adj (Holm) | mde |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in out:
+            if "p" not in r:
+                print(f"| {r['arm']} | {r['n']} | - | - | - | - |")
+                continue
+            print(f"| {r['arm']} | {r['n']} | {r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] | {r['p']:.3g} | "
+                  f"{r['p_adj']:.3g} | {r['mde']:.4f} |")
+            row, where = r["printed"], f"{rung + ': ' if rung else ''}{r['arm']}"
+            iv = interval(row[col["Δ [95 % interval]"]])
+            checks = []
+            if iv:  # each number to the digits it was printed with
+                checks += [("Δ", r["delta"], float(iv[0]), 5e-4 + unit(iv[0]), 0.0),
+                           ("low", r["lo"], float(iv[1]), 1e-3 + unit(iv[1]), 0.03),
+                           ("high", r["hi"], float(iv[2]), 1e-3 + unit(iv[2]), 0.03)]
+            for name, abs_tol, rel_tol in (("p", 5e-3, 0.15), ("p_adj", 5e-3, 0.15), ("mde", 1e-3, 0.03)):
+                if name in col and number(row[col[name]]) is not None:
+                    cell = row[col[name]]
+                    checks.append((name, r[name], number(cell), abs_tol + unit(cell), rel_tol))
+            checked += len(checks)
+            for name, got, printed, abs_tol, rel_tol in checks:
+                if not close(got, printed, abs_tol, rel_tol):
+                    bad.append(f"{where}: {name} printed {printed:g}, the runs give {got:.6g}")
+    if args.check:
+        print()
+        for b in bad:
+            print("MISMATCH " + b)
+        print(f"check: {checked} printed numbers, {len(bad)} mismatches")
+        return 1 if bad else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# scripts/recheck_tuned.py: its t distribution and Holm against known values, every shipped tuned
+# results file (configs/sweeps/results/*.md) holding to the runs it lists (each printed Δ, interval,
+# p, p_adj and mde recomputed from the Runs table), and planted errors (an interval end, a run's
+# best val, a ladder rung's mde) caught. Run from the repository root (CTest does):
+#   tests/scripts/recheck_tuned_test.sh
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/normlab_recheck_tuned_test.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+SCRIPT="$ROOT/scripts/recheck_tuned.py"
+fail() { echo "recheck_tuned_test: FAIL: $*" >&2; exit 1; }
+
+python3 - "$SCRIPT" <<'PY'
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("recheck_tuned", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+# Student's t quantiles (standard tables) and the mde factors the docs quote (5.4 se at df 2).
+for p, df, want in ((0.975, 2, 4.302653), (0.80, 2, 1.060660), (0.975, 7, 2.364624), (0.80, 7, 0.896030),
+                    (0.975, 1e6, 1.959966), (0.975, 30, 2.042272)):
+    got = m.t_quantile(p, df)
+    assert abs(got - want) < 2e-4, (p, df, got, want)
+assert abs(m.t_quantile(0.975, 2) + m.t_quantile(0.80, 2) - 5.3633) < 1e-3
+# Holm: sorted p times (k - j + 1), made non-decreasing, capped at 1; None is not a test.
+assert m.holm([0.01, 0.04, None, 0.03]) == [0.03, 0.06, None, 0.06], m.holm([0.01, 0.04, None, 0.03])
+assert m.holm([0.5, 0.6]) == [1.0, 1.0]
+# Welch and paired on small hand cases: Δ, se, df.
+d, se, df = m.welch([1.0, 2.0, 3.0], [0.0, 0.0, 3.0])
+assert abs(d - 1.0) < 1e-12 and abs(se - (1.0 / 3 + 3.0 / 3) ** 0.5) < 1e-12, (d, se)
+assert abs(df - (4.0 / 3) ** 2 / ((1.0 / 3) ** 2 / 2 + 1.0 / 2)) < 1e-12, df
+d, se, df = m.paired([1.0, 2.0, 4.0], [0.0, 1.0, 2.0])
+assert abs(d - 4.0 / 3) < 1e-12 and df == 2 and abs(se - (1.0 / 3) ** 0.5 / 3 ** 0.5) < 1e-12, (d, se, df)
+PY
+
+# Every shipped tuned results file: no mismatch, and numbers really compared where a table has arms.
+n=0
+for f in $(grep -l '^| arm | selected ' "$ROOT"/configs/sweeps/results/*.md); do
+  out=$(python3 "$SCRIPT" --check "$f") || fail "$(basename "$f"): $(echo "$out" | grep MISMATCH | head -3)"
+  arms=$(awk '/^\| arm \| selected /{t=1; next} !/^\|/{t=0} t && /\| (better|worse|tie|equivalent|inconclusive)[^|]*\|$/' "$f" | wc -l)
+  if [ "$arms" -gt 0 ]; then
+    echo "$out" | grep -q 'check: [1-9][0-9]* printed numbers, 0 mismatches' || fail "$(basename "$f"): nothing compared"
+  fi
+  n=$((n + 1))
+done
+[ "$n" -ge 20 ] || fail "only $n tuned results files found"
+
+R="$ROOT/configs/sweeps/results"
+# A printed interval end that the runs do not give.
+sed 's/| -0.0295 \[-0.0470, -0.0121\]/| -0.0295 [-0.0570, -0.0121]/' "$R/tuned_norms.md" > "$TMP/a.md"
+cmp -s "$TMP/a.md" "$R/tuned_norms.md" && fail "the interval to plant was not found"
+if out=$(python3 "$SCRIPT" --check "$TMP/a.md"); then fail "a wrong interval end passed"; fi
+echo "$out" | grep -q 'MISMATCH norm.type=rmsnorm_free: low printed -0.057' || fail "wrong report: $out"
+# A run's best val changed (the baseline's confirm seed 2002): every arm's Δ moves.
+sed 's/^\(| layernorm | 1.6e-2 | 2002 | done | 300 | [0-9.]* | \)[0-9.]*/\12.0000/' "$R/tuned_norms.md" > "$TMP/b.md"
+cmp -s "$TMP/b.md" "$R/tuned_norms.md" && fail "the run to plant was not found"
+if out=$(python3 "$SCRIPT" --check "$TMP/b.md"); then fail "a changed run passed"; fi
+echo "$out" | grep -q 'MISMATCH norm.type=rmsnorm: Δ printed' || fail "wrong report: $out"
+# A ladder rung's mde (the depth ladder's Post-LN at L = 8, printed 0.035).
+awk '/^### model.n_layers = 8/{r=1} r && /^\| layout=post,/ && !d {sub(/\| 0\.035 \|/, "| 0.045 |"); d=1} {print}' \
+  "$R/depth_ladder.md" > "$TMP/c.md"
+cmp -s "$TMP/c.md" "$R/depth_ladder.md" && fail "the mde to plant was not found"
+if out=$(python3 "$SCRIPT" --check "$TMP/c.md"); then fail "a wrong mde passed"; fi
+echo "$out" | grep -q 'MISMATCH n_layers = 8: layout=post.*: mde printed 0.045' || fail "wrong report: $out"
+echo "recheck_tuned_test: $n results files recomputed, planted errors caught"
