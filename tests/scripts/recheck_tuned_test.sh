@@ -2,7 +2,7 @@
 # scripts/recheck_tuned.py: its t distribution and Holm against known values, every shipped tuned
 # results file (configs/sweeps/results/*.md) holding to the runs it lists (each printed Δ, interval,
 # p, p_adj and mde recomputed from the Runs table), and planted errors (an interval end, a run's
-# best val, a ladder rung's mde) caught. Run from the repository root (CTest does):
+# best val, a ladder rung's mde, a larger-is-better p_adj) caught. Run from the repository root (CTest does):
 #   tests/scripts/recheck_tuned_test.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -62,4 +62,10 @@ awk '/^### model.n_layers = 8/{r=1} r && /^\| layout=post,/ && !d {sub(/\| 0\.03
 cmp -s "$TMP/c.md" "$R/depth_ladder.md" && fail "the mde to plant was not found"
 if out=$(python3 "$SCRIPT" --check "$TMP/c.md"); then fail "a wrong mde passed"; fi
 echo "$out" | grep -q 'MISMATCH n_layers = 8: layout=post.*: mde printed 0.045' || fail "wrong report: $out"
+# A ladder's larger-is-better p_adj (Pre-LN LayerNorm, d = 64 -> 256, printed 0.05).
+sed 's/^\(| norm.type=layernorm,layout=pre | 64 -> 256 | -0.019 \[-0.033, -0.005\] | 0.017 | \)0.05 |/\10.15 |/' \
+  "$R/width_norms_mup_shakespeare_256.md" > "$TMP/d.md"
+cmp -s "$TMP/d.md" "$R/width_norms_mup_shakespeare_256.md" && fail "the p_adj to plant was not found"
+if out=$(python3 "$SCRIPT" --check "$TMP/d.md"); then fail "a wrong larger-is-better p_adj passed"; fi
+echo "$out" | grep -q 'MISMATCH larger is better.*layout=pre 64 -> 256: p_adj printed 0.15' || fail "wrong report: $out"
 echo "recheck_tuned_test: $n results files recomputed, planted errors caught"
