@@ -101,6 +101,17 @@ def paired(a, b):
     return m, s / math.sqrt(len(d)), len(d) - 1.0
 
 
+def decided(delta, se, df):
+    """Δ, its 95 % interval, two-sided p and the mde of a t test with this se and df."""
+    if se > 0:
+        half = t_quantile(0.975, df) * se
+        p = 2 * (1 - t_cdf(abs(delta) / se, df))
+        mde = (t_quantile(0.975, df) + t_quantile(0.80, df)) * se
+    else:
+        half, p, mde = 0.0, (0.0 if delta != 0 else 1.0), 0.0
+    return {"delta": delta, "lo": delta - half, "hi": delta + half, "p": p, "mde": mde}
+
+
 def holm(ps):
     order = sorted((p, i) for i, p in enumerate(ps) if p is not None)
     out, run = [None] * len(ps), 0.0
@@ -202,17 +213,10 @@ def recompute(path, test):
                 continue
             if test == "paired":
                 shared = sorted(set(v) & set(b))
-                delta, se, df = paired([v[s] for s in shared], [b[s] for s in shared])
+                t = paired([v[s] for s in shared], [b[s] for s in shared])
             else:
-                delta, se, df = welch(list(v.values()), list(b.values()))
-            if se > 0:
-                half = t_quantile(0.975, df) * se
-                p = 2 * (1 - t_cdf(abs(delta) / se, df))
-                mde = (t_quantile(0.975, df) + t_quantile(0.80, df)) * se
-            else:
-                half, p, mde = 0.0, (0.0 if delta != 0 else 1.0), 0.0
-            rows.append({"arm": a[0], "n": len(v), "delta": delta, "lo": delta - half, "hi": delta + half, "p": p,
-                         "mde": mde, "se": se, "df": df, "printed": a})
+                t = welch(list(v.values()), list(b.values()))
+            rows.append({"arm": a[0], "n": len(v), "printed": a, **decided(*t)})
         for r, pa in zip(rows, holm([r.get("p") for r in rows])):
             r["p_adj"] = pa
         out.append(("" if rung is None else f"{rung[0]} = {rung[1]}", col, rows))
@@ -237,15 +241,8 @@ def recompute(path, test):
             if len(shared) < 2:
                 rows.append({"arm": f"{a[0]} {a[1]}", "n": len(shared), "printed": a})
                 continue
-            delta, se, df = paired([y[k] for k in shared], [x[k] for k in shared])
-            if se > 0:
-                half = t_quantile(0.975, df) * se
-                p = 2 * (1 - t_cdf(abs(delta) / se, df))
-                mde = (t_quantile(0.975, df) + t_quantile(0.80, df)) * se
-            else:
-                half, p, mde = 0.0, (0.0 if delta != 0 else 1.0), 0.0
-            rows.append({"arm": f"{a[0]} {a[1]}", "group": a[0], "n": len(shared), "delta": delta,
-                         "lo": delta - half, "hi": delta + half, "p": p, "mde": mde, "printed": a})
+            t = paired([y[k] for k in shared], [x[k] for k in shared])
+            rows.append({"arm": f"{a[0]} {a[1]}", "group": a[0], "n": len(shared), "printed": a, **decided(*t)})
         for arm in {r.get("group") for r in rows if "group" in r}:
             mine = [r for r in rows if r.get("group") == arm]
             for r, pa in zip(mine, holm([r["p"] for r in mine])):
