@@ -8,7 +8,11 @@ Runs table alone and with its own t distribution (not NormLab's C++), each arm's
 and p, and what reports written before those columns existed do not print: Holm's adjusted p over
 the arms (`p_adj`) and the smallest effect the test detects with 80 % power (`mde` =
 (t_{0.975,df} + t_{0.80,df}) se, src/metrics/README.md). Welch's test (Welch-Satterthwaite df) or
-the paired test over shared seeds, as the file's description says (or --test).
+the paired test over shared seeds, as the file's description says (or --test). With `tune.fit:
+quadratic`, each cell's fitted optimum (the parabola through the confirm seeds' means at the
+bracket's three values against log2 of the value, its minimum over the bracket) and each arm's slope
+of log2 (fitted optimum) over the ladder's rungs and log2 largest / smallest (point estimates; the
+report's bootstrap intervals are random resamples and are not recomputed).
 
     scripts/recheck_tuned.py configs/sweeps/results/tuned_norms.md          # the table
     scripts/recheck_tuned.py --check configs/sweeps/results/tuned_norms.md  # and hold the file to it
@@ -251,6 +255,90 @@ def recompute(path, test):
     return test, confirm, out
 
 
+def fits(path, confirm):
+    """A tune.fit quadratic sweep's fitted optima, recomputed: per cell, the parabola through the
+    confirm seeds' mean best val at the bracket's three values against log2 of the value, its
+    minimum over the bracket; then each arm's least-squares slope of log2 (fitted) against log2 of
+    the ladder's rung and log2 largest / smallest. Returns [(what, got, printed text)]."""
+    lines = open(path).read().splitlines()
+    at = next((i for i, l in enumerate(lines) if l.startswith("| cell | selected |")), None)
+    if at is None:
+        return [], 0
+    grid = re.search(r"at (?:each searched rung at )?\S+ = \[([^\]]+)\] with seeds", "\n".join(lines[:at]))
+    grid = [float(x) for x in grid.group(1).split(",")]
+    runs_at = next(i for i, l in enumerate(lines) if l.startswith("|") and "| seed |" in l and "| best val |" in l)
+    rhead, runs = table(lines, runs_at)
+    si, bi, sti = rhead.index("seed"), rhead.index("best val"), rhead.index("status")
+    head, cells = table(lines, at)
+    fc, bc = head.index("fitted [95 % interval]"), (head.index("bracket") if "bracket" in head else None)
+    out, skipped, fitted = [], 0, {}
+    for c in cells:
+        printed = number(c[fc])
+        if printed is None:
+            continue
+        labels = dict(kv.split("=", 1) for kv in c[0].split(","))
+        if bc is not None:
+            lo, hi = (float(x) for x in c[bc].split(".."))
+            values = [v for v in grid if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+        else:
+            k = min(range(len(grid)), key=lambda j: abs(grid[j] - float(c[1])))
+            values = grid[k - 1:k + 2]
+        means = []
+        for v in values:
+            seeds = [float(r[bi]) for r in runs
+                     if r[sti] == "done" and r[si] in confirm and number(r[si - 1]) is not None
+                     and abs(number(r[si - 1]) - v) <= 1e-9 * v and r[bi] != "-"
+                     and all(r[rhead.index(key)] == val for key, val in labels.items())]
+            means.append(sum(seeds) / len(seeds) if len(seeds) == len(confirm) else None)
+        if len(values) != 3 or None in means:
+            skipped += 1  # a failed run (counted as l0 by the report) or a bracket this script does not read
+            continue
+        x = [math.log2(v) for v in values]
+        # The parabola through the three points (Newton's divided differences), minimum over [x0, x2].
+        d1 = (means[1] - means[0]) / (x[1] - x[0])
+        a = ((means[2] - means[1]) / (x[2] - x[1]) - d1) / (x[2] - x[0])
+        b = d1 - a * (x[0] + x[1])
+        f = lambda t: means[0] + d1 * (t - x[0]) + a * (t - x[0]) * (t - x[1])
+        candidates = [x[0], x[2]] + ([-b / (2 * a)] if a > 0 and x[0] < -b / (2 * a) < x[2] else [])
+        best = 2 ** min(candidates, key=f)
+        fitted[c[0]] = (labels, best)
+        out.append((f"fitted {c[0]}", best, c[fc].split()[0]))
+    # The slopes: each arm's cells over the ladder's rungs. The arm is a cell's labels less the rung
+    # and the keys that follow the rung (one value per rung, zipped with it: d_ff with d_model).
+    text = "\n".join(lines[at:])
+    ladder = re.search(r"^Ladder: (\S+) =", "\n".join(lines), re.M)
+    if fitted and ladder:
+        rung_key = ladder.group(1).split(".")[-1]
+        cells_ = list(fitted.values())
+        by_rung = {}
+        for labels, _ in cells_:
+            by_rung.setdefault(labels[rung_key], []).append(labels)
+        follow = {k for k in cells_[0][0] if k != rung_key and all(len({l[k] for l in ls}) == 1 for ls in by_rung.values())
+                  and len({l[k] for l, _ in cells_}) > 1}
+        arms = {}
+        for labels, best in cells_:
+            arm = ",".join(f"{k}={v}" for k, v in labels.items() if k != rung_key and k not in follow)
+            arms.setdefault(arm, []).append((float(labels[rung_key]), best))
+    else:
+        arms = {}
+    for arm, pts in arms.items():
+        if len(pts) < 2:
+            continue
+        pts.sort()
+        xs, ys = [math.log2(p[0]) for p in pts], [math.log2(p[1]) for p in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((u - mx) * (w - my) for u, w in zip(xs, ys)) / sum((u - mx) ** 2 for u in xs)
+        name = arm or "(all)"
+        m = re.search(re.escape(arm) + r" ([+-][0-9.]+) \(\d+ rungs\)", text) if arm else None
+        if m:  # the older reports' one line of slopes
+            out.append((f"slope {name}", slope, m.group(1)))
+        row = re.search(r"^\| " + re.escape(name) + r" \| [^|]+ \| ([+-][0-9.]+) \[[^|]*\| ([+-][0-9.]+) \[", text, re.M)
+        if row:  # the table: slope, log2 largest / smallest
+            out.append((f"slope {name}", slope, row.group(1)))
+            out.append((f"log2 largest / smallest {name}", ys[-1] - ys[0], row.group(2)))
+    return out, skipped
+
+
 def close(got, printed, abs_tol, rel_tol=0.0):
     return abs(got - printed) <= abs_tol + rel_tol * abs(printed)
 
@@ -293,6 +381,18 @@ def main():
             for name, got, printed, abs_tol, rel_tol in checks:
                 if not close(got, printed, abs_tol, rel_tol):
                     bad.append(f"{where}: {name} printed {printed:g}, the runs give {got:.6g}")
+    fit_checks, skipped = fits(args.results, confirm)
+    if fit_checks or skipped:
+        print("\nfitted optima (tune.fit quadratic) and their slopes over the ladder")
+        for what, got, text in fit_checks:
+            print(f"- {what}: {got:.4g} (printed {text})")
+            checked += 1
+            # the printed digits: 3 significant for an optimum, 2 decimals for a slope or log2 ratio
+            tol = 0.006 * abs(float(text)) if what.startswith("fitted") else 0.006 + unit(text)
+            if not close(got, float(text), tol):
+                bad.append(f"{what}: printed {text}, the runs give {got:.4g}")
+        if skipped:
+            print(f"- {skipped} cells not recomputed (a failed run in the bracket, counted as l0 by the report)")
     if args.check:
         print()
         for b in bad:

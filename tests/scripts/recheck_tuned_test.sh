@@ -2,7 +2,7 @@
 # scripts/recheck_tuned.py: its t distribution and Holm against known values, every shipped tuned
 # results file (configs/sweeps/results/*.md) holding to the runs it lists (each printed Δ, interval,
 # p, p_adj and mde recomputed from the Runs table), and planted errors (an interval end, a run's
-# best val, a ladder rung's mde, a larger-is-better p_adj) caught. Run from the repository root (CTest does):
+# best val, a ladder rung's mde, a larger-is-better p_adj, a fitted optimum) caught. Run from the repository root (CTest does):
 #   tests/scripts/recheck_tuned_test.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -68,4 +68,10 @@ sed 's/^\(| norm.type=layernorm,layout=pre | 64 -> 256 | -0.019 \[-0.033, -0.005
 cmp -s "$TMP/d.md" "$R/width_norms_mup_shakespeare_256.md" && fail "the p_adj to plant was not found"
 if out=$(python3 "$SCRIPT" --check "$TMP/d.md"); then fail "a wrong larger-is-better p_adj passed"; fi
 echo "$out" | grep -q 'MISMATCH larger is better.*layout=pre 64 -> 256: p_adj printed 0.15' || fail "wrong report: $out"
+# A fitted optimum (µP at d = 512 on Shakespeare, printed 0.0181).
+sed 's/^\(| d_model=512,d_ff=2048,type=mup,base_width=64 | 3.2e-2 | \)0.0181 /\10.0191 /' \
+  "$R/width_transfer_shakespeare.md" > "$TMP/e.md"
+cmp -s "$TMP/e.md" "$R/width_transfer_shakespeare.md" && fail "the fitted optimum to plant was not found"
+if out=$(python3 "$SCRIPT" --check "$TMP/e.md"); then fail "a wrong fitted optimum passed"; fi
+echo "$out" | grep -q 'MISMATCH fitted d_model=512,d_ff=2048,type=mup,base_width=64: printed 0.0191' || fail "wrong report: $out"
 echo "recheck_tuned_test: $n results files recomputed, planted errors caught"
