@@ -74,7 +74,7 @@ const std::array<double, 3>& coefficients(NsKind kind, int64_t k) {
 
 }  // namespace
 
-void set_ns_bf16_gemm(NsBf16Gemm policy) { g_bf16_gemm = policy; }
+NsBf16Gemm set_ns_bf16_gemm(NsBf16Gemm policy) { return g_bf16_gemm.exchange(policy); }
 
 bool ns_uses_bf16_gemm(int64_t A, int64_t B, const torch::Device& device) {
   const NsBf16Gemm policy = g_bf16_gemm.load();

@@ -69,7 +69,19 @@ bool ns_uses_bf16_gemm(int64_t A, int64_t B, const torch::Device& device);
 // the reference path's float32 GEMMs. kWhereExact: wherever the probe says so, fast or not (tests
 // hold that path to the reference on every CPU). kNever: the reference path everywhere.
 enum class NsBf16Gemm { kNever, kWhereFast, kWhereExact };
-void set_ns_bf16_gemm(NsBf16Gemm policy);
+// Sets the policy; returns the one it replaces.
+NsBf16Gemm set_ns_bf16_gemm(NsBf16Gemm policy);
+// The policy for one scope, the one before restored at its end, also when a test throws (tests).
+class ScopedNsBf16Gemm {
+ public:
+  explicit ScopedNsBf16Gemm(NsBf16Gemm policy) : before_(set_ns_bf16_gemm(policy)) {}
+  ~ScopedNsBf16Gemm() { set_ns_bf16_gemm(before_); }
+  ScopedNsBf16Gemm(const ScopedNsBf16Gemm&) = delete;
+  ScopedNsBf16Gemm& operator=(const ScopedNsBf16Gemm&) = delete;
+
+ private:
+  NsBf16Gemm before_;
+};
 
 // adjust(A, B): original sqrt(max(1, A/B)); match_rms_adamw 0.2 sqrt(max(A, B)).
 double muon_lr_adjust(AdjustLr rule, int64_t A, int64_t B);

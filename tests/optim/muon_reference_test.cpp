@@ -201,14 +201,13 @@ TEST(MuonReferenceTest, NormuonBf16Products) {
 // contract says (src/optim/muon.cpp, bf16_gemm_rounds_once): d_model 64, fc1 [160, 64]. Run with
 // that path wherever the probe allows it (NsBf16Gemm::kWhereExact), fast on this CPU or not.
 TEST(MuonReferenceTest, MuonBf16ProductsOnBf16Gemms) {
-  set_ns_bf16_gemm(NsBf16Gemm::kWhereExact);
+  ScopedNsBf16Gemm exact(NsBf16Gemm::kWhereExact);
   if (cpu_has_avx512_bf16()) {
     EXPECT_TRUE(ns_uses_bf16_gemm(160, 64, torch::Device(torch::kCPU)));
   }
   MuonCase c{"muon_bf16_gemm", "muon", NsKind::kPolarExpress, NsDtype::kBf16, AdjustLr::kOriginal, false, true, true, 1e-2};
   c.width = 64;
   run_case(c);
-  set_ns_bf16_gemm(NsBf16Gemm::kWhereFast);
 }
 
 }  // namespace

@@ -76,26 +76,20 @@ TEST(MuonTest, NewtonSchulzBf16IsTorchMuonsRoundingOfTheSameIteration) {
   }
 }
 
-// Sets the NS bf16 GEMM policy for one scope, then back to the default.
-struct NsPolicy {
-  explicit NsPolicy(NsBf16Gemm p) { set_ns_bf16_gemm(p); }
-  ~NsPolicy() { set_ns_bf16_gemm(NsBf16Gemm::kWhereFast); }
-};
-
 // By default the bf16 products take LibTorch's bf16 GEMMs on a CPU only where it multiplies bf16
 // natively: elsewhere they convert to float32 and run slower than the reference path.
 TEST(MuonTest, NewtonSchulzTakesBf16GemmsOnlyWhereTheyAreFast) {
   const torch::Device cpu(torch::kCPU);
   bool exact = false;
   {
-    NsPolicy p(NsBf16Gemm::kWhereExact);
+    ScopedNsBf16Gemm p(NsBf16Gemm::kWhereExact);
     exact = ns_uses_bf16_gemm(128, 128, cpu);
   }
   EXPECT_EQ(ns_uses_bf16_gemm(128, 128, cpu), exact && cpu_has_avx512_bf16());
   if (cpu_has_avx512_bf16()) {
     EXPECT_TRUE(exact) << "a CPU with bf16 units";
   }
-  NsPolicy never(NsBf16Gemm::kNever);
+  ScopedNsBf16Gemm never(NsBf16Gemm::kNever);
   EXPECT_FALSE(ns_uses_bf16_gemm(128, 128, cpu));
 }
 
@@ -106,7 +100,7 @@ TEST(MuonTest, NewtonSchulzTakesBf16GemmsOnlyWhereTheyAreFast) {
 TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   torch::manual_seed(11);
   const torch::Device cpu(torch::kCPU);
-  NsPolicy exact(NsBf16Gemm::kWhereExact);
+  ScopedNsBf16Gemm exact(NsBf16Gemm::kWhereExact);
   const bool bf16_units = cpu_has_avx512_bf16();
   if (bf16_units) {
     EXPECT_TRUE(ns_uses_bf16_gemm(128, 128, cpu)) << "a CPU with bf16 units";
@@ -116,10 +110,8 @@ TEST(MuonTest, NewtonSchulzBf16GemmPathMatchesTheReferencePath) {
   EXPECT_FALSE(ns_uses_bf16_gemm(8, 16, cpu));
 #endif
   auto reference = [](const torch::Tensor& U, NsKind kind, int64_t steps) {
-    set_ns_bf16_gemm(NsBf16Gemm::kNever);
-    auto O = newton_schulz(U, kind, steps, NsDtype::kBf16);
-    set_ns_bf16_gemm(NsBf16Gemm::kWhereExact);
-    return O;
+    ScopedNsBf16Gemm never(NsBf16Gemm::kNever);
+    return newton_schulz(U, kind, steps, NsDtype::kBf16);
   };
   int checked = 0;
   for (const auto& shape : {std::vector<int64_t>{64, 256}, std::vector<int64_t>{256, 64}, std::vector<int64_t>{128, 128},

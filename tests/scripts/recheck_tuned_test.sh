@@ -2,7 +2,8 @@
 # scripts/recheck_tuned.py: its t distribution and Holm against known values, every shipped tuned
 # results file (configs/sweeps/results/*.md) holding to the runs it lists (each printed Δ, interval,
 # p, p_adj and mde recomputed from the Runs table), and planted errors (an interval end, a run's
-# best val, a ladder rung's mde, a larger-is-better p_adj, a fitted optimum) caught. Run from the repository root (CTest does):
+# best val, a ladder rung's mde, a larger-is-better p_adj, a fitted optimum,
+# an arm with nothing to recompute from) caught. Run from the repository root (CTest does):
 #   tests/scripts/recheck_tuned_test.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,4 +75,9 @@ sed 's/^\(| d_model=512,d_ff=2048,type=mup,base_width=64 | 3.2e-2 | \)0.0181 /\1
 cmp -s "$TMP/e.md" "$R/width_transfer_shakespeare.md" && fail "the fitted optimum to plant was not found"
 if out=$(python3 "$SCRIPT" --check "$TMP/e.md"); then fail "a wrong fitted optimum passed"; fi
 echo "$out" | grep -q 'MISMATCH fitted d_model=512,d_ff=2048,type=mup,base_width=64: printed 0.0191' || fail "wrong report: $out"
+# An arm whose printed selection has no confirm runs in the Runs table cannot pass unchecked.
+sed 's/^| norm.type=ssnorm | 8.0e-3 |/| norm.type=ssnorm | 4.0e-3 |/' "$R/tuned_norms.md" > "$TMP/f.md"
+cmp -s "$TMP/f.md" "$R/tuned_norms.md" && fail "the selection to plant was not found"
+if out=$(python3 "$SCRIPT" --check "$TMP/f.md"); then fail "an arm with nothing to recompute from passed"; fi
+grep -q 'MISMATCH norm.type=ssnorm: printed a Δ, but the Runs table has 0 matching' <<<"$out" || fail "wrong report: $out"
 echo "recheck_tuned_test: $n results files recomputed, planted errors caught"
