@@ -108,6 +108,11 @@ Sweep (from the sweep summary, runs/*/point.json, runs/*/metrics.jsonl):
                         seeds' means over the fit's bracket, dashed), v* starred and the fitted optimum (tune.fit) dashed with its interval;
                         and each arm's optimum against the ladder's value (log-log) with the
                         summary's slopes
+    tune_fit.png        a tuned sweep without a ladder, with tune.fit: quadratic: per arm the confirm
+                        seeds' means over the fit's bracket and the fitted optimum (the summary's) a
+                        vertical line (dotted at the bracket's end), the search m(v) faint;
+                        beside it each arm's fitted optimum with its 95 % bootstrap interval, the
+                        baseline's interval shaded
     tune_profiles.png   per-block diagnostics of the confirm runs at the last rung (the deepest on a
                         depth ladder), each arm at its selected value: the gradient norm of every
                         block at the first logged update and at the last diagnostic step, and

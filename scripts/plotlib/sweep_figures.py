@@ -1120,6 +1120,91 @@ def fig_tune_transfer(sweep, axes, outdir):
     return save(fig, os.path.join(outdir, "tune_transfer.png"))
 
 
+def fig_tune_fit(sweep, axes, outdir):
+    """Which arm's optimum sits where? A tuned sweep without a ladder, with tune.fit: quadratic
+    (a ladder gets tune_transfer.png instead). Left: per arm the confirm seeds' means over the fit's
+    bracket (tune.arms[].fit.points / means), the fitted optimum (the minimum over the bracket of
+    the parabola through them in log2 of the value, the summary's) a vertical line; the search
+    seeds' m(v) faint beside them. Right: each arm's fitted optimum with its 95 % bootstrap interval over the confirm seeds
+    (log x), the baseline's interval shaded across the panel, so that an arm whose interval leaves
+    the band has moved its optimum. Hollow: the optimum sits at an end of the bracket (the metric
+    still falls beyond it)."""
+    t, arms = tune_arms(sweep)
+    if not arms or not t.get("fit") or t.get("ladder"):
+        return None
+    fitted = [a for a in arms if isinstance(a.get("fit"), dict) and finite(num(a["fit"].get("value")))
+              and len(a["fit"].get("points") or []) == len(a["fit"].get("means") or []) >= 3]
+    if not fitted:
+        return None
+    plt = mpl()
+    key = t.get("key", "?")
+    from matplotlib.ticker import NullFormatter
+    fig, (ax, axo) = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.35, 1]})
+    cmap = plt.get_cmap("tab10")
+    base_fit = None
+    ticks = set()
+    for i, arm in enumerate(fitted):
+        c = cmap(i % cmap.N)
+        fit = arm["fit"]
+        label = arm_label(sweep, t, arm)
+        xs = [num(v) for v in fit["points"]]
+        ys = [num(v) for v in fit["means"]]
+        ticks.update(xs)
+        if arm.get("search") and len(arm.get("values") or []) == len(arm["search"]):
+            ax.plot([num(v) for v in arm["values"]], [num(v) for v in arm["search"]], color=c, lw=0.8,
+                    ls=":", alpha=0.6)
+        ax.plot(xs, ys, color=c, marker="o", ms=5, lw=1.4, label=label)
+        ax.axvline(num(fit.get("value")), color=c, lw=1.2, ls=(0, (1, 1)) if fit.get("at_edge") else "--")
+        if (arm.get("vs_baseline") or {}).get("verdict") == "baseline":
+            base_fit = fit
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(ticks))
+    ax.set_xticklabels([fmt_num(v) for v in sorted(ticks)])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(key + " (log scale)")
+    ax.set_ylabel("mean %s over the confirm seeds" % t.get("metric", "metric"))
+    ax.plot([], [], color="0.3", lw=1.2, ls="--", label="fitted optimum (dotted: at the bracket's end)")
+    ax.plot([], [], color="0.3", lw=0.8, ls=":", label="search m(v), seeds %s" % ", ".join(str(s) for s in t.get("seeds") or []))
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.13), fontsize=7.5, frameon=False, ncol=2)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("the confirm seeds' means over each arm's bracket", fontsize=9)
+    n = len(fitted)
+    if base_fit is not None and finite(num(base_fit.get("low"))) and finite(num(base_fit.get("high"))):
+        axo.axvspan(num(base_fit["low"]), num(base_fit["high"]), color="0.5", alpha=0.15, lw=0,
+                    label="the baseline's interval")
+    for i, arm in enumerate(fitted):
+        c = cmap(i % cmap.N)
+        fit, y = arm["fit"], n - 1 - i
+        v, lo, hi = num(fit.get("value")), num(fit.get("low")), num(fit.get("high"))
+        if finite(lo) and finite(hi):
+            axo.plot([lo, hi], [y, y], color=c, lw=2.5)
+        axo.plot([v], [y], color=c, marker="D", ms=8, mec="black", mfc="white" if fit.get("at_edge") else c, ls="none")
+        text = "%s [%s, %s]" % (fmt_sig(v), fmt_sig(lo), fmt_sig(hi)) if finite(lo) and finite(hi) else fmt_sig(v)
+        axo.annotate(text, (v, y), xytext=(0, 7), textcoords="offset points", ha="center", fontsize=8)
+    axo.set_yticks(range(n))
+    axo.set_yticklabels([textwrap.fill(arm_label(sweep, t, a).replace(",", ", "), 30) for a in reversed(fitted)],
+                        fontsize=7.5)
+    axo.set_ylim(-0.6, n - 0.3)
+    axo.set_xscale("log")
+    axo.xaxis.set_minor_formatter(NullFormatter())
+    axo.set_xticks(sorted(ticks))
+    axo.set_xticklabels([fmt_num(v) for v in sorted(ticks)])
+    axo.set_xlabel("fitted optimum %s, 95 %% bootstrap interval over the confirm seeds (log)" % key, fontsize=8.5)
+    axo.grid(True, axis="x", alpha=0.3)
+    if base_fit is not None:
+        axo.legend(loc="lower right", fontsize=7.5)
+    fig.suptitle(textwrap.fill("sweep %s: each arm's fitted optimum of %s (tune.fit: quadratic in log2 %s through the "
+                               "confirm seeds' means at v* and either side, its minimum over that bracket)"
+                               % (sweep.label, key, sweep.short(key)), 110), fontsize=10)
+    fig.tight_layout()
+    return save(fig, os.path.join(outdir, "tune_fit.png"))
+
+
+def fmt_sig(v):
+    """A rate at 3 significant digits (3.29e-02 -> 0.0329)."""
+    return "%.3g" % v if finite(v) else "-"
+
+
 def fmt_slope(v, low=None, high=None):
     """A slope at 2 decimals, with its interval where the summary has one (paired resamples)."""
     if not finite(num(v)):
@@ -1213,6 +1298,7 @@ SWEEP_FIGURES = [
     ("tune_forest.png", fig_tune_forest, "a tuned sweep with confirm results"),
     ("tune_ladder.png", fig_tune_ladder, "a tuned sweep with a ladder (tune.ladder) and confirm results"),
     ("tune_transfer.png", fig_tune_transfer, "a ladder searched at two or more rungs (the transfer audit)"),
+    ("tune_fit.png", fig_tune_fit, "a tuned sweep without a ladder, with tune.fit: quadratic and confirm results"),
     ("tune_profiles.png", fig_tune_profiles, "a tuned sweep whose confirm runs log layers.grad_norm / block_cos"),
 ]
 

@@ -399,6 +399,12 @@ elif kind == "transfer":  # d: a file with a summary's "tune" object (a ladder)
         def short(self, axis):
             return axis.split(".")[-1].upper() + "_S"
     sweep_figures.fig_tune_transfer(Stub(), None, "/nonexistent")
+elif kind == "fit":  # d: a file with a summary's "tune" object (no ladder, tune.fit)
+    class Stub:
+        label, tune = "stub", json.load(open(d))
+        def short(self, axis):
+            return axis.split(".")[-1].upper() + "_S"
+    sweep_figures.fig_tune_fit(Stub(), None, "/nonexistent")
 else:
     sweep_figures.plot_sweep(read.Sweep(d), None, "/nonexistent", False)
 print(json.dumps(figs))
@@ -429,6 +435,21 @@ cat >"$TMP/transfer_one_search.json" <<'JSON'
                "fitted_slope": 0.09375, "fitted_slope_low": 0.015625, "fitted_slope_high": 0.4375}]}
 JSON
 capture sentinel transfer "$TMP/transfer_one_search.json" >"$TMP/cap_transfer.json" || { cat "$TMP/capture.err" >&2; fail "capture transfer (one searched rung)"; }
+# A flat sweep with tune.fit: each arm's confirm means over its bracket, the parabola through them,
+# its fitted optimum with the bootstrap interval (sentinels; the second arm's optimum at its
+# bracket's end).
+cat >"$TMP/fit_flat.json" <<'JSON'
+{"key": "optim.lr", "metric": "best_val", "fit": "quadratic", "seeds": [1],
+ "arms": [{"name": "layout=pre", "axes": {"model.layout": "pre"}, "values": [0.004, 0.008, 0.016, 0.032],
+           "search": [2.75, 2.5, 2.625, 3.0], "selected": 0.008, "vs_baseline": {"verdict": "baseline"},
+           "fit": {"value": 0.0078125, "low": 0.0070, "high": 0.0090, "at_edge": false,
+                   "points": [0.00390625, 0.0078125, 0.015625], "means": [2.8125, 2.5625, 2.6875]}},
+          {"name": "layout=post", "axes": {"model.layout": "post"}, "values": [0.004, 0.008, 0.016, 0.032],
+           "search": [3.0, 2.875, 2.75, 2.625], "selected": 0.032, "vs_baseline": {"verdict": "worse"},
+           "fit": {"value": 0.03125, "low": 0.0125, "high": 0.03125, "at_edge": true,
+                   "points": [0.0078125, 0.015625, 0.03125], "means": [2.9375, 2.8125, 2.6875]}}]}
+JSON
+capture sentinel fit "$TMP/fit_flat.json" >"$TMP/cap_fit.json" || { cat "$TMP/capture.err" >&2; fail "capture fit (flat)"; }
 capture sentinel sweep "$TMP/tune_fake" >"$TMP/cap_tune.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep"; }
 capture null sweep "$TMP/tune_fake" >"$TMP/cap_tune_null.json" || { cat "$TMP/capture.err" >&2; fail "capture tuned sweep (null)"; }
 # --join: rungs from three summary.md tables with sentinel values: a ladder's (rungs 2 and 4, three
@@ -581,6 +602,23 @@ has_text(tr, T, "D_MODEL_S = 512: confirm means (carried from 64)")
 has_text(tr, T, "fitted, slope +0.09 [+0.02, +0.44]")
 has_text(tr, T, "grid v* (searched here only)")
 no_line(tr, T, [2.8125, 2.5625, 2.6875])  # a searched rung draws its search, not its confirm means
+fit, F = load("cap_fit.json"), "tune_fit.png"  # a flat sweep's fitted optima, from tune.arms[].fit
+has_xy(fit, F, [0.00390625, 0.0078125, 0.015625], [2.8125, 2.5625, 2.6875])  # the baseline's confirm means
+has_xy(fit, F, [0.0078125, 0.015625, 0.03125], [2.9375, 2.8125, 2.6875])
+has_xy(fit, F, [0.004, 0.008, 0.016, 0.032], [2.75, 2.5, 2.625, 3.0])  # its search m(v), faint
+has_xy(fit, F, [0.007, 0.009], [1.0, 1.0])  # the baseline's interval, top row
+has_xy(fit, F, [0.0125, 0.03125], [0.0, 0.0])  # the second arm's, bottom row
+has_xy(fit, F, [0.0078125], [1.0])  # the optima
+has_xy(fit, F, [0.03125], [0.0])
+has_text(fit, F, "0.00781 [0.007, 0.009]")  # 3 significant digits
+has_text(fit, F, "0.0312 [0.0125, 0.0312]")
+marks = [m for m in fit[F]["marks"] if m[3] == "D"]
+want = [[0.0078125, 1.0, False], [0.03125, 0.0, True]]  # hollow at the bracket's end
+if sorted(m[:3] for m in marks) != sorted(want):
+    bad.append("%s: optima marked at %s, wanted %s" % (F, marks, want))
+has_xy(fit, F, [0.0078125, 0.0078125], [0.0, 1.0])  # the optima as vertical lines on the left
+has_xy(fit, F, [0.03125, 0.03125], [0.0, 1.0])
+has_text(fit, F, "LAYOUT_S=post")
 tune = load("cap_tune.json")  # every number of the basin and the forest is the summary's tune.arms[]
 has_xy(tune, "tune_basin.png", [0.001, 0.003, 0.01], [3.25, 2.5, 2.75])  # m(v) of each arm at its values
 has_xy(tune, "tune_basin.png", [0.001, 0.003, 0.01], [4.25, 3.5, 3.75])
