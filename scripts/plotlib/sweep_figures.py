@@ -1189,7 +1189,7 @@ def fig_tune_fit(sweep, axes, outdir):
     axo.xaxis.set_minor_formatter(NullFormatter())
     axo.set_xticks(sorted(ticks))
     axo.set_xticklabels([fmt_num(v) for v in sorted(ticks)])
-    axo.set_xlabel("fitted optimum %s, 95 %% bootstrap interval over the confirm seeds (log)" % key, fontsize=8.5)
+    axo.set_xlabel("fitted optimum %s (log),\n95 %% bootstrap interval over the confirm seeds" % key, fontsize=8.5)
     axo.grid(True, axis="x", alpha=0.3)
     if base_fit is not None:
         axo.legend(loc="lower right", fontsize=7.5)
