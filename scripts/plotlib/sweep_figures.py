@@ -1125,9 +1125,9 @@ def fig_tune_fit(sweep, axes, outdir):
     (a ladder gets tune_transfer.png instead). Left: per arm the confirm seeds' means over the fit's
     bracket (tune.arms[].fit.points / means), the fitted optimum (the minimum over the bracket of
     the parabola through them in log2 of the value, the summary's) a vertical line; the search
-    seeds' m(v) faint beside them. Right: each arm's fitted optimum with its 95 % bootstrap interval over the confirm seeds
-    (log x), the baseline's interval shaded across the panel, so that an arm whose interval leaves
-    the band has moved its optimum. Hollow: the optimum sits at an end of the bracket (the metric
+    seeds' m(v) faint beside them. Right: each arm's fitted optimum with its 95 % bootstrap
+    interval over the confirm seeds (log x), the baseline's interval shaded across the panel, so
+    that an arm whose interval leaves the band has moved its optimum. Hollow: the optimum sits at an end of the bracket (the metric
     still falls beyond it)."""
     t, arms = tune_arms(sweep)
     if not arms or not t.get("fit") or t.get("ladder"):
