@@ -542,7 +542,7 @@ def read_tuned_md(path, key, rung=None):
     one (whose table has no heading; without `rung` that is a TableError). Keys: arm, rung (a
     number where the rung is one, else its text), tuned (the tuned key, from the 'selected KEY'
     column), selected (the value the arm ran at) and from_rung (the searched rung it came from
-    on a ladder, else ''), edge, confirm (the
+    on a ladder, 'given' for a value tune.given set, else ''), edge, confirm (the
     'mean ± std (n)' text), delta, lo, hi (the Δ column and its 95 % interval; nan for the
     baseline and for '-'), p_adj, mde, verdict (its first word: baseline, better, worse,
     equivalent, inconclusive, tie, none, pending) and at_entropy (the row says the arm learned
@@ -586,6 +586,8 @@ def read_tuned_md(path, key, rung=None):
             delta, lo, hi = _md_delta(r.get("Δ [95 % interval]", "-"))
             verdict = r.get("verdict", "")
             selected, _, from_rung = r.get(cols[1], "").partition(" from ")
+            if selected.endswith(" given"):  # tune.given: chosen outside the sweep
+                selected, from_rung = selected[:-len(" given")], "given"
             rows.append({"arm": r.get("arm", ""), "rung": num(at) if finite(num(at)) else at,
                          "tuned": cols[1][len("selected "):].strip(), "selected": num(selected),
                          "from_rung": from_rung.strip(),

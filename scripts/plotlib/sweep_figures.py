@@ -727,7 +727,8 @@ def fig_tune_forest(sweep, axes, outdir):
         for y, (arm, vs, verdict) in enumerate(rows):
             c = VERDICT_COLOURS.get(verdict, "tab:blue")
             sel = num(arm.get("selected"))
-            moved = " (from %s)" % fmt_num(num(arm.get("from_rung"))) if arm.get("transferred") else ""
+            moved = (" (given)" if arm.get("given") else " (from %s)" % fmt_num(num(arm.get("from_rung")))
+                     if arm.get("transferred") else "")
             labels.append("%s\n%s* = %s%s" % (arm_label(sweep, t, arm), sweep.short(t.get("key", "?")), fmt_num(sel), moved))
             if verdict == "baseline":
                 ax.plot([0], [y], marker="D", color=c, ms=7, ls="none")
@@ -944,7 +945,7 @@ def fig_joined_rates(tables, key, path):
     (join_tables), the baseline included: the transfer audit of rungs that ran as separate sweeps,
     one line per arm (log-log). The marker says where the value came from: filled, searched at that
     rung; hollow, the grid's first or last value (edge); x, carried from another rung (a ladder's
-    transferred value); a triangle, an arm that learned nothing there (its selection is noise, so
+    transferred value); a hollow square, a value tune.given set (chosen outside the sweep); a triangle, an arm that learned nothing there (its selection is noise, so
     no line runs through it). No slope is drawn: each sweep's own report gives its transfer audit."""
     files, arms, cells, label = join_tables(tables)
     tuned = sorted({r["tuned"] for r in cells.values() if r.get("tuned")})
@@ -977,6 +978,8 @@ def fig_joined_rates(tables, key, path):
             rungs.add(x)
             if r["at_entropy"]:
                 kind = dict(marker="^", mfc="white")
+            elif r["from_rung"] == "given":
+                kind = dict(marker="s", mfc="white")
             elif r["from_rung"]:
                 kind = dict(marker="x", mfc=c)
             elif r["edge"]:
@@ -1003,6 +1006,7 @@ def fig_joined_rates(tables, key, path):
     for (marker, hollow), text in ((("o", False), "searched at that rung"),
                                    (("o", True), "hollow: the grid's edge (widen it)"),
                                    (("x", False), "x: carried from another rung"),
+                                   (("s", True), "square: given (chosen outside the sweep)"),
                                    (("^", True), "triangle: learned nothing there")):
         if (marker, hollow) in kinds:
             ax.plot([], [], marker=marker, color="0.3", mfc="white" if hollow else "0.3", ls="none", label=text)
@@ -1062,8 +1066,9 @@ def fig_tune_transfer(sweep, axes, outdir):
                 xs = [num(v) for v in fit["points"]]
                 ys = [num(v) for v in fit["means"]]
                 ax.plot(xs, ys, color=c, marker="o", mfc="white", ms=4.5, lw=1.4, ls="--",
-                        label="%s = %s: confirm means (carried from %s)"
-                        % (sweep.short(ladder), a.get("rung"), a.get("from_rung", "?")))
+                        label="%s = %s: confirm means (%s)"
+                        % (sweep.short(ladder), a.get("rung"), "given" if a.get("given")
+                           else "carried from %s" % a.get("from_rung", "?")))
             else:
                 continue
             sel = num(a.get("selected"))

@@ -458,6 +458,20 @@ std::string dump_sweep(const Sweep& sweep) {
         e << YAML::EndSeq;
       }
     }
+    if (!t.given.empty()) {
+      e << YAML::Key << "given" << YAML::Value << YAML::BeginSeq;
+      for (const auto& g : t.given) {
+        e << YAML::Flow << YAML::BeginMap;
+        for (const auto& [k, v] : g.arm) {
+          e << YAML::Key << k << YAML::Value;
+          value(v);
+        }
+        e << YAML::Key << "value" << YAML::Value;
+        value(g.text);
+        e << YAML::EndMap;
+      }
+      e << YAML::EndSeq;
+    }
     e << YAML::Key << "test" << YAML::Value << test_name(t.test);
     e << YAML::Key << "margin" << YAML::Value << fmt::format("{}", t.margin);
     if (t.fit) e << YAML::Key << "fit" << YAML::Value << "quadratic";

@@ -53,6 +53,16 @@ struct SweepTune {
   // axis writes them) where the search runs; empty: every rung.
   std::string ladder;
   std::vector<std::string> search_at;
+  // given: each arm's value chosen elsewhere (another study, another machine), named by the arm's
+  // axis values (not the ladder's) like the baseline; every arm has one, each one of `values`.
+  // With given, only the rungs search_at lists are searched (none without it): a cell at any
+  // other rung runs at its arm's selection at the nearest searched rung before it, else at its
+  // given value ("given" in the table; given_index finds it in values).
+  struct Given {
+    std::vector<std::pair<std::string, std::string>> arm;  // axis key -> value text
+    std::string text;                                      // the value as written
+  };
+  std::vector<Given> given;
   TestKind test = TestKind::kWelch;  // the test that decides a verdict
   double margin = 0;                 // equivalence margin in the metric's unit; 0: no equivalence
   Correction correction = Correction::kHolm;  // over the arms against the baseline, per rung
@@ -104,6 +114,9 @@ Sweep parse_sweep_file(const std::string& path, const SweepOptions& options = {}
 int ladder_axis(const Sweep& sweep);
 std::vector<std::string> ladder_rungs(const Sweep& sweep);
 bool rung_searched(const Sweep& sweep, size_t rung);
+// The index in tune.values of the given value for the arm whose axis values (the ladder's left
+// out) are `arm`; -1 where tune.given names no such arm or its value is not in the grid.
+int given_index(const SweepTune& tune, const std::vector<std::pair<std::string, std::string>>& arm);
 
 // The resolved sweep as YAML: quick applied, --set merged, base absolute, seeds explicit (a tuned
 // sweep: its tune block, no seeds).

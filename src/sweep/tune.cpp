@@ -399,8 +399,15 @@ TuneSummary summarise_tune(const Sweep& sweep, const std::string& sweep_dir) {
       if (o.rung < arm.rung && (!before || o.rung > before->rung)) before = &o;
       if (!first || o.rung < first->rung) first = &o;
     }
+    const int given = before ? -1 : given_index(t, arm.axes);
     const TuneArmResult* from = before ? before : first;
     arm.transferred = true;
+    if (given >= 0) {  // chosen elsewhere: no search behind it here
+      arm.given = true;
+      arm.selected = given;
+      arm.search_finished = true;
+      continue;
+    }
     if (!from) continue;
     arm.from_rung = from->rung_value;
     arm.selected = from->selected;
@@ -669,17 +676,25 @@ std::string tune_markdown(const TuneSummary& s) {
   const char* test = t.test == TestKind::kPaired ? "the paired t test over the confirm seeds (df n - 1)"
                                                  : "Welch's t (Welch-Satterthwaite df)";
   std::string out = fmt::format("## Tuned comparison: {} per arm, by {}\n\n", t.key, metric);
+  const bool any_searched =
+      std::any_of(s.arms.begin(), s.arms.end(), [](const TuneArmResult& a) { return a.searched; });
+  const std::string search =
+      any_searched
+          ? fmt::format("Search: every arm{} at {} = {} with seeds {}; m(v) = mean {} over the search seeds, a "
+                        "failed or non-finite run counted as l0 (the arm's mean step-0 eval loss); selected = "
+                        "argmin m(v) (ties: the smaller value); edge: the selected value is the first or last of "
+                        "the grid (widen it); sensitivity = mean over v of (min(m(v), l0) - m(selected)).",
+                        ladder ? " at each searched rung" : "", t.key, list(t.values), list(t.seeds), metric)
+          : fmt::format("Search: none; every arm runs at the {} tune.given names for it, one of {} (Given, "
+                        "below).",
+                        t.key, list(t.values));
   out += fmt::format(
-      "Search: every arm{} at {} = {} with seeds {}; m(v) = mean {} over the search seeds, a failed or "
-      "non-finite run counted as l0 (the arm's mean step-0 eval loss); selected = argmin m(v) (ties: the "
-      "smaller value); edge: the selected value is the first or last of the grid (widen it); sensitivity = "
-      "mean over v of (min(m(v), l0) - m(selected)). Confirm: every arm{} at its selected value with the "
+      "{} Confirm: every arm{} at its selected value with the "
       "fresh seeds {}; mean ± sample std (n). Δ = confirm mean - the baseline's ({}{}), its 95 % interval "
       "and p (two-sided) from {}; p_adj: {}; verdict better / worse when the interval lies below / above 0 "
       "and p_adj < 0.05, {}. mde: the smallest |Δ| this test detects with 80 % power (a tie says nothing "
       "about differences below it). The intervals are not adjusted for the number of arms.\n\n",
-      ladder ? " at each searched rung" : "", t.key, list(t.values), list(t.seeds), metric,
-      ladder ? " at each rung" : "", list(t.confirm_seeds), base_name, ladder ? " at the same rung" : "", test,
+      search, ladder ? " at each rung" : "", list(t.confirm_seeds), base_name, ladder ? " at the same rung" : "", test,
       t.correction == Correction::kHolm ? "Holm's step-down correction over the arms against the baseline"
                                         : "p (no correction)",
       t.margin > 0 ? fmt::format("equivalent when the 90 % interval lies inside ±{} (two one-sided tests at 5 %), "
@@ -695,9 +710,15 @@ std::string tune_markdown(const TuneSummary& s) {
     }
     out += fmt::format(
         "Ladder: {} = {}, searched at {}; at any other rung an arm runs at the value it selected at the "
-        "nearest searched rung before (the first searched rung when none comes before): `from X` in the "
-        "table.\n\n",
-        t.ladder, list(s.rungs), list(searched));
+        "nearest searched rung before ({}): `from X` in the table.\n\n",
+        t.ladder, list(s.rungs), searched.empty() ? std::string("none") : list(searched),
+        t.given.empty() ? "the first searched rung when none comes before"
+                        : "its given value when none comes before");
+  }
+  if (!t.given.empty()) {
+    out += "Given: where no searched rung comes before it, an arm runs at the value tune.given names for it, "
+           "chosen outside this sweep (`given` in the table; no search of its own here, so no edge and no "
+           "sensitivity).\n\n";
   }
   for (size_t r = 0; r < s.rungs.size(); ++r) {
     if (s.rung_machines[r].size() > 1) {
@@ -728,7 +749,7 @@ std::string tune_markdown(const TuneSummary& s) {
       const int dec = interval_digits(d);
       const std::string delta = delta_cell(d, dec);
       std::string selected = a.selected >= 0 ? t.values[static_cast<size_t>(a.selected)] : "-";
-      if (a.transferred && a.selected >= 0) selected += " from " + a.from_rung;
+      if (a.transferred && a.selected >= 0) selected += a.given ? " given" : " from " + a.from_rung;
       const std::string name = (ladder ? a.stem : a.name).empty() ? "(all)" : (ladder ? a.stem : a.name);
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", name, selected,
                          a.at_edge ? "edge" : "", cell_number(a.sensitivity), confirm, delta, cell_number(d.p, "{:.2g}"),
@@ -834,6 +855,9 @@ std::string tune_markdown(const TuneSummary& s) {
     out += "\n";
     if (!s.transfer.empty()) out += fitted_slope_lines(s.transfer, t.ladder);
   }
+  if (std::none_of(s.arms.begin(), s.arms.end(), [](const TuneArmResult& a) { return a.searched; })) {
+    return out;  // every value given: no search grid
+  }
   out += fmt::format(
       "Search grid: m(v), mean {} over the search seeds (* the selected value; - runs not finished)\n\n| arm | l0 |",
       metric);
@@ -905,7 +929,9 @@ std::string tune_json(const TuneSummary& s) {
     arm.add("name", a.name).add("stem", a.stem).add("axes", axes);
     if (ladder) add_rung(arm, "rung", a.rung_value);
     arm.add("transferred", a.transferred);
-    if (a.transferred) add_rung(arm, "from_rung", a.from_rung);
+    if (a.transferred && !a.given) add_rung(arm, "from_rung", a.from_rung);
+    if (a.transferred && a.given) arm.add_raw("from_rung", "null");
+    arm.add("given", a.given);
     arm.add("values", t.numbers).add("search", a.searched ? a.search : std::vector<double>{});
     if (a.selected >= 0) {
       arm.add("selected", t.numbers[static_cast<size_t>(a.selected)]);
@@ -978,6 +1004,17 @@ std::string tune_json(const TuneSummary& s) {
         searched.push_back(s.rungs[r]);
     }
     j.add("search_at", searched);
+  }
+  if (!t.given.empty()) {
+    std::vector<JsonObject> given;
+    for (const SweepTune::Given& g : t.given) {
+      JsonObject o;
+      for (const auto& [k, v] : g.arm) o.add(k, v);
+      const int v = given_index(t, g.arm);
+      if (v >= 0) o.add("value", t.numbers[static_cast<size_t>(v)]);
+      given.push_back(o);
+    }
+    j.add("given", given);
   }
   std::vector<JsonObject> machines;
   for (size_t r = 0; r < s.rungs.size(); ++r) {

@@ -54,6 +54,7 @@ struct TuneArmResult {
   bool searched = true;     // its rung is searched (else its v* is transferred)
   bool transferred = false;  // v* came from the same arm at another rung
   std::string from_rung;    // that rung's ladder value (transferred cells)
+  bool given = false;       // v* is tune.given's for its arm (transferred, no from_rung)
   std::vector<double> search;    // m(v) per value; NaN until every search run at v finished
   bool search_finished = false;  // every search run of the cell finished (transferred: its source's)
   // index of v* in the values; -1 until every search run finished (or no m(v) is finite)

@@ -106,6 +106,40 @@ void parse_search_at(const YAML::Node& n, const std::string& file, const std::st
   }
 }
 
+// `tune.given` (and `quick.tune.given`): a non-empty list of mappings, each the axis values naming
+// one arm and its `value`; check_tune matches them to the arms and the value to the grid.
+void parse_given(const YAML::Node& n, const std::string& file, const std::string& section, SweepTune& t,
+                 Problems& problems) {
+  t.where["given"] = at(file, n);
+  t.given.clear();
+  if (!n.IsSequence() || n.size() == 0) {
+    problems.add_at(at(file, n), section,
+                    "expected a non-empty list of mappings, each an arm's axis values and its value, e.g. "
+                    "[{model.layout: pre, value: 8.0e-3}], got " + describe_node(n));
+    return;
+  }
+  for (const auto& e : n) {
+    if (!e.IsMap() || !e["value"] || !e["value"].IsScalar()) {
+      problems.add_at(at(file, e), section,
+                      "expected a mapping of an arm's axis values and its value, e.g. {model.layout: pre, value: "
+                      "8.0e-3}, got " + describe_node(e));
+      continue;
+    }
+    SweepTune::Given g;
+    g.text = value_text(e["value"]);
+    for (const auto& kv : e) {
+      if (kv.first.Scalar() == "value") continue;
+      if (!kv.second.IsScalar()) {
+        problems.add_at(at(file, kv.first), section + "." + kv.first.Scalar(),
+                        "expected one value of the axis, got " + describe_node(kv.second));
+        continue;
+      }
+      g.arm.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+    }
+    t.given.push_back(g);
+  }
+}
+
 // ladder, search_at, test, margin, correction (contract: the ladder and the paired verdicts), fit.
 void parse_ladder_and_tests(const YAML::Node& n, const std::string& file, SweepTune& t, Problems& problems) {
   if (const YAML::Node l = n["ladder"]) {
@@ -117,6 +151,7 @@ void parse_ladder_and_tests(const YAML::Node& n, const std::string& file, SweepT
     }
   }
   if (const YAML::Node v = n["search_at"]) parse_search_at(v, file, "tune.search_at", t, problems);
+  if (const YAML::Node v = n["given"]) parse_given(v, file, "tune.given", t, problems);
   if (const YAML::Node v = n["test"]) {
     t.where["test"] = at(file, v);
     const std::string text = v.IsScalar() ? v.Scalar() : "";
@@ -215,6 +250,75 @@ bool check_ladder(const Sweep& s, const std::string& what, Problems& problems) {
   return ok;
 }
 
+// An arm (its axis values) named by a mapping of axis keys to values: every pair is the arm's.
+bool names_arm(const std::vector<std::pair<std::string, std::string>>& names,
+               const std::vector<std::pair<std::string, std::string>>& arm) {
+  return std::all_of(names.begin(), names.end(),
+                     [&](const auto& kv) { return std::find(arm.begin(), arm.end(), kv) != arm.end(); });
+}
+
+// tune.given against the axes and the grid: axis keys only (not the ladder's), each entry naming
+// exactly one arm, every arm named once, each value one of tune.values.
+void check_given(const Sweep& s, const std::string& what, Problems& problems) {
+  const SweepTune& t = *s.tune;
+  if (t.given.empty()) return;
+  const std::string& where = t.where.at("given");
+  std::vector<std::string> ladder_keys, keys;  // the arms' axis keys: every axis's but the ladder's
+  if (ladder_axis(s) >= 0) ladder_keys = s.axes[static_cast<size_t>(ladder_axis(s))].keys;
+  for (const std::string& k : s.axis_keys()) {
+    if (std::find(ladder_keys.begin(), ladder_keys.end(), k) == ladder_keys.end()) keys.push_back(k);
+  }
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> arms;  // stem, axes
+  for (const SweepPoint& cell : tune_arms(s)) {
+    if (std::none_of(arms.begin(), arms.end(), [&](const auto& a) { return a.first == cell.stem; })) {
+      arms.emplace_back(cell.stem, cell.overrides);
+    }
+  }
+  std::vector<size_t> named(arms.size(), 0);
+  for (const SweepTune::Given& g : t.given) {
+    bool keys_ok = true;
+    for (const auto& [k, v] : g.arm) {
+      if (std::find(keys.begin(), keys.end(), k) == keys.end()) {
+        problems.add_at(where, what + "tune.given." + k,
+                        fmt::format("{}; expected axis keys naming one arm ({})",
+                                    std::find(ladder_keys.begin(), ladder_keys.end(), k) != ladder_keys.end()
+                                        ? "belongs to the ladder's axis (a given value serves the arm at every rung)"
+                                        : "not an axis",
+                                    keys.empty() ? "the arms have no axes: {value: V}" : join(keys, ", ")));
+        keys_ok = false;
+      }
+    }
+    if (std::none_of(t.values.begin(), t.values.end(), [&](const std::string& v) { return same_value(v, g.text); })) {
+      problems.add_at(where, what + "tune.given",
+                      fmt::format("value {} is not in tune.values ({}); the confirm runs run at grid values", g.text,
+                                  join(t.values, ", ")));
+    }
+    if (!keys_ok) continue;
+    std::vector<std::string> matches;
+    for (size_t a = 0; a < arms.size(); ++a) {
+      if (!names_arm(g.arm, arms[a].second)) continue;
+      matches.push_back(arms[a].first.empty() ? "(the one arm)" : arms[a].first);
+      ++named[a];
+    }
+    if (matches.size() != 1) {
+      std::vector<std::string> all;
+      for (const auto& a : arms) all.push_back(a.first.empty() ? "(the one arm)" : a.first);
+      problems.add_at(where, what + "tune.given",
+                      matches.empty() ? fmt::format("an entry names no arm; expected the axis values of one of: {}",
+                                                    join(all, "; "))
+                                      : fmt::format("an entry names {} arms ({}); expected the axis values of exactly one",
+                                                    matches.size(), join(matches, "; ")));
+    }
+  }
+  for (size_t a = 0; a < arms.size(); ++a) {
+    if (named[a] == 1) continue;
+    const std::string name = arms[a].first.empty() ? "(the one arm)" : arms[a].first;
+    problems.add_at(where, what + "tune.given",
+                    named[a] == 0 ? fmt::format("gives no value for the arm {}; every arm needs one", name)
+                                  : fmt::format("gives {} values for the arm {}; expected one", named[a], name));
+  }
+}
+
 }  // namespace
 
 namespace sweep_yaml {
@@ -224,14 +328,14 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
   if (!n.IsMap()) {
     problems.add_at(at(file, n), "tune",
                     "expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, "
-                    "search_at, test, margin, correction, fit, fit_extend}, got " +
+                    "search_at, given, test, margin, correction, fit, fit_extend}, got " +
                         describe_node(n));
     return std::nullopt;
   }
   const size_t before = problems.lines().size();
   reject_unknown(n, file, "tune.",
-                 {"key", "values", "seeds", "confirm_seeds", "metric", "baseline", "ladder", "search_at", "test",
-                  "margin", "correction", "fit", "fit_extend"},
+                 {"key", "values", "seeds", "confirm_seeds", "metric", "baseline", "ladder", "search_at", "given",
+                  "test", "margin", "correction", "fit", "fit_extend"},
                  problems);
   SweepTune t;
   t.where["tune"] = at(file, n);
@@ -239,7 +343,8 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
     if (!n[k]) {
       problems.add_at(at(file, n), fmt::format("tune.{}", k), "missing; tune: needs key, values, seeds, "
                                                             "confirm_seeds and baseline (metric, ladder, search_at, "
-                                                            "test, margin, correction, fit and fit_extend are optional)");
+                                                            "given, test, margin, correction, fit and fit_extend are "
+                                                            "optional)");
     }
   }
   if (const YAML::Node k = n["key"]) {
@@ -300,11 +405,13 @@ std::optional<SweepTune> parse_tune(const YAML::Node& n, const std::string& file
 void parse_quick_tune(const YAML::Node& n, const std::string& file, SweepTune& t, Problems& problems) {
   if (!n.IsMap()) {
     problems.add_at(at(file, n), "quick.tune",
-                    "expected a mapping with any of values, seeds, confirm_seeds, search_at, got " + describe_node(n));
+                    "expected a mapping with any of values, seeds, confirm_seeds, search_at, given, got " +
+                        describe_node(n));
     return;
   }
-  reject_unknown(n, file, "quick.tune.", {"values", "seeds", "confirm_seeds", "search_at"}, problems);
+  reject_unknown(n, file, "quick.tune.", {"values", "seeds", "confirm_seeds", "search_at", "given"}, problems);
   if (const YAML::Node v = n["search_at"]) parse_search_at(v, file, "quick.tune.search_at", t, problems);
+  if (const YAML::Node v = n["given"]) parse_given(v, file, "quick.tune.given", t, problems);
   if (const YAML::Node v = n["values"]) {
     t.where["values"] = at(file, v);
     parse_tune_values(v, file, "quick.tune.values", t, problems);
@@ -347,6 +454,7 @@ void check_tune(const Sweep& s, const std::string& what, Problems& problems) {
     }
   }
   const bool ladder_ok = check_ladder(s, what, problems);
+  if (ladder_ok) check_given(s, what, problems);
   // The baseline: axis keys only (not the ladder's), matching exactly one arm.
   const auto keys = s.axis_keys();
   bool keys_ok = true;
@@ -439,7 +547,9 @@ std::vector<std::string> ladder_rungs(const Sweep& sweep) {
 }
 
 bool rung_searched(const Sweep& sweep, size_t rung) {
-  if (ladder_axis(sweep) < 0 || sweep.tune->search_at.empty()) return true;
+  if (!sweep.tune) return true;
+  if (sweep.tune->given.empty() && (ladder_axis(sweep) < 0 || sweep.tune->search_at.empty())) return true;
+  if (ladder_axis(sweep) < 0) return false;  // given values, no ladder: nothing is searched
   const auto rungs = ladder_rungs(sweep);
   return rung < rungs.size() && std::any_of(sweep.tune->search_at.begin(), sweep.tune->search_at.end(),
                                             [&](const std::string& v) { return same_value(rungs[rung], v); });
@@ -452,5 +562,15 @@ const char* tune_metric_name(TuneMetric m) {
   return m == TuneMetric::kFinalVal ? "final_val" : "best_val";
 }
 
+
+int given_index(const SweepTune& tune, const std::vector<std::pair<std::string, std::string>>& arm) {
+  for (const SweepTune::Given& g : tune.given) {
+    if (!names_arm(g.arm, arm)) continue;
+    for (size_t v = 0; v < tune.values.size(); ++v) {
+      if (same_value(tune.values[v], g.text)) return static_cast<int>(v);
+    }
+  }
+  return -1;
+}
 
 }  // namespace normlab

@@ -509,7 +509,7 @@ $TUNED_TEXT
 $TUNED_HEAD
 | layout=pre | 8.0e-3 |  | 0.1 | 2.5000 ± 0.0100 (8) | - | - | - | - | baseline |
 | layout=post | 1.0e-3 |  | 0.2 | 5.5000 ± 0.0100 (8) | +3.0 [+2.5, +3.5] | 1e-05 | 2e-05 | 0.015 | worse (learned nothing: at the unigram entropy) |
-| layout=deepnorm | 1.0e-3 |  | 0.2 | 2.8750 ± 0.0100 (8) | +0.375 [+0.3125, +0.4375] | 1e-05 | 2e-05 | 0.015 | worse |
+| layout=deepnorm | 1.0e-3 given |  | - | 2.8750 ± 0.0100 (8) | +0.375 [+0.3125, +0.4375] | 1e-05 | 2e-05 | 0.015 | worse |
 EOF
 JOIN_SPEC="$TMP/join_ladder.md,$TMP/join_rung4.md@4,$TMP/join_rung8.md@8"
 capture sentinel join "$JOIN_SPEC" >"$TMP/cap_join.json" || { cat "$TMP/capture.err" >&2; fail "capture --join"; }
@@ -676,12 +676,13 @@ def mark(figs, f, x, y):  # the one marker near rung x at value y: (hollow, mark
     return found[0]
 for x, y, want in ((2, 0.004, (True, "o")),  # deepnorm: the grid's edge
                    (4, 0.002, (False, "o")), (2, 0.002, (False, "o")),  # searched there
-                   (8, 0.001, None)):  # deepnorm searched (filled o) and post learned nothing (^) at 8
+                   (8, 0.001, None)):  # deepnorm's value given (hollow square) and post learned nothing (^) at 8
     if want and mark(join, R, x, y) != want:
         bad.append("%s: the marker at rung %s, value %s is %s, wanted %s" % (R, x, y, mark(join, R, x, y), want))
 at8 = sorted((h, m) for mx, my, h, m in join[R]["marks"] if my == 0.001 and 6 < mx < 10)
-if at8 != [(False, "o"), (True, "^")]:
-    bad.append("%s: at rung 8, value 0.001, wanted deepnorm's filled circle and post's hollow triangle, got %s" % (R, at8))
+if at8 != [(True, "^"), (True, "s")]:
+    bad.append("%s: at rung 8, value 0.001, wanted deepnorm's hollow square (given) and post's hollow triangle, got %s" % (R, at8))
+has_text(join, R, "square: given (chosen outside the sweep)")
 ladder = load("cap_join_ladder.json")
 if mark(ladder, R, 4, 0.001) != (False, "x"):  # post's rung-4 value carried from rung 2
     bad.append("%s (the ladder alone): post's carried value at rung 4 is not an x" % R)
@@ -692,6 +693,7 @@ for label in ("layout=pre (baseline)", "layout=post", "layout=deepnorm", "layout
 has_text(join, R, "hollow: the grid's edge (widen it)")
 has_text(join, R, "triangle: learned nothing there")
 has_text(ladder, R, "x: carried from another rung")
+no_text(ladder, R, "square: given")  # the ladder alone has no given value
 no_text(join, R, "x: carried")  # every carried value in the three tables was replaced
 has_text(join, R, "selected optim.lr (log scale)")
 no_text(join, R, "slope")  # the figure derives no number

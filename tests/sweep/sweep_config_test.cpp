@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -337,8 +338,21 @@ TEST(SweepConfigTest, ShippedSweepsAreValid) {
       SweepOptions o;
       o.quick = quick;
       const Sweep s = parse_sweep_file("configs/sweeps/" + name + ".yaml", o);
-      const auto points = expand_sweep(s);
-      EXPECT_FALSE(points.empty()) << name;
+      auto points = expand_sweep(s);
+      // A tuned sweep whose every value is given (tune.given) searches nothing: its points are
+      // the confirm points at those values.
+      const auto arms = s.tune ? tune_arms(s) : std::vector<SweepPoint>{};
+      const bool searches = !s.tune || std::any_of(arms.begin(), arms.end(), [&](const SweepPoint& a) {
+        return rung_searched(s, a.rung);
+      });
+      EXPECT_EQ(points.empty(), !searches) << name;
+      if (!searches) {
+        std::vector<int> selected;
+        for (const SweepPoint& a : arms) selected.push_back(given_index(*s.tune, a.overrides));
+        EXPECT_TRUE(std::none_of(selected.begin(), selected.end(), [](int v) { return v < 0; })) << name;
+        points = confirm_points(s, selected);
+        EXPECT_EQ(points.size(), arms.size() * s.tune->confirm_seeds.size()) << name;
+      }
       const bool shakespeare = std::filesystem::path(s.base).filename() == "shakespeare.yaml";
       if (!shakespeare || have_shakespeare) {
         EXPECT_NO_THROW(validate_points(s, points)) << name << (quick ? " --quick" : "");
@@ -427,6 +441,7 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
       "zip: [{model.n_heads: [2, 4], model.n_layers: [1, 2]}]\n";
   const std::string good_rest = "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre, model.n_heads: 2}";
   const std::string values = "values: [1.0e-3, 2.0e-3, 4.0e-3]";
+  const std::string ladder_rest = "seeds: [1], confirm_seeds: [2, 3], baseline: {model.layout: pre}, ladder: model.n_layers";
   auto tune = [&](const std::string& key, const std::string& vals, const std::string& rest) {
     return "tune: {key: " + key + ", " + vals + ", " + rest + "}\n";
   };
@@ -480,10 +495,10 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
        "model.n_heads, model.n_layers)"},
       {tune("optim.lr", values, "seeds: [1], confirm_seeds: [2, 3]"),
        ":4: tune.baseline: missing; tune: needs key, values, seeds, confirm_seeds and baseline (metric, ladder, "
-       "search_at, test, margin, correction, fit and fit_extend are optional)"},
+       "search_at, given, test, margin, correction, fit and fit_extend are optional)"},
       {tune("optim.lr", values, good_rest + ", sweeps: 3"),
        ":4: tune.sweeps: unknown key; expected one of: key, values, seeds, confirm_seeds, metric, baseline, ladder, "
-       "search_at, test, margin, correction, fit, fit_extend"},
+       "search_at, given, test, margin, correction, fit, fit_extend"},
       {tune("optim.lr", values, good_rest + ", fit: cubic"), ":4: tune.fit: expected quadratic or none, got 'cubic'"},
       {tune("optim.lr", values, good_rest + ", fit_extend: 2"),
        ":4: tune.fit_extend: needs tune.fit: quadratic (it moves the fit's bracket)"},
@@ -494,8 +509,8 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
        ":4: tune.fit_extend: expected a whole number >= 0 (how many grid values past v*'s neighbours the fit's "
        "bracket may move), got '1.5'"},
       {"tune: [optim.lr]\n",
-       ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, search_at, test, "
-       "margin, correction, fit, fit_extend}, got a list"},
+       ":4: tune: expected a mapping {key, values, seeds, confirm_seeds, metric, baseline, ladder, search_at, given, "
+       "test, margin, correction, fit, fit_extend}, got a list"},
       {tune("optim.lr", values, good_rest + ", ladder: model.d_model"),
        ":4: tune.ladder: 'model.d_model' is not an axis; expected one of the sweep's axis keys (model.layout, "
        "model.n_heads, model.n_layers)"},
@@ -523,7 +538,35 @@ TEST(SweepTuneConfigTest, EveryBadTuneBlockIsOneLineNamingFileLineAndKey) {
       {tune("optim.lr", values, good_rest) + "quick: {seeds: [5]}\n",
        ":5: quick.seeds: a sweep with tune: has no seeds:; set quick.tune.seeds and quick.tune.confirm_seeds"},
       {tune("optim.lr", values, good_rest) + "quick: {tune: {values: [1.0e-3, 2.0e-3, 3.0e-3], key: optim.warmup}}\n",
-       ":5: quick.tune.key: unknown key; expected one of: values, seeds, confirm_seeds, search_at"},
+       ":5: quick.tune.key: unknown key; expected one of: values, seeds, confirm_seeds, search_at, given"},
+      // tune.given: values chosen elsewhere, one per arm (by the arms' axes, the ladder's left out).
+      {tune("optim.lr", values, good_rest + ", given: {model.layout: pre}"),
+       ":4: tune.given: expected a non-empty list of mappings, each an arm's axis values and its value, e.g. "
+       "[{model.layout: pre, value: 8.0e-3}], got a mapping"},
+      {tune("optim.lr", values, good_rest + ", given: [{model.layout: pre}]"),
+       ":4: tune.given: expected a mapping of an arm's axis values and its value, e.g. {model.layout: pre, value: "
+       "8.0e-3}, got a mapping"},
+      {tune("optim.lr", values, ladder_rest + ", given: [{model.layout: pre, value: 2.0e-3}]"),
+       ":4: tune.given: gives no value for the arm layout=post; every arm needs one"},
+      {tune("optim.lr", values, ladder_rest + ", given: [{model.layout: pre, value: 2.0e-3}, {model.layout: post, "
+                                              "value: 2.0e-3}, {model.layout: post, value: 4.0e-3}]"),
+       ":4: tune.given: gives 2 values for the arm layout=post; expected one"},
+      {tune("optim.lr", values, ladder_rest + ", given: [{model.layout: pre, value: 3.0e-3}, {model.layout: post, "
+                                              "value: 2.0e-3}]"),
+       ":4: tune.given: value 3.0e-3 is not in tune.values (1.0e-3, 2.0e-3, 4.0e-3); the confirm runs run at grid "
+       "values"},
+      {tune("optim.lr", values, ladder_rest + ", given: [{model.layout: pre, value: 1.0e-3}, {model.layout: post, "
+                                              "value: 2.0e-3}, {model.layout: post, model.n_heads: 2, value: 2.0e-3}]"),
+       ":4: tune.given.model.n_heads: belongs to the ladder's axis (a given value serves the arm at every rung); "
+       "expected axis keys naming one arm (model.layout)"},
+      {tune("optim.lr", values, ladder_rest + ", given: [{model.layout: pre, value: 1.0e-3}, {model.layout: post, "
+                                              "value: 2.0e-3}, {model.layout: sandwich, value: 2.0e-3}]"),
+       ":4: tune.given: an entry names no arm; expected the axis values of one of: layout=pre; layout=post"},
+      {tune("optim.lr", values, good_rest + ", given: [{model.layout: pre, value: 1.0e-3}, {model.layout: post, "
+                                            "model.n_heads: 2, value: 2.0e-3}, {model.layout: post, model.n_heads: 4, "
+                                            "value: 4.0e-3}]"),
+       ":4: tune.given: an entry names 2 arms (layout=pre,n_heads=2,n_layers=1; layout=pre,n_heads=4,n_layers=2); "
+       "expected the axis values of exactly one"},
       {tune("optim.lr", values, good_rest) + "quick: {tune: {confirm_seeds: [1]}}\n",
        ":5: quick.tune.confirm_seeds: seed 1 is also a search seed; confirm seeds must be fresh (disjoint from "
        "tune.seeds)"},

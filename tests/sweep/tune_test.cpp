@@ -768,6 +768,109 @@ TEST(TuneFitTest, ConfirmRunsEitherSideOfTheSelectionGiveEachCellsFittedOptimum)
   EXPECT_NEAR(r.transfer[0].fitted_slope, std::log2(1.2), 1e-12);
 }
 
+// Values chosen elsewhere (tune.given, e.g. another machine's search): where no rung is searched
+// nothing is, and every cell runs its confirm seeds at its arm's given value, with the usual
+// per-rung verdicts; with a searched rung, the rungs before it take the given value and the rungs
+// after it that rung's selection.
+TEST(TuneLadderTest, GivenValuesStandInForTheSearchWhereNoSearchedRungComesBefore) {
+  testing::TempDir dir;
+  const std::string head = std::string("base: none.yaml\nout_dir: ") + (dir / "out") +
+                           "\naxes: {model.layout: [pre, post], model.d_model: [32, 64, 128]}\n"
+                           "tune: {key: optim.lr, values: [1.0e-3, 2.0e-3, 4.0e-3], seeds: [1], confirm_seeds: [11, 12, 13],\n"
+                           "       baseline: {model.layout: pre}, ladder: model.d_model, test: paired,\n"
+                           "       given: [{model.layout: post, value: 1.0e-3}, {model.layout: pre, value: 4e-3}]";
+  testing::write_text(dir / "s.yaml", head + "}\n");
+  testing::write_text(dir / "m.yaml", head + ", search_at: [64]}\n");
+  SweepOptions o;
+  o.check_base = false;
+  const Sweep sweep = parse_sweep_file(dir / "s.yaml", o);
+  EXPECT_TRUE(expand_sweep(sweep).empty());  // no rung searched: no search run at all
+  testing::write_text(dir / "out/sweep.yaml", dump_sweep(sweep));
+  const Sweep back = parse_sweep_file(dir / "out/sweep.yaml", o);
+  ASSERT_EQ(back.tune->given.size(), 2u);
+  EXPECT_EQ(back.tune->given[1].text, "4e-3");
+  EXPECT_EQ(back.tune->given[1].arm, (std::vector<std::pair<std::string, std::string>>{{"model.layout", "pre"}}));
+  EXPECT_TRUE(back.tune->search_at.empty());
+  const TuneSummary none = summarise_tune(sweep, dir / "out");
+  ASSERT_TRUE(none.search_complete);
+  std::vector<std::string> names;
+  const auto confirm = confirm_points(sweep, none.selected());
+  for (const auto& p : confirm) {
+    if (p.seed == 11) names.push_back(p.name);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"layout=pre,d_model=32,lr=4.0e-3,confirm,seed=11",
+                                             "layout=pre,d_model=64,lr=4.0e-3,confirm,seed=11",
+                                             "layout=pre,d_model=128,lr=4.0e-3,confirm,seed=11",
+                                             "layout=post,d_model=32,lr=1.0e-3,confirm,seed=11",
+                                             "layout=post,d_model=64,lr=1.0e-3,confirm,seed=11",
+                                             "layout=post,d_model=128,lr=1.0e-3,confirm,seed=11"}));
+  // Post behind pre by 0.03, 0.05, 0.04 on the three seeds at every rung; seeds share offsets.
+  auto run = [&](const std::string& name) { return std::string(dir / "out/runs/") + name; };
+  const std::vector<double> seed_offset = {0.0, 0.2, -0.1}, post_gap = {0.03, 0.05, 0.04};
+  for (const auto& p : confirm) {
+    const size_t k = static_cast<size_t>(p.seed - 11);
+    const bool post = p.name.rfind("layout=post", 0) == 0;
+    write_run(run(p.name), "done", 5.5, 1.6 + seed_offset[k] + (post ? post_gap[k] : 0.0));
+  }
+  const TuneSummary t = summarise_tune(sweep, dir / "out");
+  ASSERT_EQ(t.arms.size(), 6u);
+  for (const TuneArmResult& a : t.arms) {
+    const bool post = a.stem == "layout=post";
+    EXPECT_TRUE(a.given && a.transferred && !a.searched) << a.name;
+    EXPECT_EQ(a.selected, post ? 0 : 2) << a.name;
+    EXPECT_TRUE(a.confirm_complete) << a.name;
+    EXPECT_NEAR(a.l0, 5.5, 1e-12) << a.name;  // from its confirm runs: there is no search run
+    if (!post) continue;
+    EXPECT_NEAR(a.vs_baseline.paired.delta, 0.04, 1e-12) << a.name;
+    EXPECT_NEAR(a.vs_baseline.paired.ci95_low, 0.04 - 4.302652729749464 * 0.01 / std::sqrt(3.0), 1e-9) << a.name;
+    EXPECT_EQ(a.vs_baseline.verdict, "worse") << a.name;
+  }
+  const std::string md = tune_markdown(t);
+  EXPECT_NE(md.find("searched at none; at any other rung an arm runs at the value it selected at the nearest "
+                    "searched rung before (its given value when none comes before)"),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("\nGiven: "), std::string::npos) << md;
+  EXPECT_NE(md.find("Search: none; every arm runs at the optim.lr tune.given names for it, one of [1.0e-3, "
+                    "2.0e-3, 4.0e-3] (Given, below). Confirm: "),
+            std::string::npos) << md;
+  EXPECT_NE(md.find("| layout=post | 1.0e-3 given |  | - | "), std::string::npos) << md;
+  EXPECT_EQ(md.find("e-3 from"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Search grid"), std::string::npos) << md;  // nothing was searched
+  const YAML::Node j = YAML::Load(tune_json(t));
+  EXPECT_TRUE(j["arms"][3]["given"].as<bool>());
+  EXPECT_TRUE(j["arms"][3]["from_rung"].IsNull());
+  EXPECT_NEAR(j["arms"][3]["selected"].as<double>(), 1e-3, 1e-15);
+  ASSERT_EQ(j["given"].size(), 2u);
+  EXPECT_EQ(j["given"][1]["model.layout"].as<std::string>(), "pre");
+  EXPECT_NEAR(j["given"][1]["value"].as<double>(), 4e-3, 1e-15);
+  EXPECT_EQ(j["search_at"].size(), 0u);
+  // Searched at 64: 32 keeps the given values, 64 selects from its search, 128 carries 64's.
+  const Sweep mid = parse_sweep_file(dir / "m.yaml", o);
+  const auto search = expand_sweep(mid);
+  EXPECT_EQ(search.size(), 2u * 3);
+  for (const auto& p : search) EXPECT_NE(p.name.find("d_model=64,"), std::string::npos) << p.name;
+  const std::vector<std::string> values = {"1.0e-3", "2.0e-3", "4.0e-3"};
+  const std::vector<double> m = {1.9, 1.7, 1.8};
+  for (const std::string arm : {"pre", "post"}) {
+    for (size_t v = 0; v < 3; ++v) write_run(run("layout=" + arm + ",d_model=64,lr=" + values[v] + ",seed=1"), "done", 5.5, m[v]);
+  }
+  const TuneSummary ms = summarise_tune(mid, dir / "out");
+  ASSERT_TRUE(ms.search_complete);
+  ASSERT_EQ(ms.arms.size(), 6u);
+  const std::vector<int> selected = {2, 1, 1, 0, 1, 1};
+  const std::vector<bool> given = {true, false, false, true, false, false};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(ms.arms[i].selected, selected[i]) << ms.arms[i].name;
+    EXPECT_EQ(ms.arms[i].given, given[i]) << ms.arms[i].name;
+  }
+  EXPECT_EQ(ms.arms[2].from_rung, "64");
+  const std::string mmd = tune_markdown(ms);
+  EXPECT_NE(mmd.find("| layout=pre | 2.0e-3 from 64 |"), std::string::npos) << mmd;
+  EXPECT_NE(mmd.find("| layout=pre | 4.0e-3 given |"), std::string::npos) << mmd;
+  EXPECT_NE(mmd.find("Search: every arm at each searched rung at optim.lr"), std::string::npos) << mmd;
+  EXPECT_NE(mmd.find("searched at [64]"), std::string::npos) << mmd;
+}
+
 // µP's protocol: the rate searched at the base width only and carried up (search_at one rung); the
 // fit at every rung still gives the fitted optimum against the ladder, with no search-side audit.
 TEST(TuneFitTest, ALadderSearchedAtOneRungStillFitsTheOptimumAgainstTheLadder) {
