@@ -36,20 +36,32 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    // x86: "model name"; some ARM kernels: "Model" or "Processor"
-    for (const char* key : {"model name", "Model", "Processor"}) {
-      if (line.rfind(key, 0) != 0) continue;
-      const auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      const auto start = line.find_first_not_of(" \t", colon + 1);
-      if (start != std::string::npos) return line.substr(start);
+std::string cpu_description(std::istream& cpuinfo) {
+  std::string line, name, family, model;
+  while (std::getline(cpuinfo, line)) {
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      if (!name.empty()) break;  // the first processor's block is enough
+      continue;
     }
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto key_end = line.find_last_not_of(" \t", colon == 0 ? 0 : colon - 1);
+    const std::string key = key_end == std::string::npos || colon == 0 ? "" : line.substr(0, key_end + 1);
+    const auto start = line.find_first_not_of(" \t", colon + 1);
+    const std::string value = start == std::string::npos ? "" : line.substr(start);
+    // x86: "model name", "cpu family", "model"; some ARM kernels: "Model" or "Processor"
+    if ((key == "model name" || key == "Model" || key == "Processor") && name.empty()) name = value;
+    if (key == "cpu family" && family.empty()) family = value;
+    if (key == "model" && model.empty()) model = value;
   }
-  return "unknown";
+  if (name.empty()) return "unknown";
+  if (!family.empty() && !model.empty()) name += " (family " + family + ", model " + model + ")";
+  return name;
+}
+
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  return cpu_description(in);
 }
 
 double physical_memory_bytes() {

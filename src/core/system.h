@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -26,11 +27,16 @@ double physical_memory_bytes();
 double peak_rss_mib();
 
 // Where a run ran (its run directory's machine.json): this machine's host name ("localhost" when
-// it has none), its CPU model as /proc/cpuinfo names it ("unknown" where it does not), and the
+// it has none), its CPU as /proc/cpuinfo describes it ("unknown" where it does not), and the
 // NormLab commit this binary was built from (git's short hash, "+dirty" with uncommitted changes to
 // tracked files at build time; "unknown" outside a git checkout).
 std::string host_name();
-std::string cpu_model_name();
+std::string cpu_description();
+// The CPU as a /proc/cpuinfo text describes its first processor: the model name, and on x86 its
+// family and model numbers, "AMD EPYC (family 26, model 2)": a VM may give two CPU generations one
+// name ("AMD EPYC"), and the generation picks the BLAS kernels, so the numbers are what tell two
+// kinds of machine apart. "unknown" without a name.
+std::string cpu_description(std::istream& cpuinfo);
 const char* normlab_commit();
 
 // Starts `exe` with argv (argv[0] included) and exactly the environment `env` ("NAME=value") as a

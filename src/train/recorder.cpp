@@ -66,7 +66,7 @@ void Recorder::start(int64_t resume_step, const torch::Device& device) {
   write_file_atomic(cfg_path, config_yaml_);
   // A start-over's or a fresh run's machine.json begins anew; a resume appends its start.
   std::vector<MachineRecord> machines = resuming_ ? read_machines(cfg_.out_dir) : std::vector<MachineRecord>{};
-  machines.push_back(MachineRecord{resuming_ ? resume_step : 0, host_name(), cpu_model_name(),
+  machines.push_back(MachineRecord{resuming_ ? resume_step : 0, host_name(), cpu_description(),
                                    device_description(device), torch_build_description(), normlab_commit()});
   write_file_atomic((out / "machine.json").string(), machine_json(machines));
   log_file_ = std::make_unique<LogFile>((out / "train.log").string());

@@ -44,12 +44,12 @@ TEST(RecorderTest, WritesTheRunDirectoryAndHoldsItForItsLife) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].step, 0);
   EXPECT_EQ(m[0].host, host_name());
-  EXPECT_EQ(m[0].cpu, cpu_model_name());
+  EXPECT_EQ(m[0].cpu, cpu_description());
   EXPECT_NE(m[0].cpu, "");
   EXPECT_EQ(m[0].device, "cpu");
   EXPECT_EQ(m[0].torch, torch_build_description());
   EXPECT_EQ(m[0].commit, normlab_commit());
-  EXPECT_EQ(m[0].kind(), cpu_model_name() + " | cpu");
+  EXPECT_EQ(m[0].kind(), cpu_description() + " | cpu");
   EXPECT_EQ(read_file((out / "spikes" / "step_00000003.json").string()), "{\"step\":3}\n");
   EXPECT_EQ(read_file((out / "checkpoints" / "LATEST").string()), "step_00000002\n");
   ASSERT_EQ(testing::records(c.out_dir, "train").size(), 1u);
