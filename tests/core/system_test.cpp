@@ -29,7 +29,7 @@ TEST(System, ReportsTheLoadedBlasAndPeakMemory) {
   EXPECT_GT(peak_rss_mib(), 1.0);
 }
 
-// machine.json's CPU: a VM that names two generations alike ("AMD EPYC": Zen 4 and Zen 5 VMs both)
+// machine.json's CPU: a VM may name two CPU generations alike ("AMD EPYC" for a Zen 4 and a Zen 5)
 // is told apart by the x86 family and model numbers; only the first processor's block is read, and
 // "model name" is not taken for "model".
 TEST(System, TheCpuDescriptionCarriesTheFamilyAndModelNumbers) {
