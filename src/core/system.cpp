@@ -36,6 +36,13 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
+namespace {
+std::string trim(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t");
+  return begin == std::string::npos ? "" : s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
+}
+}  // namespace
+
 std::string cpu_description(std::istream& cpuinfo) {
   std::string line, name, family, model;
   while (std::getline(cpuinfo, line)) {
@@ -45,10 +52,7 @@ std::string cpu_description(std::istream& cpuinfo) {
     }
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
-    const auto key_end = line.find_last_not_of(" \t", colon == 0 ? 0 : colon - 1);
-    const std::string key = key_end == std::string::npos || colon == 0 ? "" : line.substr(0, key_end + 1);
-    const auto start = line.find_first_not_of(" \t", colon + 1);
-    const std::string value = start == std::string::npos ? "" : line.substr(start);
+    const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
     // x86: "model name", "cpu family", "model"; some ARM kernels: "Model" or "Processor"
     if ((key == "model name" || key == "Model" || key == "Processor") && name.empty()) name = value;
     if (key == "cpu family" && family.empty()) family = value;

@@ -855,9 +855,7 @@ std::string tune_markdown(const TuneSummary& s) {
     out += "\n";
     if (!s.transfer.empty()) out += fitted_slope_lines(s.transfer, t.ladder);
   }
-  if (std::none_of(s.arms.begin(), s.arms.end(), [](const TuneArmResult& a) { return a.searched; })) {
-    return out;  // every value given: no search grid
-  }
+  if (!any_searched) return out;  // every value given: no search grid
   out += fmt::format(
       "Search grid: m(v), mean {} over the search seeds (* the selected value; - runs not finished)\n\n| arm | l0 |",
       metric);
