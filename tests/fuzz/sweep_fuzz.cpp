@@ -154,9 +154,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A tuned sweep's points are its search points: every arm at every value with every search
     // seed, the tuned key one more override; seeds: stays empty.
     const std::vector<int64_t> seeds = s.tune ? s.tune->seeds : s.seeds;
-    // A ladder's rungs outside tune.search_at get no search points (their rate is carried).
-    size_t expected = s.tune ? s.tune->values.size() * seeds.size() : seeds.size();
+    // A ladder's rungs outside tune.search_at get no search points (their rate is carried). With
+    // tune.given, only the search_at rungs are searched: none at all without a ladder or without
+    // search_at (every arm confirms at its given value).
+    const bool given = s.tune && !s.tune->given.empty();
     const int ladder = ladder_axis(s);
+    size_t expected = s.tune ? s.tune->values.size() * seeds.size() : seeds.size();
+    if (given && ladder < 0) expected = 0;
     for (size_t ai = 0; ai < s.axes.size(); ++ai) {
       const SweepAxis& a = s.axes[ai];
       check(!a.values.empty());
@@ -165,7 +169,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (static_cast<int>(ai) == ladder) {
         counted = 0;
         for (size_t r = 0; r < a.values.size(); ++r) counted += rung_searched(s, r) ? 1 : 0;
-        check(counted > 0);
+        check(counted > 0 || given);
       }
       expected *= counted;
     }
@@ -202,6 +206,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(again.tune->key == s.tune->key && again.tune->values == s.tune->values &&
             again.tune->seeds == s.tune->seeds && again.tune->confirm_seeds == s.tune->confirm_seeds &&
             again.tune->metric == s.tune->metric && again.tune->baseline == s.tune->baseline);
+      // The ladder, the rungs searched, the values given and the statistics the verdicts use.
+      check(again.tune->ladder == s.tune->ladder && again.tune->search_at == s.tune->search_at &&
+            again.tune->given.size() == s.tune->given.size() && again.tune->test == s.tune->test &&
+            again.tune->margin == s.tune->margin && again.tune->correction == s.tune->correction &&
+            again.tune->fit == s.tune->fit && again.tune->fit_extend == s.tune->fit_extend);
+      for (size_t g = 0; g < s.tune->given.size(); ++g) {
+        check(again.tune->given[g].arm == s.tune->given[g].arm && again.tune->given[g].text == s.tune->given[g].text);
+      }
     }
     for (size_t a = 0; a < s.axes.size(); ++a) {
       check(again.axes[a].keys == s.axes[a].keys && again.axes[a].values == s.axes[a].values &&
