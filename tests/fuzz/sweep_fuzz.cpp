@@ -11,12 +11,13 @@
 //  - every step may only answer with UsageError (ConfigError included); any other exception, a
 //    crash, a hang or a sanitizer report is a finding;
 //  - a sweep that parses expands into product(axis lengths) x seeds points (a tuned ladder: only
-//    its tune.search_at rungs counted), with distinct names, each overriding exactly the axis
-//    keys, the seeds innermost;
+//    the rungs it searches counted; tune.given: none without a ladder), with distinct names, each
+//    overriding exactly the axis keys, the seeds innermost (testing::expansion_problem);
 //  - points that validate give one Config each, with the point's seed and run directory;
 //  - such a sweep dumps (dump_sweep) without throwing, and the dump parses back to the same sweep
-//    (base, out_dir, set, axes, seeds) whose points have the same names: the summary finds the
-//    runs by those names.
+//    (base, out_dir, set, axes, seeds, every tune field a verdict reads) whose points have the same
+//    names: the summary finds the runs by those names (testing::dump_problem). Both checks live in
+//    tests/sweep/sweep_contract.h, which SweepConfigTest also runs on every shipped sweep.
 // validate_points calls check_and_resolve (train/run_config.cpp), which needs LibTorch for the
 // model registry and the device; this target links a stand-in below with the checks that need
 // none (validate_config, the data files exist, relative data paths taken from the copy's root
@@ -39,6 +40,7 @@
 #include "sweep/sweep_points.h"
 #include "train/run_config.h"
 #include "../readme_tables.h"
+#include "../sweep/sweep_contract.h"
 
 #ifndef NORMLAB_SOURCE_DIR
 #error "build with -DNORMLAB_SOURCE_DIR=\"<repository root>\""
@@ -130,12 +132,6 @@ void write(const std::string& path, const std::string& text) {
   if (!out) std::abort();
 }
 
-std::vector<std::string> names(const std::vector<normlab::SweepPoint>& points) {
-  std::vector<std::string> out;
-  for (const auto& p : points) out.push_back(p.name);
-  return out;
-}
-
 void check(bool ok) {
   if (!ok) __builtin_trap();
 }
@@ -151,37 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Sweep s = parse_sweep_file(path);
     const std::vector<SweepPoint> points = expand_sweep(s);
 
-    // A tuned sweep's points are its search points: every arm at every value with every search
-    // seed, the tuned key one more override; seeds: stays empty.
-    const std::vector<int64_t> seeds = s.tune ? s.tune->seeds : s.seeds;
-    // A ladder's rungs outside tune.search_at get no search points (their rate is carried). With
-    // tune.given, only the search_at rungs are searched: none at all without a ladder or without
-    // search_at (every arm confirms at its given value).
-    const bool given = s.tune && !s.tune->given.empty();
-    const int ladder = ladder_axis(s);
-    size_t expected = s.tune ? s.tune->values.size() * seeds.size() : seeds.size();
-    if (given && ladder < 0) expected = 0;
-    for (size_t ai = 0; ai < s.axes.size(); ++ai) {
-      const SweepAxis& a = s.axes[ai];
-      check(!a.values.empty());
-      for (const auto& row : a.values) check(row.size() == a.keys.size());
-      size_t counted = a.values.size();
-      if (static_cast<int>(ai) == ladder) {
-        counted = 0;
-        for (size_t r = 0; r < a.values.size(); ++r) counted += rung_searched(s, r) ? 1 : 0;
-        check(counted > 0 || given);
-      }
-      expected *= counted;
-    }
-    check(!seeds.empty() && points.size() == expected && s.seeds.empty() == s.tune.has_value());
-    const std::vector<std::string> point_names = names(points);
-    check(std::set<std::string>(point_names.begin(), point_names.end()).size() == points.size());
-    const std::vector<std::string> keys = name_keys(s);
-    for (size_t i = 0; i < points.size(); ++i) {
-      check(points[i].seed == seeds[i % seeds.size()]);
-      check(points[i].overrides.size() == keys.size());
-      for (size_t k = 0; k < keys.size(); ++k) check(points[i].overrides[k].first == keys[k]);
-    }
+    check(testing::expansion_problem(s, points).empty());  // tests/sweep/sweep_contract.h
 
     const std::vector<Config> configs = validate_points(s, points);
     check(configs.size() == points.size());
@@ -200,26 +166,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (...) {
       __builtin_trap();
     }
-    check(again.base == s.base && again.out_dir == s.out_dir && again.set == s.set &&
-          again.seeds == s.seeds && again.axes.size() == s.axes.size() && again.tune.has_value() == s.tune.has_value());
-    if (s.tune) {
-      check(again.tune->key == s.tune->key && again.tune->values == s.tune->values &&
-            again.tune->seeds == s.tune->seeds && again.tune->confirm_seeds == s.tune->confirm_seeds &&
-            again.tune->metric == s.tune->metric && again.tune->baseline == s.tune->baseline);
-      // The ladder, the rungs searched, the values given and the statistics the verdicts use.
-      check(again.tune->ladder == s.tune->ladder && again.tune->search_at == s.tune->search_at &&
-            again.tune->given.size() == s.tune->given.size() && again.tune->test == s.tune->test &&
-            again.tune->margin == s.tune->margin && again.tune->correction == s.tune->correction &&
-            again.tune->fit == s.tune->fit && again.tune->fit_extend == s.tune->fit_extend);
-      for (size_t g = 0; g < s.tune->given.size(); ++g) {
-        check(again.tune->given[g].arm == s.tune->given[g].arm && again.tune->given[g].text == s.tune->given[g].text);
-      }
-    }
-    for (size_t a = 0; a < s.axes.size(); ++a) {
-      check(again.axes[a].keys == s.axes[a].keys && again.axes[a].values == s.axes[a].values &&
-            again.axes[a].zip == s.axes[a].zip);
-    }
-    check(names(expand_sweep(again)) == point_names);
+    check(testing::dump_problem(s, again).empty());
   } catch (const UsageError&) {  // ConfigError included
   }
   return 0;

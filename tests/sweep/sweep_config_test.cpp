@@ -13,6 +13,7 @@
 
 #include "core/errors.h"
 #include "test_util.h"
+#include "sweep/sweep_contract.h"
 
 namespace normlab {
 namespace {
@@ -364,6 +365,55 @@ TEST(SweepConfigTest, ShippedSweepsAreValid) {
     }
   }
   std::filesystem::current_path(cwd);
+}
+
+// The sweep fuzzer's contract (tests/sweep/sweep_contract.h) on every shipped sweep, full and
+// quick: the fuzzer seeds its corpus with these files, so one it would reject fails here first.
+TEST(SweepConfigTest, ShippedSweepsKeepTheExpansionContract) {
+  testing::TempDir dir;
+  const std::string dumped = dir.path() + "/dumped.yaml";
+  size_t checked = 0;
+  for (const auto& e : std::filesystem::directory_iterator(testing::source_dir() + "/configs/sweeps")) {
+    if (e.path().extension() != ".yaml") continue;
+    for (bool quick : {false, true}) {
+      SweepOptions o;
+      o.quick = quick;
+      const std::string what = e.path().filename().string() + (quick ? " --quick" : "");
+      const Sweep s = parse_sweep_file(e.path().string(), o);
+      EXPECT_EQ(testing::expansion_problem(s, expand_sweep(s)), "") << what;
+      testing::write_text(dumped, dump_sweep(s));
+      EXPECT_EQ(testing::dump_problem(s, parse_sweep_file(dumped)), "") << what;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 40u);
+}
+
+// The contract can fail, and says what broke: a point dropped, two names alike, a given value or
+// the margin lost in the dump.
+TEST(SweepConfigTest, TheExpansionContractNamesWhatIsBroken) {
+  const std::string sweeps = testing::source_dir() + "/configs/sweeps/";
+  const Sweep given = parse_sweep_file(sweeps + "width_norms_mup_shakespeare_512.yaml");
+  ASSERT_TRUE(given.tune && given.tune->given.size() == 5);
+  EXPECT_TRUE(expand_sweep(given).empty());  // every value given, no rung searched
+  EXPECT_EQ(testing::expansion_problem(given, {}), "");
+  const Sweep plain = parse_sweep_file(sweeps + "tune_example.yaml");
+  const std::vector<SweepPoint> points = expand_sweep(plain);
+  ASSERT_GE(points.size(), 2u);
+  EXPECT_EQ(testing::expansion_problem(plain, points), "");
+  const std::vector<SweepPoint> fewer(points.begin() + 1, points.end());
+  EXPECT_EQ(testing::expansion_problem(plain, fewer),
+            fmt::format("{} points, expected {}", points.size() - 1, points.size()));
+  std::vector<SweepPoint> alike = points;
+  alike[1].name = alike[0].name;
+  EXPECT_EQ(testing::expansion_problem(plain, alike), "two points share a name");
+  Sweep lost = given;
+  lost.tune->given.back().text = "4.0e-3";
+  EXPECT_EQ(testing::dump_problem(given, lost), "tune.given entry 4 changed");
+  Sweep unmargined = given;
+  unmargined.tune->margin = 0;
+  EXPECT_EQ(testing::dump_problem(given, unmargined), "tune's ladder, search_at, test, margin, correction or fit changed");
+  EXPECT_EQ(testing::dump_problem(given, given), "");
 }
 
 }  // namespace
