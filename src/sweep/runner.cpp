@@ -25,6 +25,7 @@
 #include "core/fs.h"
 #include "core/log.h"
 #include "core/system.h"
+#include "metrics/records.h"
 #include "sweep/summary.h"
 
 extern char** environ;
@@ -134,6 +135,27 @@ std::string list_points(const Sweep& sweep, const SweepShard& shard) {
   return out;
 }
 
+std::string other_machines_warning(const std::vector<std::string>& run_dirs, const std::string& here) {
+  std::map<std::string, size_t> runs_on;  // another CPU -> the runs that ran on it
+  size_t n = 0;
+  for (const std::string& dir : run_dirs) {
+    std::set<std::string> cpus;
+    for (const MachineRecord& m : read_machines(dir)) {
+      if (m.cpu != here) cpus.insert(m.cpu);
+    }
+    for (const std::string& cpu : cpus) ++runs_on[cpu];
+    n += !cpus.empty();
+  }
+  if (n == 0) return "";
+  std::string parts;
+  for (const auto& [cpu, count] : runs_on) parts += fmt::format("{}{}: {}", parts.empty() ? "" : ", ", cpu, count);
+  return fmt::format(
+      "warning: {} of the {} runs already in this sweep directory name another CPU in their machine.json "
+      "than this machine's ({}; here: {}): comparisons of them with the runs made here mix machines (the tuned summary's "
+      "mixed_machines); --out DIR keeps a new sweep apart",
+      n, run_dirs.size(), parts, here);
+}
+
 int threads_per_job(int jobs) {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max(1, cores / std::max(1, jobs));
@@ -233,6 +255,12 @@ class SweepScheduler {
       if (plans_[i] != Plan::kSkip) todo_.push_back(i);
     }
     finished_ = n_skip;
+    std::vector<std::string> earlier;  // runs this phase keeps or resumes
+    for (size_t i : mine_) {
+      if (plans_[i] != Plan::kFresh) earlier.push_back(point_run_dir(dir_, points_[i]));
+    }
+    const std::string other = other_machines_warning(earlier, cpu_description());
+    if (!other.empty()) spdlog::warn("{}", other);
     spdlog::info("normlab sweep: {}{}{} points ({} finished earlier, {} to resume, {} new) | {} job{} x {} thread{} | {}",
                  label, shard.whole() ? "" : fmt::format("{}: {} of ", shard_name_, mine_.size()), points_.size(), n_skip,
                  n_resume, mine_.size() - n_skip - n_resume, options_.jobs, options_.jobs == 1 ? "" : "s", threads_,

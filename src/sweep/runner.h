@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "sweep/sweep_points.h"
 
@@ -51,5 +52,12 @@ int run_sweep(const Sweep& sweep, const SweepRunOptions& options);
 
 // Threads per child: the machine's cores split evenly, at least one.
 int threads_per_job(int jobs);
+
+// What `normlab sweep` warns of before it runs anything: runs already in the sweep directory
+// (finished, or begun and to be resumed; `run_dirs`) that ran, wholly or in part, on another CPU
+// than `here` (machine.json's cpu; core/system.h's cpu_description). What runs now would be
+// compared with them across machines (the tuned summary's mixed_machines). "" when none did;
+// runs without a machine.json (older ones) are not counted.
+std::string other_machines_warning(const std::vector<std::string>& run_dirs, const std::string& here);
 
 }  // namespace normlab

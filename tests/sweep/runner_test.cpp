@@ -12,11 +12,39 @@
 
 #include "core/errors.h"
 #include "core/fs.h"
+#include "metrics/records.h"
 #include "test_util.h"
 
 namespace normlab {
 namespace {
 namespace fs = std::filesystem;
+
+// Runs already in a sweep directory that ran, wholly or in part, on another CPU are named before
+// anything runs; runs without a machine.json, or only on this CPU, are not.
+TEST(SweepOtherMachinesTest, RunsFromAnotherCpuAreCountedByCpu) {
+  testing::TempDir dir;
+  const auto run = [&](const std::string& name, const std::vector<std::string>& cpus) {
+    const std::string d = dir.path() + "/" + name;
+    fs::create_directories(d);
+    std::vector<MachineRecord> starts;
+    for (const std::string& cpu : cpus) {
+      starts.push_back(MachineRecord{static_cast<int64_t>(starts.size()) * 100, "vm", cpu, "cpu", "1.13.0 (CPU)", "abc"});
+    }
+    if (!cpus.empty()) testing::write_text(d + "/machine.json", machine_json(starts));
+    return d;
+  };
+  const std::string here = "AMD EPYC (family 26, model 2)", zen4 = "AMD EPYC (family 25, model 17)";
+  const std::vector<std::string> same = {run("a", {here}), run("b", {here, here}), run("old", {})};
+  EXPECT_EQ(other_machines_warning(same, here), "");
+  EXPECT_EQ(other_machines_warning({}, here), "");
+  const std::vector<std::string> mixed = {run("c", {zen4}), run("d", {zen4, here}), run("e", {here}),
+                                          run("f", {"AMD EPYC", zen4})};
+  EXPECT_EQ(other_machines_warning(mixed, here),
+            "warning: 3 of the 4 runs already in this sweep directory name another CPU in their machine.json than "
+            "this machine's (AMD EPYC: 1, AMD EPYC (family 25, model 17): 3; here: AMD EPYC (family 26, model 2)): "
+            "comparisons of them with the runs made here mix machines (the tuned summary's mixed_machines); "
+            "--out DIR keeps a new sweep apart");
+}
 
 TEST(SweepRunnerTest, ThreadsSplitTheCores) {
   const int cores = std::max(1u, std::thread::hardware_concurrency());
@@ -89,6 +117,19 @@ TEST_F(SweepEndToEndTest, RunsSkipsResumesAndIsolatesFailures) {
   EXPECT_NE(err().find("4 finished earlier, 0 to resume, 0 new"), std::string::npos) << err();
   EXPECT_EQ(err().find("start"), std::string::npos) << err();
   EXPECT_EQ(read_file(run(ok1) + "/metrics.jsonl"), metrics_before);
+  EXPECT_EQ(err().find("another CPU"), std::string::npos) << err();  // every run made here
+
+  // A run whose machine.json names another CPU is counted before anything runs.
+  const std::string machines = read_file(run(bad1) + "/machine.json");
+  auto foreign = read_machines(run(bad1));
+  ASSERT_EQ(foreign.size(), 1u);
+  foreign[0].cpu = "Another CPU (family 1, model 2)";
+  testing::write_text(run(bad1) + "/machine.json", machine_json(foreign));
+  ASSERT_EQ(sweep().status, 0) << err();
+  EXPECT_NE(err().find("warning: 1 of the 4 runs already in this sweep directory name another CPU"),
+            std::string::npos) << err();
+  EXPECT_NE(err().find("(Another CPU (family 1, model 2): 1; here: "), std::string::npos) << err();
+  testing::write_text(run(bad1) + "/machine.json", machines);
 
   // ok1 made unfinished (no point.json, its checkpoint rolled back to step 2): resumed.
   // ok2 given a LATEST that names a missing checkpoint: its child fails, the others finish.
