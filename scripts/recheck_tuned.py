@@ -155,52 +155,81 @@ def unit(text):
     return 0.5 * 10.0 ** -len(m.group(1)) if m else 0.0
 
 
-def recompute(path, test):
-    """Per comparison table (one, or one per ladder rung): (rung label, the table's columns, rows)."""
-    lines = open(path).read().splitlines()
-    tuned_at = next(i for i, l in enumerate(lines) if l.startswith("| arm | selected "))
-    text = "\n".join(lines[:tuned_at])
-    seeds = re.search(r"with the fresh seeds \[([0-9, ]+)\]", text)
-    if not seeds:
-        sys.exit(f"{path}: no 'with the fresh seeds [...]' in the comparison's description")
-    confirm = [s.strip() for s in seeds.group(1).split(",")]
-    if test is None:
-        test = "paired" if re.search(r"\bpaired\b", text) else "welch"
-    runs_at = next(i for i, l in enumerate(lines) if l.startswith("|") and "| seed |" in l and "| best val |" in l)
-    rhead, runs = table(lines, runs_at)
-    si, bi, sti = rhead.index("seed"), rhead.index("best val"), rhead.index("status")
-    key_cols = rhead[:si - 1]  # the sweep's keys (last name component), then the tuned key, then seed
+class Results:
+    """A tuned sweep's results file, parsed: its confirm seeds, test, Runs table and comparison
+    tables (one, or one per ladder rung, each under "### KEY = VALUE")."""
 
-    # The comparison tables: the first one alone, or a ladder's, each under "### KEY = VALUE".
-    groups, rung = [], None
-    section = max(i for i, l in enumerate(lines[:tuned_at]) if l.startswith("## "))
-    for i in range(section, runs_at):
-        m = re.match(r"^### (\S+) = (\S+)$", lines[i])
-        if m:
-            rung = (m.group(1).split(".")[-1], m.group(2))
-        elif lines[i].startswith("| arm | selected ") and i >= tuned_at:
-            groups.append((rung, table(lines, i)))
-            if rung is None:
-                break
-    if not groups:
-        sys.exit(f"{path}: no comparison table")
+    def __init__(self, path, test=None):
+        self.path = path
+        lines = self.lines = open(path).read().splitlines()
+        tuned_at = next((i for i, l in enumerate(lines) if l.startswith("| arm | selected ")), None)
+        if tuned_at is None:
+            sys.exit(f"{path}: no comparison table ('| arm | selected ...'): not a tuned sweep's results file")
+        text = "\n".join(lines[:tuned_at])
+        seeds = re.search(r"with the fresh seeds \[([0-9, ]+)\]", text)
+        if not seeds:
+            sys.exit(f"{path}: no 'with the fresh seeds [...]' in the comparison's description")
+        self.confirm = [s.strip() for s in seeds.group(1).split(",")]
+        self.test = test or ("paired" if re.search(r"\bpaired\b", text) else "welch")
+        margin = re.search(r"inside ±([0-9.]+)", text)
+        self.margin = float(margin.group(1)) if margin else None
+        self.runs_at = next(i for i, l in enumerate(lines) if l.startswith("|") and "| seed |" in l and "| best val |" in l)
+        rhead, self.runs = table(lines, self.runs_at)
+        self.si, self.bi, self.sti = rhead.index("seed"), rhead.index("best val"), rhead.index("status")
+        self.key_cols = rhead[:self.si - 1]  # the sweep's keys (last name component), then the tuned key, then seed
+        self.groups, rung = [], None
+        section = max(i for i, l in enumerate(lines[:tuned_at]) if l.startswith("## "))
+        for i in range(section, self.runs_at):
+            m = re.match(r"^### (\S+) = (\S+)$", lines[i])
+            if m:
+                rung = (m.group(1).split(".")[-1], m.group(2))
+            elif lines[i].startswith("| arm | selected ") and i >= tuned_at:
+                self.groups.append((rung, table(lines, i)))
+                if rung is None:
+                    break
+        if not self.groups:
+            sys.exit(f"{path}: no comparison table")
 
-    def values(arm, selected, rung):
+    def values(self, arm, selected, rung):
+        """{confirm seed: best val} of the arm's finished runs at the selected value (and rung)."""
         labels = {} if arm == "(all)" else dict(kv.split("=", 1) for kv in arm.split(","))
-        cols = {k: j for j, k in enumerate(key_cols)}
+        cols = {k: j for j, k in enumerate(self.key_cols)}
         if any(k not in cols for k in labels) or (rung and rung[0] not in cols):
-            sys.exit(f"{path}: arm {arm}: a key missing from the Runs table's columns {key_cols}")
-        by_seed = {}
-        for r in runs:
-            if r[si - 1] != selected or r[si] not in confirm or r[sti] != "done":
+            sys.exit(f"{self.path}: arm {arm}: a key missing from the Runs table's columns {self.key_cols}")
+        si, by_seed = self.si, {}
+        for r in self.runs:
+            if r[si - 1] != selected or r[si] not in self.confirm or r[self.sti] != "done":
                 continue
             if rung and r[cols[rung[0]]] != rung[1]:
                 continue
             if all(r[cols[k]] == v for k, v in labels.items()):
-                v = number(r[bi])
+                v = number(r[self.bi])
                 if v is not None and math.isfinite(v):
                     by_seed[r[si]] = v
         return by_seed
+
+
+def larger_minus_smaller(x, y):
+    """The paired test of one arm's confirm runs at a larger rung (y) against a smaller (x), over
+    their shared seeds: n, and Δ = larger - smaller with its interval, p and mde where n >= 2."""
+    shared = sorted(set(x) & set(y))
+    if len(shared) < 2:
+        return {"n": len(shared)}
+    return {"n": len(shared), **decided(*paired([y[k] for k in shared], [x[k] for k in shared]))}
+
+
+def holm_per_arm(rows):
+    """Holm's p_adj over each arm's rung pairs (the rows sharing a "group")."""
+    for arm in {r["group"] for r in rows if "p" in r}:
+        mine = [r for r in rows if r["group"] == arm and "p" in r]
+        for r, pa in zip(mine, holm([r["p"] for r in mine])):
+            r["p_adj"] = pa
+
+
+def recompute(path, test):
+    """Per comparison table (one, or one per ladder rung): (rung label, the table's columns, rows)."""
+    res = Results(path, test)
+    test, confirm, groups, lines, values = res.test, res.confirm, res.groups, res.lines, res.values
 
     out = []
     for rung, (head, arms) in groups:
@@ -247,16 +276,8 @@ def recompute(path, test):
                 sys.exit(f"{path}: larger-is-better row {a[0]} {a[1]}: a rung without a comparison table")
             x = values(a[0], ran_at[(small, a[0])], (key, small))
             y = values(a[0], ran_at[(large, a[0])], (key, large))
-            shared = sorted(set(x) & set(y))
-            if len(shared) < 2:
-                rows.append({"arm": f"{a[0]} {a[1]}", "n": len(shared), "printed": a})
-                continue
-            t = paired([y[k] for k in shared], [x[k] for k in shared])
-            rows.append({"arm": f"{a[0]} {a[1]}", "group": a[0], "n": len(shared), "printed": a, **decided(*t)})
-        for arm in {r.get("group") for r in rows if "group" in r}:
-            mine = [r for r in rows if r.get("group") == arm]
-            for r, pa in zip(mine, holm([r["p"] for r in mine])):
-                r["p_adj"] = pa
+            rows.append({"arm": f"{a[0]} {a[1]}", "group": a[0], "printed": a, **larger_minus_smaller(x, y)})
+        holm_per_arm(rows)
         out.append(("larger is better (paired over the confirm seeds, Holm over each arm's pairs)", col, rows))
     return test, confirm, out
 
@@ -347,16 +368,91 @@ def fits(path, confirm):
     return out, skipped
 
 
+def across(paths):
+    """--across: the larger-is-better table of a ladder whose rungs ran as separate sweeps, from
+    their results files: each arm's confirm runs at every rung against its runs at every smaller
+    rung (each at the value the arm ran at there), paired over the seeds both share, Holm over the
+    arm's pairs; the verdict as the report's (margin: the files' own). A rung in a later file
+    replaces the same arm's rung in an earlier one. Prints the table; returns 0, or 2 on bad input."""
+    cells, key, margins, nothing = {}, None, set(), set()
+    for path in paths:
+        res = Results(path)
+        if res.test != "paired":
+            sys.exit(f"{path}: a {res.test} study: --across pairs seeds and needs paired confirm seeds")
+        margins.add(res.margin)
+        for rung, (head, arms) in res.groups:
+            if rung is None:
+                sys.exit(f"{path}: no '### KEY = VALUE' rung heading above its comparison table (not a ladder)")
+            if key not in (None, rung[0]):
+                sys.exit(f"{path}: its rungs are {rung[0]}, an earlier file's {key}")
+            key = rung[0]
+            for a in arms:
+                v = res.values(a[0], a[1].split()[0], rung)
+                cells.setdefault(a[0], {})[rung[1]] = v
+                if "learned nothing" in a[-1]:
+                    nothing.add((a[0], rung[1]))
+                else:
+                    nothing.discard((a[0], rung[1]))
+    margin = margins.pop() if len(margins) == 1 else None
+    rows = []
+    for arm, at in cells.items():
+        rungs = sorted(at, key=float)
+        for j, large in enumerate(rungs):
+            for small in rungs[:j]:
+                r = {"arm": arm, "group": arm, "pair": f"{small} -> {large}",
+                     "nothing": (arm, small) in nothing and (arm, large) in nothing,
+                     **larger_minus_smaller(at[small], at[large])}
+                rows.append(r)
+    holm_per_arm(rows)
+    # pairs ordered as the report orders them: by the larger rung, then the smaller
+    order = {arm: i for i, arm in enumerate(cells)}
+    rows.sort(key=lambda r: (order[r["arm"]], float(r["pair"].split()[2]), float(r["pair"].split()[0])))
+    print(f"{key} across {', '.join(paths)}: each arm's larger rung - its smaller, paired over the confirm "
+          f"seeds both share, Holm over the arm's pairs; equivalent when the 90 % interval lies inside "
+          + (f"±{margin:g}" if margin is not None else "the margin (none: the files give none or differ)")
+          + ". The files' runs must come from one kind of machine: a results file does not say which.\n")
+    print("| arm | smaller -> larger | n | Δ [95 % interval] | p | p_adj | mde | verdict |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        if "p" not in r:
+            print(f"| {r['arm']} | {r['pair']} | {r['n']} | - | - | - | - | too few shared seeds |")
+            continue
+        if r["lo"] > 0 and r["p_adj"] < 0.05:
+            verdict = "worse"
+        elif r["hi"] < 0 and r["p_adj"] < 0.05:
+            verdict = "better"
+        elif margin is not None and r["n"] > 1 and abs(r["delta"]) + t_quantile(0.95, r["n"] - 1) * (r["hi"] - r["delta"]) / t_quantile(0.975, r["n"] - 1) < margin:
+            verdict = "equivalent"
+        else:
+            verdict = "inconclusive"
+        if r["nothing"]:
+            verdict += " (learned nothing at either size)"
+        print(f"| {r['arm']} | {r['pair']} | {r['n']} | {r['delta']:+.4f} [{r['lo']:+.4f}, {r['hi']:+.4f}] | "
+              f"{r['p']:.2g} | {r['p_adj']:.2g} | {r['mde']:.4f} | {verdict} |")
+    return 0
+
+
 def close(got, printed, abs_tol, rel_tol=0.0):
     return abs(got - printed) <= abs_tol + rel_tol * abs(printed)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
-    ap.add_argument("results", help="a tuned sweep's results file (configs/sweeps/results/NAME.md)")
+    ap.add_argument("results", nargs="+", help="a tuned sweep's results file (configs/sweeps/results/NAME.md); "
+                    "with --across, two or more ladder results files")
     ap.add_argument("--test", choices=["welch", "paired"], help="default: as the file's description says")
     ap.add_argument("--check", action="store_true", help="exit 1 where a printed number differs from the runs'")
+    ap.add_argument("--across", action="store_true",
+                    help="the larger-is-better table over the rungs of several ladder results files "
+                         "(a ladder run as separate sweeps): every arm's rung pairs, paired, Holm per arm")
     args = ap.parse_args()
+    if args.across:
+        if len(args.results) < 2 or args.check or args.test:
+            ap.error("--across takes two or more results files, and neither --check nor --test")
+        return across(args.results)
+    if len(args.results) != 1:
+        ap.error("one results file (several only with --across)")
+    args.results = args.results[0]
     test, confirm, groups = recompute(args.results, args.test)
     print(f"{args.results}: {test} test over confirm seeds {', '.join(confirm)}; Holm over each table's arms")
     bad, checked, unresolved = [], 0, 0

@@ -80,4 +80,30 @@ sed 's/^| norm.type=ssnorm | 8.0e-3 |/| norm.type=ssnorm | 4.0e-3 |/' "$R/tuned_
 cmp -s "$TMP/f.md" "$R/tuned_norms.md" && fail "the selection to plant was not found"
 if out=$(python3 "$SCRIPT" --check "$TMP/f.md"); then fail "an arm with nothing to recompute from passed"; fi
 grep -q 'MISMATCH norm.type=ssnorm: printed a Δ, but the Runs table has 0 matching' <<<"$out" || fail "wrong report: $out"
-echo "recheck_tuned_test: $n results files recomputed, planted errors caught"
+
+# --across: a ladder run as separate sweeps. One file given twice is the file's own ladder (a later
+# rung replaces the earlier), so its pairs must be the report's larger-is-better table (the width
+# ladder's Pre-LN d = 64 -> 256: -0.019 [-0.033, -0.005], p_adj 0.05 over the arm's three pairs).
+W="$R/width_norms_mup_shakespeare_256.md"
+out=$(python3 "$SCRIPT" --across "$W" "$W") || fail "--across on a ladder file failed: $out"
+grep -q '^| norm.type=layernorm,layout=pre | 64 -> 256 | 8 | -0.0186 \[-0.0327, -0.0046\] | 0.017 | 0.05 | 0.0194 | better |$' \
+  <<<"$out" || fail "--across does not give the report's larger-is-better row: $out"
+grep -q '^| norm.type=layernorm,layout=sandwich | 128 -> 256 | 8 | .* | equivalent |$' <<<"$out" \
+  || fail "--across: Sandwich 128 -> 256 is equivalent within the file's margin 0.01: $out"
+[ "$(grep -c '^| norm.type=layernorm,layout=post |' <<<"$out")" -eq 3 ] || fail "--across: not three pairs an arm: $out"
+# A rung from another file joins each arm's family: with the rung d = 64's table moved out to a file
+# of its own (the others left in a second file), the pairs and Holm over them are unchanged.
+split() {  # $1: 1 keeps the d = 64 rung's table, 0 the other rungs' (the Runs table in both)
+  awk -v want="$1" '/^### model.d_model = /{keep = (($0 ~ /= 64$/) == want)} /^## Runs/{keep=1}
+    /^\| arm \| smaller -> larger/{keep=0} keep || !/^(###|\|)/' "$W"
+}
+split 1 > "$TMP/w64.md"; split 0 > "$TMP/wrest.md"
+grep -q '^### model.d_model = 64$' "$TMP/w64.md" && ! grep -q '^### model.d_model = 128$' "$TMP/w64.md" \
+  && ! grep -q '^### model.d_model = 64$' "$TMP/wrest.md" && grep -q '^### model.d_model = 256$' "$TMP/wrest.md" \
+  || fail "the files of one rung and of the rest were not made"
+out2=$(python3 "$SCRIPT" --across "$TMP/wrest.md" "$TMP/w64.md") || fail "--across on two files failed: $out2"
+[ "$(tail -n +2 <<<"$out")" = "$(tail -n +2 <<<"$out2")" ] || fail "--across: a rung from another file changed the table"
+# Bad input: a study that is not a ladder, a Welch study.
+if out=$(python3 "$SCRIPT" --across "$W" "$R/tuned_norms.md" 2>&1); then fail "--across took a Welch study"; fi
+grep -q 'tuned_norms.md: a welch study' <<<"$out" || fail "wrong message: $out"
+echo "recheck_tuned_test: $n results files recomputed, planted errors caught, --across agrees with the report"
