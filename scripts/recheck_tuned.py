@@ -26,6 +26,7 @@ rung against the smaller one, paired, Holm over the arm's pairs), as `normlab re
 """
 import argparse
 import math
+import os
 import re
 import sys
 
@@ -370,29 +371,31 @@ def fits(path, confirm):
 
 def across(paths):
     """--across: the larger-is-better table of a ladder whose rungs ran as separate sweeps, from
-    their results files: each arm's confirm runs at every rung against its runs at every smaller
+    their results files (a single-rung sweep's named by FILE@VALUE): each arm's confirm runs at every rung against its runs at every smaller
     rung (each at the value the arm ran at there), paired over the seeds both share, Holm over the
     arm's pairs; the verdict as the report's (margin: the files' own). A rung in a later file
     replaces the same arm's rung in an earlier one. Prints the table; returns 0, or 2 on bad input."""
     cells, key, margins, nothing = {}, None, set(), set()
-    for path in paths:
+    for spec in paths:
+        path, _, given = spec.rpartition("@") if "@" in os.path.basename(spec) else (spec, "", "")
         res = Results(path)
         if res.test != "paired":
             sys.exit(f"{path}: a {res.test} study: --across pairs seeds and needs paired confirm seeds")
         margins.add(res.margin)
         for rung, (head, arms) in res.groups:
-            if rung is None:
-                sys.exit(f"{path}: no '### KEY = VALUE' rung heading above its comparison table (not a ladder)")
-            if key not in (None, rung[0]):
+            if (rung is None) == (not given):
+                sys.exit(f"{path}: " + ("no '### KEY = VALUE' rung heading above its comparison table: name "
+                                        "its rung as FILE@VALUE" if rung is None else "a ladder: no @VALUE"))
+            if rung is not None and key not in (None, rung[0]):
                 sys.exit(f"{path}: its rungs are {rung[0]}, an earlier file's {key}")
-            key = rung[0]
+            key = rung[0] if rung is not None else key
+            at = rung[1] if rung is not None else given
             for a in arms:
-                v = res.values(a[0], a[1].split()[0], rung)
-                cells.setdefault(a[0], {})[rung[1]] = v
+                cells.setdefault(a[0], {})[at] = res.values(a[0], a[1].split()[0], rung)
                 if "learned nothing" in a[-1]:
-                    nothing.add((a[0], rung[1]))
+                    nothing.add((a[0], at))
                 else:
-                    nothing.discard((a[0], rung[1]))
+                    nothing.discard((a[0], at))
     margin = margins.pop() if len(margins) == 1 else None
     rows = []
     for arm, at in cells.items():
@@ -407,6 +410,8 @@ def across(paths):
     # pairs ordered as the report orders them: by the larger rung, then the smaller
     order = {arm: i for i, arm in enumerate(cells)}
     rows.sort(key=lambda r: (order[r["arm"]], float(r["pair"].split()[2]), float(r["pair"].split()[0])))
+    if key is None:
+        sys.exit("--across: no ladder among the files to name the rungs' key")
     print(f"{key} across {', '.join(paths)}: each arm's larger rung - its smaller, paired over the confirm "
           f"seeds both share, Holm over the arm's pairs; equivalent when the 90 % interval lies inside "
           + (f"±{margin:g}" if margin is not None else "the margin (none: the files give none or differ)")

@@ -103,7 +103,19 @@ grep -q '^### model.d_model = 64$' "$TMP/w64.md" && ! grep -q '^### model.d_mode
   || fail "the files of one rung and of the rest were not made"
 out2=$(python3 "$SCRIPT" --across "$TMP/wrest.md" "$TMP/w64.md") || fail "--across on two files failed: $out2"
 [ "$(tail -n +2 <<<"$out")" = "$(tail -n +2 <<<"$out2")" ] || fail "--across: a rung from another file changed the table"
-# Bad input: a study that is not a ladder, a Welch study.
+# The shipped width ladder, d = 64..256 and d = 512 as two sweeps: six pairs an arm, Holm over six.
+out=$(python3 "$SCRIPT" --across "$W" "$R/width_norms_mup_shakespeare_512.md") || fail "--across 256 + 512 failed: $out"
+[ "$(grep -c '^| norm.type=layernorm,layout=post |' <<<"$out")" -eq 6 ] || fail "--across: not six pairs an arm: $out"
+grep -q '^| norm.type=layernorm,layout=post | 64 -> 512 | 8 | +0.0463 \[+0.0180, +0.0747\] | 0.0062 | 0.037 | 0.0391 | worse |$' \
+  <<<"$out" || fail "--across: the width ladder's Post-LN 64 -> 512 row: $out"
+# A single-rung sweep named FILE@VALUE: the depth ladder's L = 16 sweep beside its L = 2, 4, 8 ladder
+# (Pre-LN L = 8 -> 16: -0.018 [-0.034, -0.001], p 0.036, as the front page says).
+out=$(python3 "$SCRIPT" --across "$R/depth_ladder.md" "$R/depth_ladder_l16.md@16") || fail "--across FILE@16 failed: $out"
+grep -q '^| layout=pre,type=sp,base_depth=auto | 8 -> 16 | 8 | -0.0175 \[-0.0336, -0.0015\] | 0.036 | ' <<<"$out" \
+  || fail "--across: the depth ladder's Pre-LN 8 -> 16 row: $out"
+# Bad input: a single-rung file without its @VALUE, a Welch study.
+if out=$(python3 "$SCRIPT" --across "$R/depth_ladder.md" "$R/depth_ladder_l16.md" 2>&1); then fail "--across took a file without its rung"; fi
+grep -q 'depth_ladder_l16.md: no .### KEY = VALUE. rung heading.*FILE@VALUE' <<<"$out" || fail "wrong message: $out"
 if out=$(python3 "$SCRIPT" --across "$W" "$R/tuned_norms.md" 2>&1); then fail "--across took a Welch study"; fi
 grep -q 'tuned_norms.md: a welch study' <<<"$out" || fail "wrong message: $out"
 echo "recheck_tuned_test: $n results files recomputed, planted errors caught, --across agrees with the report"
