@@ -16,6 +16,11 @@ report's bootstrap intervals are random resamples and are not recomputed).
 
     scripts/recheck_tuned.py configs/sweeps/results/tuned_norms.md          # the table
     scripts/recheck_tuned.py --check configs/sweeps/results/tuned_norms.md  # and hold the file to it
+    scripts/recheck_tuned.py --across A.md B.md C.md@16                     # one ladder, several sweeps
+
+--across prints the larger-is-better table of a ladder whose rungs ran as separate sweeps (a
+single-rung sweep's file named FILE@VALUE): every rung pair of each arm, paired over the seeds they
+share, Holm over the arm's pairs, the report's verdict rule with the files' margin.
 
 --check exits 1 when a printed Δ, interval end, p, p_adj or mde is not what the runs give, within
 what rounding the runs' values to 4 decimals allows (0.0005 nats on Δ, 0.001 + 3 % on interval
