@@ -120,7 +120,7 @@ def decided(delta, se, df):
         mde = (t_quantile(0.975, df) + t_quantile(0.80, df)) * se
     else:
         half, p, mde = 0.0, (0.0 if delta != 0 else 1.0), 0.0
-    return {"delta": delta, "lo": delta - half, "hi": delta + half, "p": p, "mde": mde}
+    return {"delta": delta, "lo": delta - half, "hi": delta + half, "p": p, "mde": mde, "se": se, "df": df}
 
 
 def holm(ps):
@@ -376,10 +376,11 @@ def fits(path, confirm):
 
 def across(paths):
     """--across: the larger-is-better table of a ladder whose rungs ran as separate sweeps, from
-    their results files (a single-rung sweep's named by FILE@VALUE): each arm's confirm runs at every rung against its runs at every smaller
-    rung (each at the value the arm ran at there), paired over the seeds both share, Holm over the
-    arm's pairs; the verdict as the report's (margin: the files' own). A rung in a later file
-    replaces the same arm's rung in an earlier one. Prints the table; returns 0, or 2 on bad input."""
+    their results files (a single-rung sweep's named by FILE@VALUE): each arm's confirm runs at
+    every rung against its runs at every smaller rung (each at the value the arm ran at there),
+    paired over the seeds both share, Holm over the arm's pairs; the verdict as the report's
+    (margin: the files' own). A rung in a later file replaces the same arm's rung in an earlier one.
+    Prints the table and returns 0; exits with a message on bad input."""
     cells, key, margins, nothing = {}, None, set(), set()
     for spec in paths:
         path, _, given = spec.rpartition("@") if "@" in os.path.basename(spec) else (spec, "", "")
@@ -401,22 +402,18 @@ def across(paths):
                     nothing.add((a[0], at))
                 else:
                     nothing.discard((a[0], at))
+    if key is None:
+        sys.exit("--across: no ladder among the files to name the rungs' key")
     margin = margins.pop() if len(margins) == 1 else None
     rows = []
-    for arm, at in cells.items():
+    for arm, at in cells.items():  # each arm's pairs as the report orders them: by the larger rung
         rungs = sorted(at, key=float)
         for j, large in enumerate(rungs):
             for small in rungs[:j]:
-                r = {"arm": arm, "group": arm, "pair": f"{small} -> {large}",
-                     "nothing": (arm, small) in nothing and (arm, large) in nothing,
-                     **larger_minus_smaller(at[small], at[large])}
-                rows.append(r)
+                rows.append({"arm": arm, "group": arm, "pair": f"{small} -> {large}",
+                             "nothing": (arm, small) in nothing and (arm, large) in nothing,
+                             **larger_minus_smaller(at[small], at[large])})
     holm_per_arm(rows)
-    # pairs ordered as the report orders them: by the larger rung, then the smaller
-    order = {arm: i for i, arm in enumerate(cells)}
-    rows.sort(key=lambda r: (order[r["arm"]], float(r["pair"].split()[2]), float(r["pair"].split()[0])))
-    if key is None:
-        sys.exit("--across: no ladder among the files to name the rungs' key")
     print(f"{key} across {', '.join(paths)}: each arm's larger rung - its smaller, paired over the confirm "
           f"seeds both share, Holm over the arm's pairs; equivalent when the 90 % interval lies inside "
           + (f"±{margin:g}" if margin is not None else "the margin (none: the files give none or differ)")
@@ -431,7 +428,7 @@ def across(paths):
             verdict = "worse"
         elif r["hi"] < 0 and r["p_adj"] < 0.05:
             verdict = "better"
-        elif margin is not None and r["n"] > 1 and abs(r["delta"]) + t_quantile(0.95, r["n"] - 1) * (r["hi"] - r["delta"]) / t_quantile(0.975, r["n"] - 1) < margin:
+        elif margin is not None and abs(r["delta"]) + t_quantile(0.95, r["df"]) * r["se"] < margin:  # 90 % inside
             verdict = "equivalent"
         else:
             verdict = "inconclusive"
